@@ -1,0 +1,5 @@
+"""Where commands run and files live: one protocol, several backends."""
+
+from .base import Backend, BackendError, CommandResult, DirEntry, FileStat
+
+__all__ = ["Backend", "BackendError", "CommandResult", "DirEntry", "FileStat"]

@@ -1,0 +1,90 @@
+"""The Backend protocol: where commands run and files live.
+
+Every tool that touches commands or files is written once against this protocol, so `terminal`,
+`read_file`, `write_file`, `patch` and `search_files` behave the same on every backend. A backend
+provides only two things: a persistent shell session and file access. File errors are the
+standard `OSError` subclasses (`FileNotFoundError`, `IsADirectoryError`, `PermissionError`, ...);
+failures of the backend itself (connection lost, container gone) are `BackendError`.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+
+class BackendError(RuntimeError):
+    """The backend itself failed (not the command): the message says what to check."""
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    output: str  # stdout and stderr interleaved as the command wrote them
+    exit_code: int
+    timed_out: bool = False
+    duration_seconds: float = 0.0
+    output_bytes: int = 0  # size before any capping
+    truncated: bool = False
+    note: str = ""  # what the backend had to do, e.g. "the shell was restarted"
+
+
+@dataclass(frozen=True)
+class FileStat:
+    path: str
+    size: int
+    is_dir: bool
+    is_file: bool
+    mtime: float
+    mode: int
+
+
+@dataclass(frozen=True)
+class DirEntry:
+    name: str
+    is_dir: bool
+    is_file: bool
+    is_symlink: bool = False
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A session's place to run commands and keep files. Implementations are thread-safe."""
+
+    name: str
+
+    @property
+    def cwd(self) -> str:
+        """The shell session's current directory; relative tool paths resolve against it."""
+        ...
+
+    def run(self, command: str, *, timeout: float | None = None, workdir: str | None = None) -> CommandResult:
+        """Run `command` in the persistent shell: `cd` and `export` carry over to later calls.
+
+        On timeout the command's processes are killed but the session (cwd, variables) is kept.
+        `workdir` runs this one command elsewhere without moving the session.
+        """
+        ...
+
+    def read_bytes(self, path: str) -> bytes: ...
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Atomically replace `path` (temp file + rename), creating parent directories."""
+        ...
+
+    def stat(self, path: str) -> FileStat | None:
+        """None when nothing exists at `path`."""
+        ...
+
+    def list_dir(self, path: str) -> list[DirEntry]: ...
+
+    def close(self) -> None: ...
+
+
+def resolve_path(cwd: str, path: str) -> str:
+    """Absolute POSIX path for `path` relative to `cwd`, with `~` left to the backend's HOME."""
+    if not path:
+        raise ValueError("empty path")
+    if posixpath.isabs(path):
+        return posixpath.normpath(path)
+    return posixpath.normpath(posixpath.join(cwd, path))

@@ -1,0 +1,169 @@
+"""The local backend: a persistent bash on this machine and direct file access."""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import stat as st_mod
+import subprocess
+import tempfile
+import threading
+
+from ..config import Settings
+from ..environment import scrubbed_environ
+from ..procs import terminate_tree
+from .base import CommandResult, DirEntry, FileStat, resolve_path
+from .shell import PersistentShell
+
+
+class _LocalChannel:
+    def __init__(self, shell: str, cwd: str, env: dict[str, str], grace: float) -> None:
+        self._grace = grace
+        self.proc = subprocess.Popen(
+            [shell, "--noprofile", "--norc"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=cwd if os.path.isdir(cwd) else None,
+            env=env,
+            start_new_session=True,
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._in = self.proc.stdin.fileno()
+        self._out = self.proc.stdout.fileno()
+
+    def send(self, data: bytes) -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self._in, view) :]
+        except BrokenPipeError:
+            pass  # the shell is gone; the next recv reports it
+
+    def recv(self, timeout: float) -> bytes | None:
+        ready, _, _ = select.select([self._out], [], [], max(0.0, timeout))
+        if not ready:
+            return None
+        return os.read(self._out, 1 << 16)
+
+    def close(self) -> None:
+        terminate_tree(self.proc.pid, grace=self._grace)
+        self.proc.wait()
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+
+
+class LocalBackend:
+    """Commands in a persistent local bash; files through the OS, relative to the shell's cwd."""
+
+    name = "local"
+
+    def __init__(self, cwd: str | None = None, *, settings: Settings | None = None) -> None:
+        self.settings = settings or Settings()
+        start = os.path.abspath(os.path.expanduser(cwd or os.getcwd()))
+        if not os.path.isdir(start):
+            raise NotADirectoryError(f"working directory {start} does not exist")
+        # The shell rewrites its state file after every command: keep it in memory-backed
+        # /dev/shm where there is one (a truncating write to disk costs ~1 ms here).
+        shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+        self._state_dir = tempfile.mkdtemp(prefix="herald-shell-", dir=shm)
+        env = scrubbed_environ(os.environ, self.settings.sandbox.env_passthrough)
+        env.setdefault("PATH", os.defpath)
+        grace = min(self.settings.sandbox.kill_grace, 2.0)
+        self._shell = PersistentShell(
+            lambda: _LocalChannel(self.settings.terminal.shell, self._shell.cwd, env, grace),
+            cwd=start,
+            state_path=os.path.join(self._state_dir, "state.sh"),
+            max_output_bytes=self.settings.terminal.max_output_bytes,
+            spill_dir=self.settings.spill_dir,
+        )
+        self._closed = threading.Event()
+
+    @property
+    def cwd(self) -> str:
+        return self._shell.cwd
+
+    def _path(self, path: str) -> str:
+        return resolve_path(self.cwd, os.path.expanduser(path))
+
+    def run(self, command: str, *, timeout: float | None = None, workdir: str | None = None) -> CommandResult:
+        if self._closed.is_set():
+            raise RuntimeError("the local backend is closed")
+        limit = self.settings.terminal.timeout if timeout is None else timeout
+        return self._shell.run(command, timeout=limit, workdir=self._path(workdir) if workdir else None)
+
+    def read_bytes(self, path: str) -> bytes:
+        with open(self._path(path), "rb") as fh:
+            return fh.read()
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        target = self._path(path)
+        parent = os.path.dirname(target)
+        os.makedirs(parent, exist_ok=True)
+        try:
+            mode = os.stat(target).st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o666 & ~_umask()
+        fd, tmp = tempfile.mkstemp(prefix=".herald-", suffix=".tmp", dir=parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.chmod(tmp, mode)
+            os.replace(tmp, target)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+
+    def stat(self, path: str) -> FileStat | None:
+        target = self._path(path)
+        try:
+            st = os.stat(target)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return FileStat(
+            path=target,
+            size=st.st_size,
+            is_dir=st_mod.S_ISDIR(st.st_mode),
+            is_file=st_mod.S_ISREG(st.st_mode),
+            mtime=st.st_mtime,
+            mode=st.st_mode,
+        )
+
+    def list_dir(self, path: str) -> list[DirEntry]:
+        entries = []
+        with os.scandir(self._path(path)) as it:
+            for entry in it:
+                try:
+                    is_dir = entry.is_dir()
+                    is_file = entry.is_file()
+                except OSError:
+                    is_dir = is_file = False
+                entries.append(DirEntry(entry.name, is_dir, is_file, entry.is_symlink()))
+        return entries
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self._shell.close()
+        shutil.rmtree(self._state_dir, ignore_errors=True)
+
+    def __enter__(self) -> LocalBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _umask() -> int:
+    # Reading the umask means setting it; do it once, at import, before threads exist.
+    return _UMASK
+
+
+_UMASK = os.umask(0)
+os.umask(_UMASK)

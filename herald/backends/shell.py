@@ -1,0 +1,210 @@
+"""A persistent shell session over any byte channel, shared by every backend.
+
+The backend supplies a channel to a running `bash` (a local pipe pair, an SSH channel, a Docker
+exec socket, a Modal exec stream); this class turns it into `run(command) -> CommandResult`.
+
+How one command runs: the command text is sent as a single-quoted `eval` inside a `{ ...; }`
+group in the shell itself, so `cd` and `export` persist, with stdin from /dev/null and stderr
+merged into stdout. After it the shell prints a record `\\n<marker> <exit code> <cwd>\\0` whose
+marker holds a random nonce, and saves `export -p` to a state file. Job control (`set -m`) gives
+every command its own process group.
+
+On timeout the command's processes and the shell that runs them are killed together: killing
+only the children would let the rest of a command list (`sleep 100; rm -rf build`) carry on.
+A new shell then starts in the last directory with the last exported variables (from the state
+file), so the session goes on. The same happens when the shell exits (`exit`) or dies.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from ..capture import CappedCapture
+from .base import BackendError, CommandResult
+
+TIMEOUT_EXIT_CODE = 124
+
+
+class ShellChannel(Protocol):
+    def send(self, data: bytes) -> None: ...
+
+    def recv(self, timeout: float) -> bytes | None:
+        """Bytes from the shell's stdout+stderr; None on timeout; b"" once the shell is gone."""
+        ...
+
+    def close(self) -> None:
+        """Stop the shell and every process it started (SIGTERM, a short grace, SIGKILL)."""
+        ...
+
+
+def shell_quote(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+class PersistentShell:
+    def __init__(
+        self,
+        open_channel: Callable[[], ShellChannel],
+        *,
+        cwd: str,
+        state_path: str,
+        max_output_bytes: int,
+        spill_dir: Path | None,
+        startup_timeout: float = 15.0,
+    ) -> None:
+        self._open_channel = open_channel
+        self._state_path = state_path
+        self._max_output = max_output_bytes
+        self._spill_dir = spill_dir
+        self._startup_timeout = startup_timeout
+        self._lock = threading.RLock()
+        self._nonce = secrets.token_hex(8)
+        self._done = f"__HERALD_DONE_{self._nonce}__ ".encode()
+        self._ready = f"__HERALD_READY_{self._nonce}__ ".encode()
+        self._channel: ShellChannel | None = None
+        self._shell_pid = 0
+        self._pending = b""
+        self.cwd = cwd
+        self._has_state = False
+        self._runs = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        channel = self._open_channel()
+        restore = f". {shell_quote(self._state_path)} 2>/dev/null\n" if self._has_state else ""
+        setup = (
+            "set -m +o history 2>/dev/null; unset PROMPT_COMMAND; PS1=''; PS2=''\n"
+            + restore
+            + f"cd -- {shell_quote(self.cwd)} 2>/dev/null || cd\n"
+            + f"printf '%s%s %s\\0' __HERALD_READY_ {self._nonce}__ \"$$\"\n"
+        )
+        channel.send(setup.encode())
+        self._channel = channel
+        self._pending = b""
+        try:
+            record = self._read_record(self._ready, time.monotonic() + self._startup_timeout, None)
+        except BackendError:
+            self._discard_channel()
+            raise
+        if record is None:
+            self._discard_channel()
+            raise BackendError(f"the shell did not start within {self._startup_timeout:.0f} s")
+        self._shell_pid = int(record[0] or 0)
+
+    def _discard_channel(self) -> None:
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            try:
+                channel.close()
+            except Exception:
+                pass
+
+    def close(self) -> None:
+        with self._lock:
+            self._discard_channel()
+
+    # -- commands --------------------------------------------------------------------------
+
+    def run(self, command: str, *, timeout: float, workdir: str | None = None) -> CommandResult:
+        with self._lock:
+            notes: list[str] = []
+            if self._channel is None:
+                self._start()
+            started = time.monotonic()
+            body = f"eval {shell_quote(command)}"
+            if workdir:
+                body = f"( cd -- {shell_quote(workdir)} && {body} )"
+            script = (
+                f"{{ {body}\n}} </dev/null 2>&1; __herald_ec=$?; "
+                f"printf '\\n%s%s %s %s\\0' __HERALD_DONE_ {self._nonce}__ \"$__herald_ec\" \"$PWD\"; "
+                f"export -p > {shell_quote(self._state_path)} 2>/dev/null\n"
+            )
+            capture = CappedCapture(
+                self._max_output,
+                spill_dir=self._spill_dir,
+                spill_name=f"terminal-{self._nonce}-{self._runs}.txt",
+            )
+            self._runs += 1
+            try:
+                assert self._channel is not None
+                self._channel.send(script.encode("utf-8", "surrogateescape"))
+                record = self._read_record(self._done, started + timeout, capture)
+                timed_out = record is None
+                if record is None:
+                    self._discard_channel()  # kills the command, everything it started, the shell
+                    notes.append(
+                        f"Command timed out after {timeout:g} s and was killed with every process "
+                        f"it started. {self._restart_note()}"
+                    )
+                    exit_code = TIMEOUT_EXIT_CODE
+                else:
+                    exit_code = int(record[0]) if record[0].lstrip("-").isdigit() else -1
+                    self.cwd = record[1] or self.cwd
+                    self._has_state = True
+            except BackendError:
+                # The shell went away mid-command (`exit`, killed): the next call starts a new
+                # one in the same place, so the session goes on.
+                self._discard_channel()
+                notes.append(f"The shell exited during this command. {self._restart_note()}")
+                exit_code = -1
+                timed_out = False
+            finally:
+                capture.close()
+            output = capture.text("command output")
+            if output.endswith("\n") and not capture.overflowed:
+                output = output[:-1]
+            return CommandResult(
+                output=output,
+                exit_code=exit_code,
+                timed_out=timed_out,
+                duration_seconds=time.monotonic() - started,
+                output_bytes=capture.total,
+                truncated=capture.overflowed,
+                note=" ".join(notes),
+            )
+
+    def _restart_note(self) -> str:
+        kept = "directory and exported variables" if self._has_state else "directory"
+        return f"The next command runs in a new shell with the same {kept}."
+
+    def _read_record(
+        self, marker: bytes, deadline: float, capture: CappedCapture | None
+    ) -> list[str] | None:
+        """Feed output to `capture` until `marker ... \\0`; return its fields, None on deadline."""
+        assert self._channel is not None
+        buffer = self._pending
+        self._pending = b""
+        keep = len(marker) + 1  # bytes held back in case a marker is split across reads
+        while True:
+            at = buffer.find(marker)
+            if at >= 0:
+                end = buffer.find(b"\0", at)
+                if end >= 0:
+                    payload = buffer[:at]
+                    if capture is not None:
+                        capture.feed(payload[:-1] if payload.endswith(b"\n") else payload)
+                    self._pending = buffer[end + 1 :]
+                    fields = buffer[at + len(marker) : end].decode("utf-8", "surrogateescape")
+                    return fields.split(" ", 1) + [""] * (2 - len(fields.split(" ", 1)))
+            elif len(buffer) > keep:
+                if capture is not None:
+                    capture.feed(buffer[:-keep])
+                buffer = buffer[-keep:]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._pending = buffer
+                return None
+            chunk = self._channel.recv(remaining)
+            if chunk is None:
+                continue
+            if chunk == b"":
+                if capture is not None:
+                    capture.feed(buffer)
+                raise BackendError("the shell exited")
+            buffer += chunk

@@ -1,0 +1,124 @@
+"""Bounded capture of a stream: keep a head and a tail in memory, spill the whole text to a file.
+
+The model only ever sees `limit` bytes (head 40 %, tail 60 %, a marker between them), but nothing is
+lost: once the stream passes the limit, everything it produced is written to a spill file whose
+path goes into the result. The spill file itself is bounded by `spill_limit` so a runaway script
+cannot fill the disk.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+HEAD_SHARE = 0.4
+
+
+class CappedCapture:
+    def __init__(
+        self,
+        limit: int,
+        *,
+        spill_dir: Path | None,
+        spill_name: str,
+        spill_limit: int = 256 * 1024 * 1024,
+    ) -> None:
+        self.limit = max(0, limit)
+        self.head_size = int(self.limit * HEAD_SHARE)
+        self.tail_size = self.limit - self.head_size
+        self.total = 0
+        self._buffer = bytearray()  # everything, until the limit is passed
+        self._head = b""
+        self._tail = bytearray()
+        self._spill_dir = spill_dir
+        self._spill_name = spill_name
+        self._spill_limit = spill_limit
+        self._overflowing = False
+        self._spill_fd: int | None = None
+        self._spilled = 0
+        self.spill_path: Path | None = None
+        self.spill_truncated = False
+
+    @property
+    def overflowed(self) -> bool:
+        return self.total > self.limit
+
+    def feed(self, data: bytes) -> None:
+        if not data:
+            return
+        self.total += len(data)
+        if not self._overflowing:
+            if self.total <= self.limit:
+                self._buffer += data
+                return
+            everything = bytes(self._buffer) + data
+            self._buffer = bytearray()
+            self._overflowing = True
+            self._head = everything[: self.head_size]
+            self._open_spill()
+            self._write_spill(everything)
+            self._tail = bytearray(everything[self.head_size :])
+        else:
+            self._write_spill(data)
+            self._tail += data
+        if len(self._tail) > max(self.tail_size * 2, 65536):
+            del self._tail[: len(self._tail) - self.tail_size]
+
+    def _open_spill(self) -> None:
+        if self._spill_dir is None:
+            return
+        self._spill_dir.mkdir(parents=True, exist_ok=True)
+        path = self._spill_dir / self._spill_name
+        self._spill_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self.spill_path = path
+
+    def _write_spill(self, data: bytes) -> None:
+        if self._spill_fd is None or self.spill_truncated:
+            return
+        room = self._spill_limit - self._spilled
+        if len(data) > room:
+            data = data[:room]
+            self.spill_truncated = True
+        if data:
+            os.write(self._spill_fd, data)
+            self._spilled += len(data)
+
+    def close(self) -> None:
+        if self._spill_fd is not None:
+            os.close(self._spill_fd)
+            self._spill_fd = None
+
+    def text(self, what: str = "output") -> str:
+        """The capped text: everything if it fit, else head + marker + tail."""
+        if not self.overflowed:
+            return self._buffer.decode("utf-8", "replace")
+        head = _cut_utf8(self._head, self.head_size, from_end=False)
+        tail = _cut_utf8(bytes(self._tail[-self.tail_size :]) if self.tail_size else b"", self.tail_size, from_end=True)
+        omitted = self.total - len(head) - len(tail)
+        where = f"; full {what} in {self.spill_path}" if self.spill_path else ""
+        if self.spill_truncated:
+            where += f" (spill file cut at {self._spill_limit:,} bytes)"
+        marker = (
+            f"\n[... {what} truncated: {self.total:,} bytes in all, {omitted:,} bytes omitted "
+            f"between the first {len(head):,} and the last {len(tail):,}{where} ...]\n"
+        )
+        return head.decode("utf-8", "replace") + marker + tail.decode("utf-8", "replace")
+
+
+def _cut_utf8(data: bytes, size: int, *, from_end: bool) -> bytes:
+    """Trim to at most `size` bytes without splitting a UTF-8 character at the cut."""
+    if len(data) <= size:
+        return data
+    if from_end:
+        piece = data[len(data) - size :]
+        skip = 0
+        while skip < len(piece) and skip < 4 and (piece[skip] & 0xC0) == 0x80:
+            skip += 1
+        return piece[skip:]
+    piece = data[:size]
+    back = 0
+    while back < len(piece) and back < 4 and (piece[len(piece) - 1 - back] & 0xC0) == 0x80:
+        back += 1
+    if back < len(piece) and piece[len(piece) - 1 - back] >= 0xC0:
+        return piece[: len(piece) - 1 - back]
+    return piece

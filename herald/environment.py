@@ -1,0 +1,40 @@
+"""The environment handed to code the model controls (sandbox children, local shells).
+
+Policy: keep only names on a safe list (PATH, HOME, locale, terminal, temp dirs, ...), then drop
+anything that looks like a secret even if it matched the safe list. Names in the explicit
+`env_passthrough` setting are kept whatever they look like: passing a secret is the user's choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+SAFE_NAMES = frozenset(
+    {
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "COLORTERM",
+        "TMPDIR", "TEMP", "TMP", "TZ", "PWD", "COLUMNS", "LINES", "HOSTNAME", "EDITOR", "PAGER",
+        "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONDONTWRITEBYTECODE", "SOURCE_DATE_EPOCH",
+        "VIRTUAL_ENV", "NO_COLOR", "FORCE_COLOR", "CI",
+    }
+)
+SAFE_PREFIXES = ("LC_", "XDG_")
+SECRET_MARKERS = (
+    "KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "AUTH", "BEARER",
+    "DSN", "COOKIE", "SESSION", "PRIVATE", "CERT", "SIGNATURE", "_PAT", "PWD_",
+)
+
+
+def looks_secret(name: str) -> bool:
+    upper = name.upper()
+    return any(marker in upper for marker in SECRET_MARKERS)
+
+
+def scrubbed_environ(environ: Mapping[str, str], passthrough: Iterable[str] = ()) -> dict[str, str]:
+    allowed = set(passthrough)
+    kept: dict[str, str] = {}
+    for name, value in environ.items():
+        if name in allowed:
+            kept[name] = value
+        elif (name in SAFE_NAMES or name.startswith(SAFE_PREFIXES)) and not looks_secret(name):
+            kept[name] = value
+    return kept

@@ -1,0 +1,156 @@
+"""One tool call in -> policy -> tool -> result. Every call a script makes comes through here.
+
+Policy, in order:
+1. The tool must be in the run's allow-list: sandbox tools ∩ the session's enabled tools.
+   An unknown name and a known-but-excluded tool get different messages, both listing what the
+   script may call.
+2. Arguments are checked against the tool's schema; arguments refused inside scripts (terminal's
+   `background`, `pty`, ...) are rejected with the reason.
+3. The run's call budget: calls past `max_tool_calls` get an error the script can handle; the
+   script keeps running.
+4. The tool runs. Calls run concurrently on the RPC server's threads; tools that are not
+   `parallel_safe` take one shared lock, so they run one at a time.
+5. Every call is logged to the transcript (tool, args preview, duration, result size, error),
+   never to the model's context.
+Errors are data: `{"error": {"type", "message"}}`, never an exception out of `handle`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..tools.arguments import bind_arguments
+from ..tools.registry import Registry, Tool, ToolContext, ToolError
+from ..transcript import Transcript, preview
+
+
+@dataclass
+class CallScope:
+    """One script run's (or kernel session's) view of the tools: allow-list and call budget."""
+
+    run_id: str
+    max_calls: int
+    calls: int = 0
+    refused: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def take(self) -> bool:
+        with self.lock:
+            if self.calls >= self.max_calls:
+                self.refused += 1
+                return False
+            self.calls += 1
+            return True
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        registry: Registry,
+        ctx: ToolContext,
+        *,
+        enabled: list[str] | None = None,
+        transcript: Transcript | None = None,
+    ) -> None:
+        self.registry = registry
+        self.ctx = ctx
+        self.transcript = transcript
+        self.script_tools: list[Tool] = registry.sandbox_tools(enabled)
+        self._allowed = {t.name: t for t in self.script_tools}
+        self._enabled = {t.name for t in registry.select(enabled)}
+        self._serial = threading.Lock()
+        self._ids = itertools.count(1)
+
+    def new_scope(self, max_calls: int) -> CallScope:
+        return CallScope(run_id=f"run-{next(self._ids)}", max_calls=max_calls)
+
+    def _available(self) -> str:
+        return ", ".join(sorted(self._allowed)) or "none"
+
+    def _refuse(self, name: Any) -> dict[str, Any]:
+        if not isinstance(name, str) or not name:
+            message = f"A tool call must name a tool. Available in this script: {self._available()}."
+            return _error("UnknownTool", message)
+        if name == "execute_code":
+            message = "execute_code cannot be called from inside a script (no nested sandboxes)."
+        elif name in self.registry and name not in self._enabled:
+            message = f"Tool '{name}' is not enabled in this session."
+        elif name in self.registry:
+            message = (
+                f"Tool '{name}' is not available inside execute_code; call it directly as a normal "
+                "tool call instead."
+            )
+        else:
+            message = f"Unknown tool: '{name}'."
+        return _error(
+            "UnknownTool" if name not in self.registry else "ToolNotAvailable",
+            f"{message} Available in this script: {self._available()}.",
+        )
+
+    def handle(self, scope: CallScope, message: dict[str, Any]) -> dict[str, Any]:
+        """Serve one RPC request from a script; always returns a reply dict."""
+        name = message.get("tool")
+        args = message.get("args")
+        tool = self._allowed.get(name) if isinstance(name, str) else None
+        started = time.perf_counter()
+        if tool is None:
+            reply = self._refuse(name)
+        elif not scope.take():
+            reply = _error(
+                "ToolCallLimit",
+                f"Tool call limit reached: this script already made its {scope.max_calls} allowed "
+                "tool calls, so this call was not run. Print what you have and finish, or do the "
+                "rest in another execute_code run.",
+            )
+        else:
+            reply = self._run(tool, args)
+        if self.transcript is not None:
+            self._log(scope, name, args, reply, time.perf_counter() - started)
+        return reply
+
+    def _run(self, tool: Tool, args: Any) -> dict[str, Any]:
+        try:
+            bound = bind_arguments(tool, args, in_script=True)
+            if tool.parallel_safe:
+                result = tool.handler(bound, self.ctx)
+            else:
+                with self._serial:
+                    result = tool.handler(bound, self.ctx)
+        except ToolError as exc:
+            return _error(exc.error_type, str(exc))
+        except FileNotFoundError as exc:
+            return _error("FileNotFound", f"{tool.name}: no such file or directory: {exc.filename}")
+        except PermissionError as exc:
+            return _error("PermissionDenied", f"{tool.name}: permission denied: {exc.filename}")
+        except OSError as exc:
+            return _error("OSError", f"{tool.name}: {exc}")
+        except Exception as exc:
+            return _error("InternalError", f"{tool.name} failed unexpectedly: {type(exc).__name__}: {exc}")
+        return {"result": result}
+
+    def _log(self, scope: CallScope, name: Any, args: Any, reply: dict[str, Any], seconds: float) -> None:
+        assert self.transcript is not None
+        record: dict[str, Any] = {
+            "type": "sandbox_tool_call",
+            "run": scope.run_id,
+            "tool": name,
+            "args": preview(args),
+            "duration_ms": round(seconds * 1000, 3),
+        }
+        if "error" in reply:
+            record["error"] = reply["error"]
+        else:
+            result = reply.get("result")
+            record["result_chars"] = len(result) if isinstance(result, str) else len(
+                json.dumps(result, ensure_ascii=False, default=repr)
+            )
+        self.transcript.write(record)
+
+
+def _error(kind: str, message: str) -> dict[str, Any]:
+    return {"error": {"type": kind, "message": message}}

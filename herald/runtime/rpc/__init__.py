@@ -1,0 +1,1 @@
+"""Framed JSON RPC between the parent dispatcher and sandbox children."""

@@ -1,0 +1,165 @@
+"""The sandbox child's side of the RPC: thread-safe calls matched to replies by id.
+
+Copied into the sandbox next to `protocol.py`, so: stdlib only, importable by Python >= 3.8.
+
+Concurrency policy (leader/follower): any number of threads may call at once. The first waiting
+thread becomes the reader and delivers every reply it reads to the thread that owns its id; when
+its own reply arrives it hands the reader role to another waiter. A lone caller therefore reads
+its own reply with no thread hand-off, which keeps a single call near one socket round trip.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import threading
+from typing import Any
+
+from .protocol import ProtocolError, encode_frame, read_frame
+
+
+class ToolError(Exception):
+    """A tool call failed; the message says why and what to do next."""
+
+    def __init__(self, message: str, error_type: str = "ToolError", tool: str = "") -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.tool = tool
+
+
+class ConnectionLost(ToolError):
+    """The parent process went away or closed the connection (for example after a bad token)."""
+
+
+class _Slot:
+    __slots__ = ("done", "reply")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.reply: dict[str, Any] | None = None
+
+
+class RpcClient:
+    def __init__(self, connect: Any, token: str) -> None:
+        self._connect = connect  # zero-argument callable returning a connected socket-like object
+        self._token = token
+        self._sock: Any = None
+        self._pid = -1
+        self._ids = itertools.count(1)
+        self._send_lock = threading.Lock()
+        self._cond = threading.Condition(threading.Lock())
+        self._pending: dict[int, _Slot] = {}
+        self._reading = False
+        self._broken: str | None = None
+
+    def _ensure_connected(self) -> Any:
+        # A forked child must not share its parent's connection: replies would be split.
+        if self._sock is None or self._pid != os.getpid():
+            sock = self._connect()
+            sock.sendall(encode_frame({"type": "auth", "token": self._token}))
+            self._sock = sock
+            self._pid = os.getpid()
+            self._pending = {}
+            self._reading = False
+            self._broken = None
+        return self._sock
+
+    def call(self, tool: str, args: dict[str, Any]) -> Any:
+        slot = _Slot()
+        with self._cond:
+            sock = self._ensure_connected()
+            if self._broken:
+                raise ConnectionLost(self._broken, "ConnectionLost", tool)
+            call_id = next(self._ids)
+            self._pending[call_id] = slot
+        frame = encode_frame({"id": call_id, "tool": tool, "args": args})
+        try:
+            with self._send_lock:
+                sock.sendall(frame)
+        except OSError as exc:
+            self._fail("lost the connection to Herald while sending: %s" % exc)
+        self._wait(call_id, slot, sock)
+        reply = slot.reply or {}
+        if "error" in reply:
+            err = reply["error"] or {}
+            error_type = str(err.get("type", "ToolError"))
+            message = str(err.get("message", "tool call failed"))
+            if error_type == "ConnectionLost":
+                raise ConnectionLost(message, error_type, tool)
+            raise ToolError(message, error_type, tool)
+        return reply.get("result")
+
+    def _wait(self, call_id: int, slot: _Slot, sock: Any) -> None:
+        with self._cond:
+            while not slot.done and self._reading:
+                self._cond.wait()
+            if slot.done:
+                return
+            self._reading = True
+        try:
+            while True:
+                try:
+                    message = read_frame(sock)
+                except (OSError, ProtocolError) as exc:
+                    message = None
+                    reason = "lost the connection to Herald: %s" % exc
+                else:
+                    reason = "Herald closed the connection (the run ended or the token was rejected)"
+                if message is None:
+                    self._fail(reason)
+                    return
+                with self._cond:
+                    owner = self._pending.pop(message.get("id"), None)  # type: ignore[arg-type]
+                    if owner is not None:
+                        owner.reply = message
+                        owner.done = True
+                    if slot.done:
+                        self._reading = False
+                    self._cond.notify_all()
+                    if slot.done:
+                        return
+        except BaseException:
+            with self._cond:
+                self._reading = False
+                self._cond.notify_all()
+            raise
+
+    def _fail(self, reason: str) -> None:
+        with self._cond:
+            self._broken = reason
+            for pending in self._pending.values():
+                pending.reply = {"error": {"type": "ConnectionLost", "message": reason}}
+                pending.done = True
+            self._pending.clear()
+            self._reading = False
+            self._cond.notify_all()
+
+
+def unix_connector(path: str, timeout: float | None = None) -> Any:
+    def connect() -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        sock.connect(path)
+        return sock
+
+    return connect
+
+
+_default: RpcClient | None = None
+
+
+def configure(connect: Any, token: str) -> None:
+    """Point this process's tool calls at the parent (done by the sandbox bootstrap)."""
+    global _default
+    _default = RpcClient(connect, token)
+
+
+def call(tool: str, args: dict[str, Any]) -> Any:
+    if _default is None:
+        raise ToolError(
+            "hermes_tools only works inside a Herald execute_code run (no connection configured).",
+            "NotInSandbox",
+            tool,
+        )
+    return _default.call(tool, args)

@@ -1,0 +1,77 @@
+"""Wire format shared by the parent server and the sandbox child.
+
+A frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON. Messages:
+
+    child -> parent  {"type": "auth", "token": "..."}          first frame of every connection
+    child -> parent  {"id": 7, "tool": "read_file", "args": {...}}
+    parent -> child  {"id": 7, "result": ...}
+    parent -> child  {"id": 7, "error": {"type": "ToolError", "message": "..."}}
+
+This file is copied verbatim into the sandbox (and later into remote backends), so it is stdlib
+only and must stay importable by any Python >= 3.8.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+from typing import Any
+
+HEADER = struct.Struct(">I")
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+
+_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=repr)
+_decoder = json.JSONDecoder()
+
+
+class ProtocolError(Exception):
+    """A peer sent something that is not a valid frame; the connection must be closed."""
+
+
+def encode_frame(message: object) -> bytes:
+    body = _encoder.encode(message).encode("utf-8", "surrogatepass")
+    if len(body) > MAX_FRAME_BYTES:
+        raise ProtocolError(
+            "message of %d bytes exceeds the %d-byte frame limit" % (len(body), MAX_FRAME_BYTES)
+        )
+    return HEADER.pack(len(body)) + body
+
+
+def decode_body(body: bytes) -> dict[str, Any]:
+    try:
+        message = _decoder.decode(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ProtocolError("frame is not UTF-8 JSON: %s" % exc) from None
+    if not isinstance(message, dict):
+        raise ProtocolError("frame must hold a JSON object, got %s" % type(message).__name__)
+    return message
+
+
+def recv_exact(sock: socket.socket, size: int) -> bytes:
+    """Read exactly `size` bytes, or return b"" if the peer closed before sending any."""
+    chunks = []
+    remaining = size
+    while remaining:
+        chunk = sock.recv(min(remaining, 1 << 20))
+        if not chunk:
+            if remaining == size:
+                return b""
+            raise ProtocolError("connection closed in the middle of a frame")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def read_frame(sock: socket.socket) -> dict[str, Any] | None:
+    """Read one message from a socket; None means the peer closed cleanly between frames."""
+    header = recv_exact(sock, HEADER.size)
+    if not header:
+        return None
+    (size,) = HEADER.unpack(header)
+    if size > MAX_FRAME_BYTES:
+        raise ProtocolError("frame of %d bytes exceeds the %d-byte limit" % (size, MAX_FRAME_BYTES))
+    body = recv_exact(sock, size) if size else b""
+    if size and not body:
+        raise ProtocolError("connection closed in the middle of a frame")
+    return decode_body(body)

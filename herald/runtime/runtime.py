@@ -1,0 +1,368 @@
+"""`Runtime`: run model-written Python scripts that call Herald's tools.
+
+Execution policy:
+- A script runs in a fresh child interpreter (its own process group, scrubbed environment, no
+  access to Herald's package). With warm start on, that child was spawned ahead of time and is
+  waiting, so a run pays no interpreter start-up; a new one is spawned after each run.
+- Tool calls come back over the RPC socket, authenticated by a token valid for this run only, and
+  go through the Dispatcher (allow-list, argument checks, call budget, transcript).
+- The run ends when the child exits. At the timeout or on `interrupt()` the whole tree gets
+  SIGTERM, then SIGKILL after the grace period; whatever survives the child is killed too.
+- Kernel sessions (`session="name"`) keep one child and its globals across runs; a timeout,
+  interrupt or crash kills it and the result says the state was lost.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..backends.base import Backend
+from ..capture import CappedCapture
+from ..config import Settings, load_settings
+from ..environment import scrubbed_environ
+from ..tools.registry import Registry, ToolContext, default_registry
+from ..transcript import Transcript
+from .dispatcher import CallScope, Dispatcher
+from .rpc.server import RpcServer
+from .sandbox.process import ChildProcess, Collected, drain_fd
+from .sandbox.result import ExecutionResult
+from .sandbox.stubgen import write_sandbox
+
+READY_TIMEOUT = 30.0
+
+
+@dataclass
+class _Binding:
+    """What an RPC connection's token is bound to; a kernel's scope changes with each run."""
+
+    scope: CallScope
+
+
+@dataclass
+class _Kernel:
+    child: ChildProcess
+    token: str
+    binding: _Binding
+    sentinel: bytes
+
+
+class Runtime:
+    """Runs scripts against one backend. Use as a context manager; `execute` is thread-safe
+    (runs are serialised) and `interrupt` may be called from any thread."""
+
+    def __init__(
+        self,
+        backend: Backend | None = None,
+        *,
+        settings: Settings | None = None,
+        tools: Iterable[str] | None = None,
+        registry: Registry | None = None,
+        transcript: Transcript | Path | bool = True,
+    ) -> None:
+        self.settings = settings or load_settings()
+        self._own_backend = backend is None
+        if backend is None:
+            from ..backends.local import LocalBackend
+
+            backend = LocalBackend(settings=self.settings)
+        self.backend = backend
+        self.registry = registry or default_registry()
+        if transcript is True:
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            transcript = self.settings.transcript_dir / f"runtime-{stamp}-{secrets.token_hex(3)}.jsonl"
+        self.transcript = Transcript(transcript) if isinstance(transcript, Path) else transcript or None
+        self.dispatcher = Dispatcher(
+            self.registry,
+            ToolContext(backend=backend, settings=self.settings),
+            enabled=list(tools) if tools is not None else self.settings.tools,
+            transcript=self.transcript,
+        )
+        self._bindings: dict[str, _Binding] = {}
+        self._bindings_lock = threading.Lock()
+        self._server: RpcServer[_Binding] = RpcServer(
+            self._authenticate,
+            lambda binding, message: self.dispatcher.handle(binding.scope, message),
+            max_concurrency=self.settings.sandbox.max_parallel_calls,
+        )
+        self._sandbox_dir = tempfile.mkdtemp(prefix="herald-sandbox-")
+        write_sandbox(Path(self._sandbox_dir), self.dispatcher.script_tools)
+        self._child_env = scrubbed_environ(os.environ, self.settings.sandbox.env_passthrough)
+        self._child_env.update({"HERALD_SANDBOX": "1", "PYTHONIOENCODING": "utf-8"})
+        self._interrupt_r, self._interrupt_w = os.pipe()
+        os.set_blocking(self._interrupt_r, False)
+        os.set_blocking(self._interrupt_w, False)
+        self._exec_lock = threading.Lock()
+        self._kernels: dict[str, _Kernel] = {}
+        self._warm: ChildProcess | None = None
+        self._closed = False
+        if self.settings.sandbox.warm:
+            self._warm = self._spawn()
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _authenticate(self, token: str) -> _Binding | None:
+        with self._bindings_lock:
+            return self._bindings.get(token)
+
+    def _bind(self, scope: CallScope) -> tuple[str, _Binding]:
+        token, binding = secrets.token_urlsafe(24), _Binding(scope)
+        with self._bindings_lock:
+            self._bindings[token] = binding
+        return token, binding
+
+    def _unbind(self, token: str, binding: _Binding) -> None:
+        with self._bindings_lock:
+            self._bindings.pop(token, None)
+        self._server.close_sessions(binding)
+
+    def _spawn(self) -> ChildProcess:
+        return ChildProcess(self.settings.sandbox.python, self._sandbox_dir, self._child_env)
+
+    def _take_child(self) -> ChildProcess:
+        child, self._warm = self._warm, None
+        if child is None or child.proc.poll() is not None:
+            if child is not None:
+                child.kill()
+            child = self._spawn()
+        child.wait_ready(READY_TIMEOUT)
+        return child
+
+    def _script_cwd(self) -> str:
+        # In host mode a script's own open() sees this machine: start it where the local
+        # backend's shell is, or in a scratch directory when the backend is remote.
+        return self.backend.cwd if self.backend.name == "local" else self._sandbox_dir
+
+    def wait_warm(self, timeout: float = READY_TIMEOUT) -> None:
+        """Block until the pre-spawned interpreter is ready (benchmarks use it)."""
+        if self._warm is not None:
+            self._warm.wait_ready(timeout)
+
+    def interrupt(self) -> None:
+        """Stop the running script (if any): its result has status "interrupted"."""
+        try:
+            os.write(self._interrupt_w, b"!")
+        except (BlockingIOError, OSError):
+            pass
+
+    # -- execution -------------------------------------------------------------------------
+
+    def execute(
+        self,
+        code: str,
+        *,
+        timeout: float | None = None,
+        max_tool_calls: int | None = None,
+        session: str | None = None,
+        reset: bool = False,
+    ) -> ExecutionResult:
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str of Python source, not {type(code).__name__}")
+        limits = self.settings.sandbox
+        timeout = limits.timeout if timeout is None else timeout
+        max_calls = limits.max_tool_calls if max_tool_calls is None else max_tool_calls
+        if not code.strip():
+            return ExecutionResult(
+                status="error",
+                output="",
+                error="No code to run: the script is empty. Send Python source that prints its result.",
+                exit_code=None,
+                tool_calls_made=0,
+                duration_seconds=0.0,
+                session=session,
+            )
+        with self._exec_lock:
+            if self._closed:
+                raise RuntimeError("this Runtime is closed")
+            drain_fd(self._interrupt_r)
+            try:
+                if session is not None:
+                    return self._execute_in_kernel(code, session, reset, timeout, max_calls)
+                return self._execute_once(code, timeout, max_calls)
+            finally:
+                if self.transcript is not None:
+                    self.transcript.flush()
+
+    def _captures(self, scope: CallScope) -> tuple[CappedCapture, CappedCapture]:
+        limits, spill = self.settings.sandbox, self.settings.spill_dir
+        tag = f"{os.getpid()}-{scope.run_id}-{secrets.token_hex(3)}"
+        return (
+            CappedCapture(limits.max_stdout_bytes, spill_dir=spill, spill_name=f"{tag}-stdout.txt"),
+            CappedCapture(limits.max_stderr_bytes, spill_dir=spill, spill_name=f"{tag}-stderr.txt"),
+        )
+
+    def _execute_once(self, code: str, timeout: float, max_calls: int) -> ExecutionResult:
+        started = time.monotonic()
+        child = self._take_child()
+        scope = self.dispatcher.new_scope(max_calls)
+        token, binding = self._bind(scope)
+        stdout, stderr = self._captures(scope)
+        try:
+            child.send(
+                {"mode": "oneshot", "socket": self._server.path, "token": token, "cwd": self._script_cwd(), "code": code}
+            )
+            collected = child.collect(
+                stdout,
+                stderr,
+                deadline=started + timeout,
+                interrupt_fd=self._interrupt_r,
+                kill_grace=self.settings.sandbox.kill_grace,
+            )
+        finally:
+            self._unbind(token, binding)
+            child.kill()
+            stdout.close()
+            stderr.close()
+            if self.settings.sandbox.warm and not self._closed:
+                self._warm = self._spawn()
+        return self._result(collected, scope, stdout, stderr, started, timeout)
+
+    def _execute_in_kernel(
+        self, code: str, name: str, reset: bool, timeout: float, max_calls: int
+    ) -> ExecutionResult:
+        started = time.monotonic()
+        lost = False
+        kernel = self._kernels.get(name)
+        if kernel is not None and (reset or kernel.child.proc.poll() is not None):
+            lost = kernel.child.proc.poll() is not None
+            self._stop_kernel(name)
+            kernel = None
+        if kernel is None:
+            kernel = self._start_kernel(name)
+        scope = self.dispatcher.new_scope(max_calls)
+        kernel.binding.scope = scope
+        stdout, stderr = self._captures(scope)
+        try:
+            kernel.child.send({"code": code})
+            collected = kernel.child.collect(
+                stdout,
+                stderr,
+                deadline=started + timeout,
+                interrupt_fd=self._interrupt_r,
+                kill_grace=self.settings.sandbox.kill_grace,
+                sentinel=kernel.sentinel,
+            )
+        finally:
+            stdout.close()
+            stderr.close()
+        if not collected.alive:
+            self._stop_kernel(name)
+        return self._result(
+            collected, scope, stdout, stderr, started, timeout, session=name, state_lost=lost or not collected.alive
+        )
+
+    def _start_kernel(self, name: str) -> _Kernel:
+        child = self._take_child()
+        if self.settings.sandbox.warm and not self._closed:
+            self._warm = self._spawn()
+        token, binding = self._bind(self.dispatcher.new_scope(0))
+        sentinel = f"\0__HERALD_KERNEL_{secrets.token_hex(8)}__\0"
+        child.send(
+            {
+                "mode": "kernel",
+                "socket": self._server.path,
+                "token": token,
+                "cwd": self._script_cwd(),
+                "sentinel": sentinel,
+            }
+        )
+        kernel = _Kernel(child, token, binding, sentinel.encode("ascii"))
+        self._kernels[name] = kernel
+        return kernel
+
+    def _stop_kernel(self, name: str) -> None:
+        kernel = self._kernels.pop(name, None)
+        if kernel is not None:
+            self._unbind(kernel.token, kernel.binding)
+            kernel.child.kill()
+
+    def _result(
+        self,
+        collected: Collected,
+        scope: CallScope,
+        stdout: CappedCapture,
+        stderr: CappedCapture,
+        started: float,
+        timeout: float,
+        *,
+        session: str | None = None,
+        state_lost: bool = False,
+    ) -> ExecutionResult:
+        notes: list[str] = []
+        status: str
+        if collected.reason == "timeout":
+            status = "timeout"
+            notes.append(
+                f"Timed out after {timeout:g} s: the script and every process it started were "
+                "killed. Output printed before that is kept. Make the script do less per run, or "
+                "pass a larger timeout."
+            )
+        elif collected.reason == "interrupted":
+            status = "interrupted"
+            notes.append("Interrupted: the script and every process it started were killed.")
+        elif collected.exit_code == 0:
+            status = "success"
+        else:
+            status = "error"
+            code = collected.exit_code
+            if code is not None and code < 0:
+                notes.append(f"The script was killed by signal {-code}.")
+            elif not stderr.total:
+                notes.append(f"The script exited with status {code}.")
+        if session is not None and state_lost and collected.reason != "done":
+            notes.append(f"Kernel session '{session}' was stopped: its state (variables, imports) is lost; the next run starts fresh.")
+        elif session is not None and state_lost:
+            notes.append(f"Kernel session '{session}' was restarted: earlier state is gone.")
+        if scope.refused:
+            notes.append(f"{scope.refused} tool call(s) were refused: the limit is {scope.max_calls} per run.")
+        error = stderr.text("stderr")
+        if notes:
+            error = (error.rstrip("\n") + "\n" if error.strip() else "") + "\n".join(notes)
+        return ExecutionResult(
+            status=status,  # type: ignore[arg-type]
+            output=stdout.text("output"),
+            error=error,
+            exit_code=collected.exit_code,
+            tool_calls_made=scope.calls,
+            duration_seconds=round(time.monotonic() - started, 6),
+            output_spill_path=str(stdout.spill_path) if stdout.spill_path else None,
+            error_spill_path=str(stderr.spill_path) if stderr.spill_path else None,
+            session=session,
+            state_lost=state_lost,
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.interrupt()
+        with self._exec_lock:
+            for name in list(self._kernels):
+                self._stop_kernel(name)
+            if self._warm is not None:
+                self._warm.kill()
+                self._warm = None
+            self._server.close()
+            shutil.rmtree(self._sandbox_dir, ignore_errors=True)
+            os.close(self._interrupt_r)
+            os.close(self._interrupt_w)
+            if self.transcript is not None:
+                self.transcript.close()
+            if self._own_backend:
+                self.backend.close()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+

@@ -1,0 +1,1 @@
+"""The sandbox child: stub generation, spawn, limits, kill, warm start, kernels, result."""

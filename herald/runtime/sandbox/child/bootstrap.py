@@ -1,0 +1,164 @@
+"""Entry point of a sandbox child. Stdlib only, Python >= 3.8.
+
+Started as `python -I -B -c <loader> SANDBOX_DIR CTL_READ_FD CTL_WRITE_FD`. It blocks `herald`
+imports, pre-imports `hermes_tools`, says "ready" on the control pipe and waits: a warm child
+costs nothing until the parent hands it a script. Then:
+
+- "oneshot": run the script once and exit with its status (the parent sees the exit).
+- "kernel": run script after script in one globals dict; after each, write a sentinel on stdout
+  and stderr (so the parent knows it has all the output) and report "done" on the control pipe.
+"""
+
+from __future__ import annotations
+
+import builtins
+import linecache
+import os
+import signal
+import sys
+import traceback
+from typing import Any, Dict, Optional
+
+from .protocol import ProtocolError, encode_frame, read_frame
+
+BLOCKED_MESSAGE = (
+    "Herald's own package is not importable inside the sandbox; call tools through hermes_tools."
+)
+
+
+class _HeraldBlocker:
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "herald" or name.startswith("herald."):
+            raise ModuleNotFoundError(BLOCKED_MESSAGE, name=name)
+        return None
+
+
+class _PipeReader:
+    """Lets protocol.read_frame read frames from a pipe fd."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def recv(self, size: int) -> bytes:
+        return os.read(self.fd, size)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    # Keep what the script printed before a timeout or interrupt: flush, then go.
+    _flush()
+    os._exit(128 + signum)
+
+
+def _report_exception(exc: BaseException) -> None:
+    if isinstance(exc, SyntaxError):
+        lines = traceback.format_exception_only(type(exc), exc)
+    else:
+        # Drop our own exec() frame so the traceback starts in the script.
+        tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+        lines = traceback.format_exception(type(exc), exc, tb)
+    sys.stderr.write("".join(lines))
+
+
+def run_code(code: str, filename: str, namespace: Dict[str, Any]) -> int:
+    """Run one script; return its exit status (0 ok, 1 uncaught exception, n for sys.exit(n))."""
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    try:
+        compiled = compile(code, filename, "exec")
+        exec(compiled, namespace)
+    except SystemExit as exc:
+        if exc.code is None:
+            return 0
+        if isinstance(exc.code, int):
+            return exc.code
+        sys.stderr.write("%s\n" % (exc.code,))
+        return 1
+    except BaseException as exc:
+        _report_exception(exc)
+        return 1
+    return 0
+
+
+def _configure(message: Dict[str, Any]) -> None:
+    from . import client
+
+    client.configure(client.unix_connector(message["socket"]), message["token"])
+    cwd = message.get("cwd")
+    if cwd:
+        try:
+            os.chdir(cwd)
+        except OSError as exc:
+            sys.stderr.write("warning: could not enter %s: %s\n" % (cwd, exc))
+
+
+def _oneshot(message: Dict[str, Any]) -> None:
+    namespace = {"__name__": "__main__", "__builtins__": builtins, "__file__": "<script>"}
+    status = run_code(message["code"], "<script>", namespace)
+    try:
+        import threading
+
+        getattr(threading, "_shutdown", lambda: None)()  # wait for non-daemon threads, as python does
+    except BaseException:
+        pass
+    try:
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    _flush()
+    os._exit(status & 0xFF if status >= 0 else 1)
+
+
+def _kernel(message: Dict[str, Any], reader: _PipeReader, ctl_write: int) -> None:
+    sentinel = message["sentinel"].encode("ascii")
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    counter = 0
+    while True:
+        try:
+            request: Optional[Dict[str, Any]] = read_frame(reader)  # type: ignore[arg-type]
+        except (OSError, ProtocolError):
+            request = None
+        if request is None:
+            _flush()
+            os._exit(0)
+        counter += 1
+        status = run_code(request["code"], "<cell %d>" % counter, namespace)
+        _flush()
+        os.write(1, sentinel)
+        os.write(2, sentinel)
+        os.write(ctl_write, encode_frame({"type": "done", "exit_code": status}))
+
+
+def main() -> None:
+    ctl_read, ctl_write = int(sys.argv[2]), int(sys.argv[3])
+    sys.meta_path.insert(0, _HeraldBlocker())  # type: ignore[arg-type]
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(encoding="utf-8", errors="backslashreplace")  # type: ignore[attr-defined]
+        except Exception:
+            pass
+    import hermes_tools  # noqa: F401  (pre-import: the script's own import is then free)
+
+    os.write(ctl_write, encode_frame({"type": "ready", "pid": os.getpid()}))
+    reader = _PipeReader(ctl_read)
+    try:
+        message = read_frame(reader)  # type: ignore[arg-type]
+    except (OSError, ProtocolError):
+        message = None
+    if message is None:  # the parent went away before using this warm child
+        os._exit(0)
+    sys.argv = ["<script>"]
+    _configure(message)
+    if message.get("mode") == "kernel":
+        _kernel(message, reader, ctl_write)
+    else:
+        _oneshot(message)

@@ -1,0 +1,129 @@
+"""Helpers exported by `hermes_tools` next to the tool stubs. Stdlib only, Python >= 3.8."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import threading
+import time
+from typing import Any, Callable, List, Sequence, Tuple, Type, Union
+
+_MISSING = object()
+
+
+def parallel(*calls: Any, max_workers: int = 16, return_exceptions: bool = False) -> List[Any]:
+    """Run several tool calls at once and return their results in call order.
+
+    Each call is a zero-argument callable or a tuple `(function, *args)`; a single list of them
+    works too:
+
+        a, b = parallel(lambda: read_file("a.py"), lambda: read_file("b.py"))
+        pages = parallel([(web_extract, [url]) for url in urls])
+
+    If a call raises, the first failure (in call order) is raised after all calls finish, unless
+    `return_exceptions=True`, in which case the exception object takes that call's place.
+    """
+    if len(calls) == 1 and isinstance(calls[0], list):
+        calls = tuple(calls[0])
+    jobs = []
+    for index, call in enumerate(calls):
+        if callable(call):
+            jobs.append((call, ()))
+        elif isinstance(call, tuple) and call and callable(call[0]):
+            jobs.append((call[0], tuple(call[1:])))
+        else:
+            raise TypeError(
+                "parallel(): call %d must be a callable or a (function, *args) tuple, got %r" % (index, call)
+            )
+    results: List[Any] = [None] * len(jobs)
+    failed: List[bool] = [False] * len(jobs)
+    counter = iter(range(len(jobs)))
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                index = next(counter, None)
+            if index is None:
+                return
+            func, args = jobs[index]
+            try:
+                results[index] = func(*args)
+            except BaseException as exc:  # handed back to the caller below
+                results[index] = exc
+                failed[index] = True
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, min(max_workers, len(jobs))))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if not return_exceptions:
+        for index, bad in enumerate(failed):
+            if bad:
+                raise results[index]
+    return results
+
+
+def json_parse(text: Union[str, bytes, dict, list], default: Any = _MISSING) -> Any:
+    """Parse JSON out of tool output: tolerates ``` fences and text around one JSON value.
+
+    Returns `default` when nothing parses and a default was given, else raises ValueError
+    showing the start of the text.
+    """
+    if isinstance(text, (dict, list)):
+        return text
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    stripped = text.strip()
+    fenced = re.match(r"^```[a-zA-Z0-9_-]*\s*\n(.*?)\n?```\s*$", stripped, re.S)
+    if fenced:
+        stripped = fenced.group(1).strip()
+    try:
+        return json.loads(stripped)
+    except ValueError:
+        pass
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"[\[{]", stripped):
+        try:
+            value, _ = decoder.raw_decode(stripped, match.start())
+            return value
+        except ValueError:
+            continue
+    if default is not _MISSING:
+        return default
+    raise ValueError("json_parse: no JSON value found in text starting %r" % stripped[:120])
+
+
+def shell_quote(value: Union[str, Sequence[str]]) -> str:
+    """Quote a string (or join and quote a list of arguments) for use in a terminal() command."""
+    if isinstance(value, (list, tuple)):
+        return " ".join(shlex.quote(str(v)) for v in value)
+    return shlex.quote(str(value))
+
+
+def retry(
+    func: Callable[..., Any],
+    *args: Any,
+    attempts: int = 3,
+    delay: float = 0.5,
+    backoff: float = 2.0,
+    exceptions: Union[Type[BaseException], Tuple[Type[BaseException], ...]] = Exception,
+    **kwargs: Any
+) -> Any:
+    """Call `func(*args, **kwargs)` until it succeeds, up to `attempts` times.
+
+    Waits `delay` seconds after the first failure, multiplied by `backoff` after each further
+    one; the last failure is re-raised.
+    """
+    wait = delay
+    for attempt in range(1, max(1, attempts) + 1):
+        try:
+            return func(*args, **kwargs)
+        except exceptions:
+            if attempt >= attempts:
+                raise
+            time.sleep(wait)
+            wait *= backoff
+    raise AssertionError("unreachable")

@@ -1,0 +1,301 @@
+"""One sandbox child process: spawn, hand it a script, collect its output, kill its tree.
+
+The child runs in its own session and process group with stdin from /dev/null, stdout and
+stderr on pipes, and a control pipe pair for "ready" / "run this" / "done" frames. Collection is
+one poll loop over stdout, stderr, the child's pidfd (exit), the control pipe and an interrupt
+pipe, so a timeout or an interrupt can never be missed while output keeps draining.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ...capture import CappedCapture
+from ...procs import descendants, signal_pids
+from ..rpc.protocol import HEADER, ProtocolError, decode_body, encode_frame
+from .stubgen import RUNTIME_PACKAGE
+
+LOADER = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    f"from {RUNTIME_PACKAGE}.bootstrap import main; main()"
+)
+EXIT_SETTLE_SECONDS = 2.0
+Reason = Literal["exited", "done", "timeout", "interrupted"]
+
+
+class SandboxStartError(RuntimeError):
+    """The child interpreter could not start; the message carries its stderr."""
+
+
+@dataclass
+class Collected:
+    reason: Reason
+    exit_code: int | None = None  # from the "done" frame (kernel) or the process status
+    alive: bool = False  # the child still runs (a kernel after "done")
+
+
+@dataclass
+class _Stream:
+    fd: int
+    capture: CappedCapture
+    sentinel: bytes | None = None
+    seen: bool = False
+    open: bool = True
+    pending: bytes = field(default=b"")
+
+    def feed(self, data: bytes) -> None:
+        if self.sentinel is None or self.seen:
+            if not self.seen:
+                self.capture.feed(data)
+            return
+        buf = self.pending + data
+        at = buf.find(self.sentinel)
+        if at >= 0:
+            self.capture.feed(buf[:at])
+            self.seen = True
+            self.pending = b""
+            return
+        keep = len(self.sentinel) - 1
+        if len(buf) > keep:
+            self.capture.feed(buf[: len(buf) - keep])
+            buf = buf[len(buf) - keep :]
+        self.pending = buf
+
+
+class ChildProcess:
+    def __init__(self, python: str, sandbox_dir: str, env: dict[str, str]) -> None:
+        to_child_r, self._to_child = os.pipe()
+        self._from_child, from_child_w = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                [python, "-I", "-B", "-c", LOADER, sandbox_dir, str(to_child_r), str(from_child_w)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(to_child_r, from_child_w),
+                start_new_session=True,
+                env=env,
+                cwd=sandbox_dir,
+            )
+        except OSError as exc:
+            for fd in (self._to_child, self._from_child):
+                os.close(fd)
+            raise SandboxStartError(f"could not start the sandbox interpreter {python}: {exc}") from None
+        finally:
+            os.close(to_child_r)
+            os.close(from_child_w)
+        self.pid = self.proc.pid
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self.stdout_fd = self.proc.stdout.fileno()
+        self.stderr_fd = self.proc.stderr.fileno()
+        for fd in (self.stdout_fd, self.stderr_fd, self._from_child):
+            os.set_blocking(fd, False)
+        try:
+            self._pidfd: int | None = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):
+            self._pidfd = None
+        self._ctl_buffer = b""
+        self.ready = False
+        self.closed = False
+
+    # -- control channel -------------------------------------------------------------------
+
+    def _read_control(self) -> list[dict[str, Any]]:
+        try:
+            chunk = os.read(self._from_child, 65536)
+        except BlockingIOError:
+            return []
+        if not chunk:
+            return [{"type": "eof"}]
+        self._ctl_buffer += chunk
+        messages = []
+        while len(self._ctl_buffer) >= HEADER.size:
+            (size,) = HEADER.unpack_from(self._ctl_buffer)
+            if len(self._ctl_buffer) < HEADER.size + size:
+                break
+            body = self._ctl_buffer[HEADER.size : HEADER.size + size]
+            self._ctl_buffer = self._ctl_buffer[HEADER.size + size :]
+            try:
+                messages.append(decode_body(body))
+            except ProtocolError:
+                messages.append({"type": "garbage"})
+        return messages
+
+    def wait_ready(self, timeout: float) -> None:
+        """Block until the child says it is ready; raise SandboxStartError if it dies first."""
+        deadline = time.monotonic() + timeout
+        while not self.ready:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise SandboxStartError(f"the sandbox interpreter did not start within {timeout:.0f} s")
+            readable, _, _ = select.select([self._from_child], [], [], remaining)
+            for message in self._read_control() if readable else []:
+                if message.get("type") == "ready":
+                    self.ready = True
+                elif message.get("type") == "eof":
+                    raise SandboxStartError(self._startup_failure())
+
+    def _startup_failure(self) -> str:
+        try:
+            self.proc.wait(timeout=5)
+            err = os.read(self.stderr_fd, 20000).decode("utf-8", "replace").strip()
+        except (OSError, subprocess.TimeoutExpired):
+            err = ""
+        return f"the sandbox interpreter exited during start-up (status {self.proc.returncode}): {err or 'no output'}"
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = encode_frame(message)
+        while data:
+            written = os.write(self._to_child, data)
+            data = data[written:]
+
+    # -- the run ---------------------------------------------------------------------------
+
+    def _exited(self) -> bool:
+        if self._pidfd is not None:
+            return bool(select.select([self._pidfd], [], [], 0)[0])
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return info is not None
+
+    def collect(
+        self,
+        stdout: CappedCapture,
+        stderr: CappedCapture,
+        *,
+        deadline: float,
+        interrupt_fd: int,
+        kill_grace: float,
+        sentinel: bytes | None = None,
+    ) -> Collected:
+        """Read output until the child exits (one-shot) or reports done and both sentinels
+        arrived (kernel). At the deadline or on interrupt, SIGTERM the tree, then SIGKILL after
+        `kill_grace` seconds."""
+        streams = {
+            self.stdout_fd: _Stream(self.stdout_fd, stdout, sentinel),
+            self.stderr_fd: _Stream(self.stderr_fd, stderr, sentinel),
+        }
+        poller = select.poll()
+        for fd in (self.stdout_fd, self.stderr_fd, self._from_child, interrupt_fd):
+            poller.register(fd, select.POLLIN)
+        if self._pidfd is not None:
+            poller.register(self._pidfd, select.POLLIN)
+        killing: Reason | None = None
+        known: set[int] = set()
+        kill_deadline = 0.0
+        done_status: int | None = None
+        done = False
+        while True:
+            now = time.monotonic()
+            if killing is None and now >= deadline:
+                killing, known, kill_deadline = "timeout", self._terminate(), now + kill_grace
+            elif killing is not None and kill_deadline and now >= kill_deadline:
+                signal_pids(known | set(descendants(self.pid)) | {self.pid}, signal.SIGKILL)
+                kill_deadline = 0.0
+            wake = deadline if killing is None else (kill_deadline or now + EXIT_SETTLE_SECONDS)
+            timeout_ms = max(0, min(wake - now, 0.25 if self._pidfd is None else 3600.0)) * 1000
+            exited = False
+            for fd, _ in poller.poll(timeout_ms):
+                if fd in streams:
+                    self._pump(streams[fd], poller)
+                elif fd == self._from_child:
+                    for message in self._read_control():
+                        if message.get("type") == "done":
+                            done, done_status = True, int(message.get("exit_code", 1))
+                        elif message.get("type") == "eof":
+                            poller.unregister(self._from_child)
+                elif fd == interrupt_fd:
+                    drain_fd(interrupt_fd)
+                    if killing is None:
+                        killing, known, kill_deadline = "interrupted", self._terminate(), time.monotonic() + kill_grace
+                elif fd == self._pidfd:
+                    exited = True
+            if not exited and self._pidfd is None:
+                exited = self._exited()
+            if exited:
+                break
+            if done and killing is None and all(s.seen for s in streams.values()):
+                return Collected("done", done_status, alive=True)
+        # The child is gone but not yet reaped, so its pid (= its group id) cannot be reused:
+        # kill what is left of its group and any descendants we saw, then drain and reap.
+        signal_pids(known | {self.pid}, signal.SIGKILL)
+        for stream in streams.values():
+            self._pump(stream, None, drain=True)
+        status = self.proc.wait()
+        if killing is not None:
+            return Collected(killing, status)
+        if done:
+            return Collected("done", done_status)
+        return Collected("exited", status)
+
+    def _terminate(self) -> set[int]:
+        known = set(descendants(self.pid)) | {self.pid}
+        signal_pids(known, signal.SIGTERM)
+        return known
+
+    @staticmethod
+    def _pump(stream: _Stream, poller: Any, *, drain: bool = False) -> None:
+        while stream.open:
+            try:
+                chunk = os.read(stream.fd, 1 << 16)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:
+                stream.open = False
+                if poller is not None:
+                    poller.unregister(stream.fd)
+                return
+            stream.feed(chunk)
+            if not drain and len(chunk) < (1 << 16):
+                return
+
+    def kill(self, grace: float = 0.0) -> None:
+        """Stop the child and everything it started; reap it."""
+        if self.closed:
+            return
+        if self.proc.poll() is None:
+            known = self._terminate() if grace > 0 else set(descendants(self.pid)) | {self.pid}
+            try:
+                self.proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                pass
+            signal_pids(known | set(descendants(self.pid)), signal.SIGKILL)
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        self.close()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for fd in (self._to_child, self._from_child, self._pidfd):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def drain_fd(fd: int) -> None:
+    """Read a non-blocking fd until it is empty."""
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass

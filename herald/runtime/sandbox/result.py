@@ -1,0 +1,29 @@
+"""The one result type of a script run."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+Status = Literal["success", "error", "timeout", "interrupted"]
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    status: Status
+    output: str  # the script's stdout, capped head + tail
+    error: str  # stderr / traceback / what Herald did (timeout, limits), capped
+    exit_code: int | None  # None when the script never ran; negative: killed by that signal
+    tool_calls_made: int
+    duration_seconds: float
+    output_spill_path: str | None = None  # full stdout when it was cut
+    error_spill_path: str | None = None  # full stderr when it was cut
+    session: str | None = None  # kernel session name, if any
+    state_lost: bool = False  # the kernel session's variables are gone (timeout, crash, reset)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "success"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

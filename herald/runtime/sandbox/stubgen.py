@@ -1,0 +1,132 @@
+"""Generate the sandbox's `hermes_tools` module and lay out the sandbox directory.
+
+`hermes_tools.py` gets one function per script-callable tool, with a typed signature and a
+docstring taken from the tool's schema, plus the helpers (`parallel`, `json_parse`,
+`shell_quote`, `retry`) and `ToolError`. It imports only the stdlib and the private package
+`_hermes_runtime` (RPC client, protocol, helpers, bootstrap) copied next to it, and must import
+in any Python >= 3.8.
+"""
+
+from __future__ import annotations
+
+import keyword
+import shutil
+import textwrap
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ...tools.registry import Tool
+from .. import rpc
+from . import child
+
+HELPERS = ["parallel", "json_parse", "shell_quote", "retry"]
+RUNTIME_PACKAGE = "_hermes_runtime"
+
+_PY_TYPES = {
+    "string": "str",
+    "integer": "int",
+    "number": "float",
+    "boolean": "bool",
+    "array": "List[Any]",
+    "object": "Dict[str, Any]",
+}
+
+
+def _annotation(schema: dict[str, Any]) -> str:
+    kinds = schema.get("type", [])
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    names = [_PY_TYPES[k] for k in kinds if k in _PY_TYPES]
+    if not names:
+        return "Any"
+    base = names[0] if len(names) == 1 else f"Union[{', '.join(names)}]"
+    return f"Optional[{base}]" if "null" in kinds else base
+
+
+def _signature(tool: Tool) -> tuple[str, list[str]]:
+    params: list[str] = []
+    names: list[str] = []
+    props = tool.properties
+    ordered = [n for n in props if n in tool.required] + [n for n in props if n not in tool.required]
+    for name in ordered:
+        if not name.isidentifier() or keyword.iskeyword(name):
+            raise ValueError(f"tool {tool.name}: parameter {name!r} is not a Python identifier")
+        schema = props[name]
+        annotation = _annotation(schema)
+        if name in tool.required:
+            params.append(f"{name}: {annotation}")
+        else:
+            default = schema.get("default")
+            if default is None and not annotation.startswith("Optional[") and annotation != "Any":
+                annotation = f"Optional[{annotation}]"
+            params.append(f"{name}: {annotation} = {default!r}")
+        names.append(name)
+    if tool.script_refused_args:
+        params.append("**refused: Any")
+    return ", ".join(params), names
+
+
+def _docstring(tool: Tool) -> str:
+    parts = [tool.description.strip()]
+    args = []
+    for name, schema in tool.properties.items():
+        text = schema.get("description", "")
+        if "enum" in schema:
+            text = (text + " " if text else "") + "One of: " + ", ".join(map(repr, schema["enum"])) + "."
+        args.append(f"    {name}: {text}".rstrip())
+    if args:
+        parts.append("Args:\n" + "\n".join(args))
+    if tool.returns:
+        parts.append(f"Returns:\n    {tool.returns}")
+    parts.append("Raises ToolError with a message saying what went wrong and what to do next.")
+    body = "\n\n".join(parts).replace('"""', "'''").replace("\\", "\\\\")
+    return textwrap.indent(body, "    ")
+
+
+def render_stub(tool: Tool) -> str:
+    signature, names = _signature(tool)
+    args = ", ".join(f"{n!r}: {n}" for n in names)
+    extra = "\n    args.update(refused)" if tool.script_refused_args else ""
+    return (
+        f"def {tool.name}({signature}) -> Any:\n"
+        f'    """\n{_docstring(tool)}\n    """\n'
+        f"    args = {{{args}}}{extra}\n"
+        f"    return _call({tool.name!r}, args)\n"
+    )
+
+
+def render_module(tools: Iterable[Tool]) -> str:
+    tools = list(tools)
+    exported = [t.name for t in tools] + HELPERS + ["ToolError"]
+    header = (
+        '"""Herald tools for this script, generated for this session; every call is an RPC to\n'
+        "the Herald process, which runs the tool on the session's backend.\n\n"
+        f"Tools: {', '.join(t.name for t in tools) or '(none)'}\n"
+        f"Helpers: {', '.join(HELPERS)}\n"
+        '"""\n\n'
+        "from typing import Any, Dict, List, Optional, Union\n\n"
+        f"from {RUNTIME_PACKAGE}.client import ToolError\n"
+        f"from {RUNTIME_PACKAGE}.client import call as _call\n"
+        f"from {RUNTIME_PACKAGE}.helpers import {', '.join(HELPERS)}\n\n"
+        f"__all__ = {exported!r}\n"
+    )
+    return header + "".join("\n\n" + render_stub(t) for t in tools)
+
+
+def signatures(tools: Iterable[Tool]) -> list[str]:
+    """One `name(params) -> Any` line per tool, as scripts see them (for prompts and the CLI)."""
+    return [f"{t.name}({_signature(t)[0]})" for t in tools]
+
+
+def write_sandbox(directory: Path, tools: Iterable[Tool]) -> Path:
+    """Write hermes_tools.py and the `_hermes_runtime` package into `directory`."""
+    package = directory / RUNTIME_PACKAGE
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text('"""Herald sandbox runtime (generated copy)."""\n')
+    rpc_dir = Path(rpc.__file__).parent
+    child_dir = Path(child.__file__).parent
+    for source in (rpc_dir / "protocol.py", rpc_dir / "client.py", child_dir / "helpers.py", child_dir / "bootstrap.py"):
+        shutil.copyfile(source, package / source.name)
+    stub = directory / "hermes_tools.py"
+    stub.write_text(render_module(tools), encoding="utf-8")
+    return stub

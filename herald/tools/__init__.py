@@ -1,0 +1,5 @@
+"""Tools: one registry and one module per tool family."""
+
+from .registry import Registry, Tool, ToolContext, ToolError, default_registry
+
+__all__ = ["Registry", "Tool", "ToolContext", "ToolError", "default_registry"]

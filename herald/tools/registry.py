@@ -1,0 +1,132 @@
+"""The one tool type and the registry every tool surface is generated from.
+
+A `Tool` is data plus a handler `(args, ctx) -> JSON-able result`. From the registry come the
+LLM's function schemas, the sandbox's `hermes_tools` stubs, `herald tools` and the docs. Handlers
+raise `ToolError` with a message that tells the model what to do next; that message reaches the
+model (direct calls) or the script (as an exception) unchanged.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..config import Settings
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend
+
+
+class ToolError(Exception):
+    """A tool failed in a way the caller can act on; the message says how."""
+
+    def __init__(self, message: str, error_type: str = "ToolError") -> None:
+        super().__init__(message)
+        self.error_type = error_type
+
+
+@dataclass
+class ToolContext:
+    """What a handler may use: the session's backend and settings, and a per-session cache."""
+
+    backend: Backend
+    settings: Settings
+    cache: dict[str, Any] = field(default_factory=dict)
+    cache_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def spill_dir(self) -> Path:
+        return self.settings.spill_dir
+
+
+Handler = Callable[[dict[str, Any], ToolContext], Any]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON schema of an object
+    handler: Handler
+    returns: str = ""  # one line on the shape of the result, for docstrings and schemas
+    sandbox: bool = True  # callable from execute_code scripts
+    parallel_safe: bool = True  # may run concurrently with other calls
+    mutates: bool = False  # changes files, processes or remote state (permission profiles)
+    # Arguments a script may not pass, with the reason given to the script.
+    script_refused_args: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.parameters.get("type") != "object":
+            raise ValueError(f"tool {self.name}: parameters must be a JSON schema of type object")
+        missing = set(self.parameters.get("required", [])) - set(self.properties)
+        if missing:
+            raise ValueError(f"tool {self.name}: required parameters {sorted(missing)} are not defined")
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        props: dict[str, Any] = self.parameters.get("properties", {})
+        return props
+
+    @property
+    def required(self) -> list[str]:
+        req: list[str] = self.parameters.get("required", [])
+        return req
+
+    def llm_schema(self) -> dict[str, Any]:
+        """The OpenAI-style function schema the model sees."""
+        description = self.description + (f"\nReturns: {self.returns}" if self.returns else "")
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": description, "parameters": self.parameters},
+        }
+
+
+class Registry:
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Tool) -> Tool:
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+        return tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def __iter__(self) -> Any:
+        return iter(self._tools[name] for name in self.names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def select(self, enabled: Iterable[str] | None) -> list[Tool]:
+        """The enabled tools (all when `enabled` is None); unknown names are an error."""
+        if enabled is None:
+            return list(self)
+        wanted = list(dict.fromkeys(enabled))
+        unknown = [n for n in wanted if n not in self._tools]
+        if unknown:
+            raise ValueError(
+                f"unknown tool(s): {', '.join(unknown)}. Known tools: {', '.join(self.names())}"
+            )
+        return [self._tools[n] for n in sorted(wanted)]
+
+    def sandbox_tools(self, enabled: Iterable[str] | None) -> list[Tool]:
+        """What a script may call: sandbox tools intersected with the session's enabled tools."""
+        return [t for t in self.select(enabled) if t.sandbox]
+
+
+def default_registry() -> Registry:
+    """Every built-in tool."""
+    from . import files, search, terminal
+
+    return Registry([*files.TOOLS, *search.TOOLS, *terminal.TOOLS])

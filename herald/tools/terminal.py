@@ -1,0 +1,67 @@
+"""`terminal`: run a shell command in the session's persistent shell on the active backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..backends.base import BackendError
+from .registry import Tool, ToolContext, ToolError
+
+FOREGROUND_ONLY = (
+    "scripts run commands in the foreground only, so '{arg}' is not supported inside "
+    "execute_code. Run the command without it (it returns when the command ends), or make this "
+    "call directly as a normal tool call."
+)
+
+
+def terminal(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    command: str = args["command"]
+    if not command.strip():
+        raise ToolError("terminal: command is empty. Pass the shell command to run, e.g. terminal('ls -la').")
+    try:
+        result = ctx.backend.run(command, timeout=args["timeout"], workdir=args["workdir"])
+    except BackendError as exc:
+        raise ToolError(f"terminal: the {ctx.backend.name} backend failed: {exc}", "BackendError") from None
+    reply: dict[str, Any] = {"output": result.output, "exit_code": result.exit_code}
+    if result.timed_out:
+        reply["timed_out"] = True
+    if result.truncated:
+        reply["truncated"] = True
+    if result.note:
+        reply["note"] = result.note
+    return reply
+
+
+TOOLS = [
+    Tool(
+        name="terminal",
+        description=(
+            "Run a shell command in the session's persistent bash (cwd and exported variables "
+            "carry over between calls) on the active backend. stdout and stderr are merged. "
+            "A command that runs past `timeout` seconds is killed with everything it started."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The shell command line to run."},
+                "timeout": {
+                    "type": ["number", "null"],
+                    "minimum": 0,
+                    "description": "Seconds before the command is killed (default from config, 180).",
+                },
+                "workdir": {
+                    "type": ["string", "null"],
+                    "description": "Run this one command in this directory without moving the session.",
+                },
+            },
+            "required": ["command"],
+        },
+        handler=terminal,
+        returns="{'output': str, 'exit_code': int, 'timed_out'?: True, 'truncated'?: True, 'note'?: str}",
+        parallel_safe=False,
+        mutates=True,
+        script_refused_args={
+            arg: FOREGROUND_ONLY.format(arg=arg) for arg in ("background", "pty", "check_interval")
+        },
+    )
+]

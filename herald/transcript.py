@@ -1,0 +1,60 @@
+"""Append-only JSONL transcripts: one JSON object per line, safe to write from many threads."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+PREVIEW_CHARS = 200
+
+
+def preview(value: Any, limit: int = PREVIEW_CHARS) -> Any:
+    """A small, JSON-safe stand-in for `value` for logs: long strings and lists are cut."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[:limit] + f"… ({len(value):,} chars)"
+    if isinstance(value, dict):
+        return {str(k): preview(v, limit) for k, v in list(value.items())[:20]}
+    if isinstance(value, list | tuple):
+        items = [preview(v, limit) for v in value[:10]]
+        return items + [f"… ({len(value)} items)"] if len(value) > 10 else items
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return preview(repr(value), limit)
+
+
+class Transcript:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._file: IO[str] | None = path.open("a", encoding="utf-8")
+
+    def write(self, record: dict[str, Any]) -> None:
+        record.setdefault("ts", round(time.time(), 6))
+        line = json.dumps(record, ensure_ascii=False, default=repr) + "\n"
+        with self._lock:
+            if self._file is not None:
+                self._file.write(line)
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+
+def read_transcript(path: Path) -> list[dict[str, Any]]:
+    records = []
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                records.append(json.loads(line))
+    return records
