@@ -131,7 +131,7 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]
 
 
 def _all_keys() -> list[str]:
-    keys = []
+    keys: list[str] = []
     defaults = Settings()
     for f in dataclasses.fields(Settings):
         value = getattr(defaults, f.name)

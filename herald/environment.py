@@ -33,8 +33,6 @@ def scrubbed_environ(environ: Mapping[str, str], passthrough: Iterable[str] = ()
     allowed = set(passthrough)
     kept: dict[str, str] = {}
     for name, value in environ.items():
-        if name in allowed:
-            kept[name] = value
-        elif (name in SAFE_NAMES or name.startswith(SAFE_PREFIXES)) and not looks_secret(name):
+        if name in allowed or ((name in SAFE_NAMES or name.startswith(SAFE_PREFIXES)) and not looks_secret(name)):
             kept[name] = value
     return kept

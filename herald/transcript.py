@@ -19,7 +19,7 @@ def preview(value: Any, limit: int = PREVIEW_CHARS) -> Any:
         return {str(k): preview(v, limit) for k, v in list(value.items())[:20]}
     if isinstance(value, list | tuple):
         items = [preview(v, limit) for v in value[:10]]
-        return items + [f"… ({len(value)} items)"] if len(value) > 10 else items
+        return [*items, f"… ({len(value)} items)"] if len(value) > 10 else items
     if value is None or isinstance(value, bool | int | float):
         return value
     return preview(repr(value), limit)

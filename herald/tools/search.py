@@ -95,11 +95,11 @@ def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                 continue
             if looks_binary(data):
                 continue
-            for number, text in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
-                if regex.search(text):
-                    if len(text) > MAX_LINE_CHARS:
-                        text = text[:MAX_LINE_CHARS] + " [...]"
-                    matches.append({"path": display_path(ctx, path), "line": number, "text": text})
+            for lineno, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+                if regex.search(line):
+                    if len(line) > MAX_LINE_CHARS:
+                        line = line[:MAX_LINE_CHARS] + " [...]"
+                    matches.append({"path": display_path(ctx, path), "line": lineno, "text": line})
                     if len(matches) >= wanted:
                         break
             if len(matches) >= wanted:

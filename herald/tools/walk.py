@@ -35,7 +35,7 @@ def walk_files(backend: Backend, root: str, *, max_entries: int = 200_000) -> It
             seen += 1
             if seen > max_entries:
                 return
-            if entry.name.startswith(".") or entry.is_symlink and entry.is_dir:
+            if entry.name.startswith(".") or (entry.is_symlink and entry.is_dir):
                 continue
             path = posixpath.join(directory, entry.name)
             if entry.is_dir:

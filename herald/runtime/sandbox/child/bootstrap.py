@@ -19,7 +19,8 @@ import sys
 import traceback
 from typing import Any, Dict, Optional
 
-from .protocol import ProtocolError, encode_frame, read_frame
+# The child package is laid out by stubgen.write_sandbox: protocol and client sit beside this file.
+from _hermes_runtime.protocol import ProtocolError, encode_frame, read_frame
 
 BLOCKED_MESSAGE = (
     "Herald's own package is not importable inside the sandbox; call tools through hermes_tools."
@@ -87,7 +88,7 @@ def run_code(code: str, filename: str, namespace: Dict[str, Any]) -> int:
 
 
 def _configure(message: Dict[str, Any]) -> None:
-    from . import client
+    from _hermes_runtime import client
 
     client.configure(client.unix_connector(message["socket"]), message["token"])
     cwd = message.get("cwd")
@@ -123,7 +124,7 @@ def _kernel(message: Dict[str, Any], reader: _PipeReader, ctl_write: int) -> Non
     counter = 0
     while True:
         try:
-            request: Optional[Dict[str, Any]] = read_frame(reader)  # type: ignore[arg-type]
+            request: Optional[Dict[str, Any]] = read_frame(reader)
         except (OSError, ProtocolError):
             request = None
         if request is None:
@@ -139,11 +140,11 @@ def _kernel(message: Dict[str, Any], reader: _PipeReader, ctl_write: int) -> Non
 
 def main() -> None:
     ctl_read, ctl_write = int(sys.argv[2]), int(sys.argv[3])
-    sys.meta_path.insert(0, _HeraldBlocker())  # type: ignore[arg-type]
+    sys.meta_path.insert(0, _HeraldBlocker())
     signal.signal(signal.SIGTERM, _on_sigterm)
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.reconfigure(encoding="utf-8", errors="backslashreplace")  # type: ignore[attr-defined]
+            getattr(stream, "reconfigure")(encoding="utf-8", errors="backslashreplace")  # noqa: B009
         except Exception:
             pass
     import hermes_tools  # noqa: F401  (pre-import: the script's own import is then free)
@@ -151,7 +152,7 @@ def main() -> None:
     os.write(ctl_write, encode_frame({"type": "ready", "pid": os.getpid()}))
     reader = _PipeReader(ctl_read)
     try:
-        message = read_frame(reader)  # type: ignore[arg-type]
+        message = read_frame(reader)
     except (OSError, ProtocolError):
         message = None
     if message is None:  # the parent went away before using this warm child

@@ -66,7 +66,7 @@ def parallel(*calls: Any, max_workers: int = 16, return_exceptions: bool = False
     return results
 
 
-def json_parse(text: Union[str, bytes, dict, list], default: Any = _MISSING) -> Any:
+def json_parse(text: Any, default: Any = _MISSING) -> Any:
     """Parse JSON out of tool output: tolerates ``` fences and text around one JSON value.
 
     Returns `default` when nothing parses and a default was given, else raises ValueError

@@ -1,0 +1,47 @@
+# Everything installs itself: a fresh Debian 12 machine (root, Python 3.11) needs only `make`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.herald-installed
+APT_PACKAGES := ripgrep
+export DEBIAN_FRONTEND := noninteractive
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: setup system-deps demo test lint bench clean
+
+setup: $(STAMP) system-deps
+
+$(STAMP): pyproject.toml
+	@if ! $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null; then \
+		echo "installing python3-venv"; apt-get update -qq && apt-get install -y -qq python3-venv; fi
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+	$(BIN)/python -m pip install -q -e '.[all,dev]' 2>&1 | grep -v -e '^WARNING: Location' -e '^ ' -e '^!!' || true
+	@$(BIN)/python -c 'import herald, rich, openai, anthropic, pytest, docker, paramiko, playwright, modal, firecrawl, httpx, trafilatura' || { echo "python dependencies failed to install"; exit 1; }
+	@touch $(STAMP)
+
+# Debian packages Herald uses when present; installed only when missing and we are root.
+system-deps:
+	@missing=""; for pkg in $(APT_PACKAGES); do dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "installing$$missing"; (apt-get update -qq && apt-get install -y -qq $$missing) >/dev/null; \
+		else echo "note: install$$missing for full functionality (not root, skipping)"; fi; \
+	fi
+
+demo: setup
+	$(BIN)/herald demo --dir .demo
+
+lint: setup
+	$(BIN)/ruff check herald tests bench examples
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/python -m pytest
+
+bench: setup
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Performance targets, measured and printed as a table by `make bench` (not timed tests)."""

@@ -1,0 +1,114 @@
+"""Runtime core: script start, per-call latency of tools from a script, parallel calls, bulk edit."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from herald import Runtime, Settings
+from herald.backends.local import LocalBackend
+from herald.tools.registry import Registry, Tool, ToolContext, default_registry
+
+from .report import Metric
+
+NO_LIMIT = 1_000_000
+
+
+def _slow_tool(args: dict[str, Any], ctx: ToolContext) -> str:
+    time.sleep(0.1)
+    return "done"
+
+
+def _registry() -> Registry:
+    registry = Registry(default_registry())
+    registry.register(
+        Tool(
+            name="wait_100ms",
+            description="Sleep 100 ms (benchmark tool).",
+            parameters={"type": "object", "properties": {}},
+            handler=_slow_tool,
+        )
+    )
+    return registry
+
+
+def _in_script(runtime: Runtime, code: str) -> float:
+    """Run `code`, which must print one float (seconds), and return it."""
+    result = runtime.execute(code, max_tool_calls=NO_LIMIT, timeout=600)
+    if not result.ok:
+        raise RuntimeError(f"benchmark script failed: {result.error}")
+    return float(result.output.strip().splitlines()[-1])
+
+
+def run() -> list[Metric]:
+    work = Path(tempfile.mkdtemp(prefix="herald-bench-"))
+    settings = Settings(data_dir=work / "data")
+    (work / "small.txt").write_text("".join(f"line {i}\n" for i in range(20)))
+    metrics = []
+    with LocalBackend(str(work), settings=settings) as backend, Runtime(
+        backend, settings=settings, registry=_registry(), transcript=False
+    ) as runtime:
+        warm = Metric("script start print(1), warm", "ms", 3.0, note="end-to-end execute(); warm interpreter waiting")
+        for _ in range(200):
+            runtime.wait_warm()
+            t = time.perf_counter()
+            runtime.execute("print(1)")
+            warm.samples.append((time.perf_counter() - t) * 1000)
+        metrics.append(warm)
+
+        calls = 2000
+        read = Metric("read_file (small) from a script", "ms", 0.1, note=f"per call, {calls} calls per run")
+        term = Metric("terminal('true') from a script", "ms", 2.0, note="per call, 1000 calls per run")
+        for _ in range(7):
+            read.samples.append(1000 / calls * _in_script(runtime, (
+                "import time\nfrom hermes_tools import read_file\nt = time.perf_counter()\n"
+                f"for _ in range({calls}): read_file('small.txt')\nprint(time.perf_counter() - t)"
+            )))
+            term.samples.append(1000 / 1000 * _in_script(runtime, (
+                "import time\nfrom hermes_tools import terminal\nt = time.perf_counter()\n"
+                "for _ in range(1000): terminal('true')\nprint(time.perf_counter() - t)"
+            )))
+        par = Metric("16 parallel calls of a 100 ms tool", "s", 0.25, note="wall time inside one script")
+        for _ in range(7):
+            par.samples.append(_in_script(runtime, (
+                "import time\nfrom hermes_tools import parallel, wait_100ms\nt = time.perf_counter()\n"
+                "results = parallel([wait_100ms for _ in range(16)])\nassert results == ['done'] * 16\n"
+                "print(time.perf_counter() - t)"
+            )))
+        metrics += [read, term, par]
+
+        bulk = Metric("read → patch → verify, 1,000 files", "s", 1.0, note="one script, 3,000 tool calls")
+        tree = work / "bulk"
+        for _ in range(5):
+            shutil.rmtree(tree, ignore_errors=True)
+            tree.mkdir()
+            for i in range(1000):
+                (tree / f"mod_{i:04d}.py").write_text(f"VALUE = {i}\n\ndef old_name():\n    return VALUE\n")
+            bulk.samples.append(_in_script(runtime, (
+                "import time\nfrom hermes_tools import read_file, patch\n"
+                f"files = {json.dumps([f'bulk/mod_{i:04d}.py' for i in range(1000)])}\n"
+                "t = time.perf_counter()\n"
+                "for path in files:\n"
+                "    assert 'old_name' in read_file(path)['content']\n"
+                "    patch(path, 'def old_name():', 'def new_name():')\n"
+                "    assert 'def new_name():' in read_file(path)['content']\n"
+                "print(time.perf_counter() - t)"
+            )))
+        metrics.append(bulk)
+
+    cold_settings = settings.with_overrides({"sandbox.warm": False})
+    with LocalBackend(str(work), settings=cold_settings) as backend, Runtime(
+        backend, settings=cold_settings, transcript=False
+    ) as runtime:
+        cold = Metric("script start print(1), cold", "ms", None, note="fresh interpreter per run (warm start off)")
+        for _ in range(40):
+            t = time.perf_counter()
+            runtime.execute("print(1)")
+            cold.samples.append((time.perf_counter() - t) * 1000)
+        metrics.insert(1, cold)
+    shutil.rmtree(work, ignore_errors=True)
+    return metrics
