@@ -106,19 +106,20 @@ class CappedCapture:
 
 
 def _cut_utf8(data: bytes, size: int, *, from_end: bool) -> bytes:
-    """Trim to at most `size` bytes without splitting a UTF-8 character at the cut."""
-    if len(data) <= size:
-        return data
+    """At most `size` bytes of `data` (its end if `from_end`) without a split UTF-8 character
+    at the cut: a partial character there is dropped rather than shown as U+FFFD."""
     if from_end:
-        piece = data[len(data) - size :]
+        piece = data[len(data) - size :] if size else b""
         skip = 0
-        while skip < len(piece) and skip < 4 and (piece[skip] & 0xC0) == 0x80:
+        while skip < len(piece) and skip < 3 and (piece[skip] & 0xC0) == 0x80:
             skip += 1
         return piece[skip:]
     piece = data[:size]
-    back = 0
-    while back < len(piece) and back < 4 and (piece[len(piece) - 1 - back] & 0xC0) == 0x80:
-        back += 1
-    if back < len(piece) and piece[len(piece) - 1 - back] >= 0xC0:
-        return piece[: len(piece) - 1 - back]
+    lead = len(piece) - 1
+    while lead >= 0 and len(piece) - lead <= 3 and (piece[lead] & 0xC0) == 0x80:
+        lead -= 1
+    if lead >= 0 and piece[lead] >= 0xC0:
+        need = 2 if piece[lead] < 0xE0 else 3 if piece[lead] < 0xF0 else 4
+        if len(piece) - lead < need:
+            return piece[:lead]
     return piece

@@ -30,7 +30,8 @@ class Transcript:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._file: IO[str] | None = path.open("a", encoding="utf-8")
+        # backslashreplace: a lone surrogate in a record becomes a JSON \u escape, not an error.
+        self._file: IO[str] | None = path.open("a", encoding="utf-8", errors="backslashreplace")
 
     def write(self, record: dict[str, Any]) -> None:
         record.setdefault("ts", round(time.time(), 6))
@@ -47,8 +48,11 @@ class Transcript:
     def close(self) -> None:
         with self._lock:
             if self._file is not None:
-                self._file.close()
-                self._file = None
+                file, self._file = self._file, None
+                try:
+                    file.close()
+                except OSError:  # the last records could not be written (disk full): still closed
+                    pass
 
 
 def read_transcript(path: Path) -> list[dict[str, Any]]:

@@ -85,6 +85,8 @@ def resolve_path(cwd: str, path: str) -> str:
     """Absolute POSIX path for `path` relative to `cwd`, with `~` left to the backend's HOME."""
     if not path:
         raise ValueError("empty path")
+    if path == "~" or path.startswith("~/"):
+        return path  # the backend expands it
     if posixpath.isabs(path):
         return posixpath.normpath(path)
     return posixpath.normpath(posixpath.join(cwd, path))

@@ -13,22 +13,25 @@ import threading
 from ..config import Settings
 from ..environment import scrubbed_environ
 from ..procs import terminate_tree
-from .base import CommandResult, DirEntry, FileStat, resolve_path
+from .base import BackendError, CommandResult, DirEntry, FileStat, resolve_path
 from .shell import PersistentShell
 
 
 class _LocalChannel:
     def __init__(self, shell: str, cwd: str, env: dict[str, str], grace: float) -> None:
         self._grace = grace
-        self.proc = subprocess.Popen(
-            [shell, "--noprofile", "--norc"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            cwd=cwd if os.path.isdir(cwd) else None,
-            env=env,
-            start_new_session=True,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                [shell, "--noprofile", "--norc"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=cwd if os.path.isdir(cwd) else None,
+                env=env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise BackendError(f"could not start the shell {shell!r} (terminal.shell): {exc}") from None
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._in = self.proc.stdin.fileno()
         self._out = self.proc.stdout.fileno()
@@ -46,6 +49,10 @@ class _LocalChannel:
         if not ready:
             return None
         return os.read(self._out, 1 << 16)
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
 
     def close(self) -> None:
         terminate_tree(self.proc.pid, grace=self._grace)
@@ -86,11 +93,14 @@ class LocalBackend:
         return self._shell.cwd
 
     def _path(self, path: str) -> str:
-        return resolve_path(self.cwd, os.path.expanduser(path))
+        expanded = os.path.expanduser(path)
+        if expanded.startswith("~"):  # no such user or no home: a file literally named so
+            expanded = os.path.join(".", expanded)
+        return resolve_path(self.cwd, expanded)
 
     def run(self, command: str, *, timeout: float | None = None, workdir: str | None = None) -> CommandResult:
         if self._closed.is_set():
-            raise RuntimeError("the local backend is closed")
+            raise BackendError("the local backend is closed")
         limit = self.settings.terminal.timeout if timeout is None else timeout
         return self._shell.run(command, timeout=limit, workdir=self._path(workdir) if workdir else None)
 
@@ -99,7 +109,9 @@ class LocalBackend:
             return fh.read()
 
     def write_bytes(self, path: str, data: bytes) -> None:
-        target = self._path(path)
+        # Through a symlink, replace the file it points to; renaming over the link would turn
+        # it into a separate copy.
+        target = os.path.realpath(self._path(path))
         parent = os.path.dirname(target)
         os.makedirs(parent, exist_ok=True)
         try:

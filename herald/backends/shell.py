@@ -3,11 +3,12 @@
 The backend supplies a channel to a running `bash` (a local pipe pair, an SSH channel, a Docker
 exec socket, a Modal exec stream); this class turns it into `run(command) -> CommandResult`.
 
-How one command runs: the command text is sent as a single-quoted `eval` inside a `{ ...; }`
-group in the shell itself, so `cd` and `export` persist, with stdin from /dev/null and stderr
-merged into stdout. After it the shell prints a record `\\n<marker> <exit code> <cwd>\\0` whose
-marker holds a random nonce, and saves `export -p` to a state file. Job control (`set -m`) gives
-every command its own process group.
+How one command runs: the shell writes the command text (sent single-quoted) to a file next to
+its state file, checks in a subshell that it parses, and sources it in the shell itself, so
+`cd` and `export` persist, with stdin from /dev/null and stderr merged into stdout. After it
+the shell prints a record `\\n<marker> <exit code> <cwd>\\0` whose marker holds a random nonce,
+and saves `export -p` to a state file. Job control (`set -m`) gives every command its own
+process group.
 
 On timeout the command's processes and the shell that runs them are killed together: killing
 only the children would let the rest of a command list (`sleep 100; rm -rf build`) carry on.
@@ -17,6 +18,7 @@ file), so the session goes on. The same happens when the shell exits (`exit`) or
 
 from __future__ import annotations
 
+import posixpath
 import secrets
 import threading
 import time
@@ -38,7 +40,11 @@ class ShellChannel(Protocol):
         ...
 
     def close(self) -> None:
-        """Stop the shell and every process it started (SIGTERM, a short grace, SIGKILL)."""
+        """Stop the shell and every process it started (SIGTERM, a short grace, SIGKILL).
+
+        A channel may also have a `returncode` attribute: the shell's exit status once closed,
+        None while unknown. It becomes the exit code of a command that ended the shell (`exit 3`).
+        """
         ...
 
 
@@ -59,6 +65,7 @@ class PersistentShell:
     ) -> None:
         self._open_channel = open_channel
         self._state_path = state_path
+        self._command_path = posixpath.join(posixpath.dirname(state_path), "command")
         self._max_output = max_output_bytes
         self._spill_dir = spill_dir
         self._startup_timeout = startup_timeout
@@ -77,11 +84,11 @@ class PersistentShell:
 
     def _start(self) -> None:
         channel = self._open_channel()
-        restore = f". {shell_quote(self._state_path)} 2>/dev/null\n" if self._has_state else ""
+        restore = f"builtin . {shell_quote(self._state_path)} 2>/dev/null\n" if self._has_state else ""
         setup = (
             "set -m +o history 2>/dev/null; unset PROMPT_COMMAND; PS1=''; PS2=''\n"
             + restore
-            + f"cd -- {shell_quote(self.cwd)} 2>/dev/null || cd\n"
+            + f"builtin cd -- {shell_quote(self.cwd)} 2>/dev/null || builtin cd\n"
             + f"printf '%s%s %s\\0' __HERALD_READY_ {self._nonce}__ \"$$\"\n"
         )
         channel.send(setup.encode())
@@ -117,13 +124,24 @@ class PersistentShell:
             if self._channel is None:
                 self._start()
             started = time.monotonic()
-            body = f"eval {shell_quote(command)}"
+            # The command goes to a file that the shell sources, and only once a throwaway
+            # subshell has parsed it (as a function body) without error; a command that does not
+            # parse runs in a subshell, which reports the error. Parsing broken text in the
+            # session's shell is what must not happen: with an unterminated quote, `${`, `$(` or
+            # a trailing backslash, bash 5.2's `eval` goes on reading the session's own input
+            # (the next command fails or vanishes), and an unterminated `$(` corrupts its heap.
+            path = shell_quote(self._command_path)
+            source = f"builtin . {path}"
             if workdir:
-                body = f"( cd -- {shell_quote(workdir)} && {body} )"
+                source = f"builtin cd -- {shell_quote(workdir)} && {source}"
+            parse = shell_quote(f"__herald_parse() {{\n{command}\n:\n}}")
             script = (
-                f"{{ {body}\n}} </dev/null 2>&1; __herald_ec=$?; "
-                f"printf '\\n%s%s %s %s\\0' __HERALD_DONE_ {self._nonce}__ \"$__herald_ec\" \"$PWD\"; "
-                f"export -p > {shell_quote(self._state_path)} 2>/dev/null\n"
+                f"{{ builtin printf '%s' {shell_quote(command)} >| {path} && "
+                f"if ( builtin eval {parse} ) >/dev/null 2>&1; "
+                f"then {{ {f'( {source} )' if workdir else source}; }}; else ( {source} ); fi; }} </dev/null 2>&1; "
+                f"__herald_ec=$?; "
+                f"builtin printf '\\n%s%s %s %s\\0' __HERALD_DONE_ {self._nonce}__ \"$__herald_ec\" \"$PWD\"; "
+                f"builtin export -p >| {shell_quote(self._state_path)} 2>/dev/null\n"
             )
             capture = CappedCapture(
                 self._max_output,
@@ -150,13 +168,17 @@ class PersistentShell:
             except BackendError:
                 # The shell went away mid-command (`exit`, killed): the next call starts a new
                 # one in the same place, so the session goes on.
+                channel = self._channel
                 self._discard_channel()
                 notes.append(f"The shell exited during this command. {self._restart_note()}")
-                exit_code = -1
+                # `exit 3` should read as 3: a channel that knows the shell's status offers it.
+                status = getattr(channel, "returncode", None)
+                exit_code = status if isinstance(status, int) and status >= 0 else -1
                 timed_out = False
             finally:
                 capture.close()
-            output = capture.text("command output")
+            # bash names the sourced file in its own messages; say "bash" as `bash -c` would.
+            output = capture.text("command output").replace(f"{self._command_path}: ", "bash: ")
             if output.endswith("\n") and not capture.overflowed:
                 output = output[:-1]
             return CommandResult(
@@ -198,6 +220,9 @@ class PersistentShell:
                 buffer = buffer[-keep:]
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                if capture is not None:  # no record is coming: what was held back is output
+                    capture.feed(buffer)
+                    buffer = b""
                 self._pending = buffer
                 return None
             chunk = self._channel.recv(remaining)

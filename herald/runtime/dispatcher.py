@@ -7,7 +7,8 @@ Policy, in order:
 2. Arguments are checked against the tool's schema; arguments refused inside scripts (terminal's
    `background`, `pty`, ...) are rejected with the reason.
 3. The run's call budget: calls past `max_tool_calls` get an error the script can handle; the
-   script keeps running.
+   script keeps running. A `timeout` argument is cut to the time the run has left, so no
+   command outlives the run that started it (and holds up the next one).
 4. The tool runs. Calls run concurrently on the RPC server's threads; tools that are not
    `parallel_safe` take one shared lock, so they run one at a time.
 5. Every call is logged to the transcript (tool, args preview, duration, result size, error),
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -28,6 +30,8 @@ from ..tools.arguments import bind_arguments
 from ..tools.registry import Registry, Tool, ToolContext, ToolError
 from ..transcript import Transcript, preview
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class CallScope:
@@ -35,6 +39,7 @@ class CallScope:
 
     run_id: str
     max_calls: int
+    deadline: float | None = None  # time.monotonic() at which the run is stopped
     calls: int = 0
     refused: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -66,8 +71,8 @@ class Dispatcher:
         self._serial = threading.Lock()
         self._ids = itertools.count(1)
 
-    def new_scope(self, max_calls: int) -> CallScope:
-        return CallScope(run_id=f"run-{next(self._ids)}", max_calls=max_calls)
+    def new_scope(self, max_calls: int, deadline: float | None = None) -> CallScope:
+        return CallScope(run_id=f"run-{next(self._ids)}", max_calls=max_calls, deadline=deadline)
 
     def _available(self) -> str:
         return ", ".join(sorted(self._allowed)) or "none"
@@ -108,14 +113,23 @@ class Dispatcher:
                 "rest in another execute_code run.",
             )
         else:
-            reply = self._run(tool, args)
+            reply = self._run(tool, args, scope)
         if self.transcript is not None:
-            self._log(scope, name, args, reply, time.perf_counter() - started)
+            try:
+                self._log(scope, name, args, reply, time.perf_counter() - started)
+            except Exception:  # the call already ran: a logging failure must not turn it into an error
+                log.exception("could not write the transcript record of a %s call", name)
         return reply
 
-    def _run(self, tool: Tool, args: Any) -> dict[str, Any]:
+    def _run(self, tool: Tool, args: Any, scope: CallScope) -> dict[str, Any]:
         try:
             bound = bind_arguments(tool, args, in_script=True)
+            if scope.deadline is not None and "timeout" in tool.properties:
+                left = max(0.0, scope.deadline - time.monotonic())
+                limit = bound.get("timeout")
+                if limit is None:  # None means the configured command timeout
+                    limit = self.ctx.settings.terminal.timeout
+                bound["timeout"] = min(limit, left)
             if tool.parallel_safe:
                 result = tool.handler(bound, self.ctx)
             else:

@@ -14,6 +14,8 @@ Execution policy:
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import secrets
 import shutil
@@ -37,6 +39,7 @@ from .sandbox.result import ExecutionResult
 from .sandbox.stubgen import write_sandbox
 
 READY_TIMEOUT = 30.0
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -69,42 +72,54 @@ class Runtime:
     ) -> None:
         self.settings = settings or load_settings()
         self._own_backend = backend is None
-        if backend is None:
-            from ..backends.local import LocalBackend
+        # A constructor that fails half-way (an unknown tool name, a bad sandbox python) must not
+        # leave a shell, a socket, temp dirs or open files behind: undo what was made so far.
+        with contextlib.ExitStack() as undo:
+            if backend is None:
+                from ..backends.local import LocalBackend
 
-            backend = LocalBackend(settings=self.settings)
-        self.backend = backend
-        self.registry = registry or default_registry()
-        if transcript is True:
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            transcript = self.settings.transcript_dir / f"runtime-{stamp}-{secrets.token_hex(3)}.jsonl"
-        self.transcript = Transcript(transcript) if isinstance(transcript, Path) else transcript or None
-        self.dispatcher = Dispatcher(
-            self.registry,
-            ToolContext(backend=backend, settings=self.settings),
-            enabled=list(tools) if tools is not None else self.settings.tools,
-            transcript=self.transcript,
-        )
-        self._bindings: dict[str, _Binding] = {}
-        self._bindings_lock = threading.Lock()
-        self._server: RpcServer[_Binding] = RpcServer(
-            self._authenticate,
-            lambda binding, message: self.dispatcher.handle(binding.scope, message),
-            max_concurrency=self.settings.sandbox.max_parallel_calls,
-        )
-        self._sandbox_dir = tempfile.mkdtemp(prefix="herald-sandbox-")
-        write_sandbox(Path(self._sandbox_dir), self.dispatcher.script_tools)
-        self._child_env = scrubbed_environ(os.environ, self.settings.sandbox.env_passthrough)
-        self._child_env.update({"HERALD_SANDBOX": "1", "PYTHONIOENCODING": "utf-8"})
-        self._interrupt_r, self._interrupt_w = os.pipe()
-        os.set_blocking(self._interrupt_r, False)
-        os.set_blocking(self._interrupt_w, False)
-        self._exec_lock = threading.Lock()
-        self._kernels: dict[str, _Kernel] = {}
-        self._warm: ChildProcess | None = None
-        self._closed = False
-        if self.settings.sandbox.warm:
-            self._warm = self._spawn()
+                backend = LocalBackend(settings=self.settings)
+                undo.callback(backend.close)
+            self.backend = backend
+            self.registry = registry or default_registry()
+            if transcript is True:
+                stamp = time.strftime("%Y%m%d-%H%M%S")
+                transcript = self.settings.transcript_dir / f"runtime-{stamp}-{secrets.token_hex(3)}.jsonl"
+            if isinstance(transcript, Path):
+                transcript = Transcript(transcript)
+                undo.callback(transcript.close)
+            self.transcript = transcript or None
+            self.dispatcher = Dispatcher(
+                self.registry,
+                ToolContext(backend=backend, settings=self.settings),
+                enabled=list(tools) if tools is not None else self.settings.tools,
+                transcript=self.transcript,
+            )
+            self._bindings: dict[str, _Binding] = {}
+            self._bindings_lock = threading.Lock()
+            self._sandbox_dir = tempfile.mkdtemp(prefix="herald-sandbox-")
+            undo.callback(shutil.rmtree, self._sandbox_dir, ignore_errors=True)
+            write_sandbox(Path(self._sandbox_dir), self.dispatcher.script_tools)
+            self._server: RpcServer[_Binding] = RpcServer(
+                self._authenticate,
+                lambda binding, message: self.dispatcher.handle(binding.scope, message),
+                max_concurrency=self.settings.sandbox.max_parallel_calls,
+            )
+            undo.callback(self._server.close)
+            self._child_env = scrubbed_environ(os.environ, self.settings.sandbox.env_passthrough)
+            self._child_env.update({"HERALD_SANDBOX": "1", "PYTHONIOENCODING": "utf-8"})
+            self._interrupt_r, self._interrupt_w = os.pipe()
+            undo.callback(os.close, self._interrupt_r)
+            undo.callback(os.close, self._interrupt_w)
+            os.set_blocking(self._interrupt_r, False)
+            os.set_blocking(self._interrupt_w, False)
+            self._exec_lock = threading.Lock()
+            self._kernels: dict[str, _Kernel] = {}
+            self._warm: ChildProcess | None = None
+            self._closed = False
+            if self.settings.sandbox.warm:
+                self._warm = self._spawn()
+            undo.pop_all()
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -178,6 +193,21 @@ class Runtime:
                 duration_seconds=0.0,
                 session=session,
             )
+        try:
+            code.encode("utf-8")
+        except UnicodeEncodeError as exc:  # Python could not compile it, and the child never sees it
+            return ExecutionResult(
+                status="error",
+                output="",
+                error=(
+                    f"The script is not valid text: {exc.reason} at character {exc.start} "
+                    f"({code[exc.start : exc.end]!a}). Write the character itself or an escape such as '\\u00e9'."
+                ),
+                exit_code=None,
+                tool_calls_made=0,
+                duration_seconds=0.0,
+                session=session,
+            )
         with self._exec_lock:
             if self._closed:
                 raise RuntimeError("this Runtime is closed")
@@ -188,7 +218,10 @@ class Runtime:
                 return self._execute_once(code, timeout, max_calls)
             finally:
                 if self.transcript is not None:
-                    self.transcript.flush()
+                    try:
+                        self.transcript.flush()
+                    except OSError:  # a full disk must not cost the caller the run's result
+                        log.exception("could not flush the transcript %s", self.transcript.path)
 
     def _captures(self, scope: CallScope) -> tuple[CappedCapture, CappedCapture]:
         limits, spill = self.settings.sandbox, self.settings.spill_dir
@@ -201,7 +234,7 @@ class Runtime:
     def _execute_once(self, code: str, timeout: float, max_calls: int) -> ExecutionResult:
         started = time.monotonic()
         child = self._take_child()
-        scope = self.dispatcher.new_scope(max_calls)
+        scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout)
         token, binding = self._bind(scope)
         stdout, stderr = self._captures(scope)
         try:
@@ -231,12 +264,12 @@ class Runtime:
         lost = False
         kernel = self._kernels.get(name)
         if kernel is not None and (reset or kernel.child.proc.poll() is not None):
-            lost = kernel.child.proc.poll() is not None
+            lost = True  # died since the last run, or reset: either way its variables are gone
             self._stop_kernel(name)
             kernel = None
         if kernel is None:
             kernel = self._start_kernel(name)
-        scope = self.dispatcher.new_scope(max_calls)
+        scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout)
         kernel.binding.scope = scope
         stdout, stderr = self._captures(scope)
         try:
@@ -353,8 +386,11 @@ class Runtime:
                 self._warm = None
             self._server.close()
             shutil.rmtree(self._sandbox_dir, ignore_errors=True)
-            os.close(self._interrupt_r)
-            os.close(self._interrupt_w)
+            # A late interrupt() must not write into whatever file reuses these numbers next.
+            read_fd, write_fd = self._interrupt_r, self._interrupt_w
+            self._interrupt_r = self._interrupt_w = -1
+            os.close(read_fd)
+            os.close(write_fd)
             if self.transcript is not None:
                 self.transcript.close()
             if self._own_backend:

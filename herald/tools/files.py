@@ -38,6 +38,17 @@ def _decode(data: bytes) -> tuple[str, bool]:
         return data.decode("utf-8", "replace"), True
 
 
+def split_lines(text: str) -> list[str]:
+    """Lines as ripgrep, grep and editors number them: split at LF only, dropping a CR before it.
+
+    (str.splitlines also splits at form feeds and other separators, which shifts line numbers.)
+    """
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def not_found(ctx: ToolContext, path: str, absolute: str) -> ToolError:
     candidates = similar_paths(ctx, absolute)
     hint = f" Did you mean: {', '.join(candidates)}?" if candidates else ""
@@ -59,7 +70,7 @@ def similar_paths(ctx: ToolContext, absolute: str, limit: int = 5) -> list[str]:
         parent = posixpath.dirname(parent)
     try:
         names = [e.name for e in backend.list_dir(parent)]
-    except OSError:
+    except (OSError, ValueError):
         names = []
     found += [posixpath.join(parent, n) for n in difflib.get_close_matches(name, names, n=limit, cutoff=0.6)]
     lowered = name.lower()
@@ -104,7 +115,7 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             "BinaryFile",
         )
     text, replaced = _decode(data)
-    lines = text.splitlines()
+    lines = split_lines(text)
     total = len(lines)
     if total and offset > total:
         raise ToolError(f"{path} has {total} lines; offset {offset} is past the end. Use an offset from 1 to {total}.")
@@ -208,14 +219,22 @@ def patch(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     except OSError as exc:
         raise ToolError(f"patch: could not write {path}: {exc.strerror or exc}; the file is unchanged.") from None
     shown = display_path(ctx, absolute)
-    diff = "".join(
-        difflib.unified_diff(
-            text.splitlines(keepends=True), updated.splitlines(keepends=True), f"a/{shown}", f"b/{shown}"
-        )
-    )
+    diff = unified_diff(text, updated, shown)
     if len(diff) > MAX_DIFF_CHARS:
         diff = diff[:MAX_DIFF_CHARS] + f"\n[... diff cut at {MAX_DIFF_CHARS:,} chars ...]\n"
     return {"path": shown, "replacements": len(matches), "match": strategy, "diff": diff}
+
+
+def unified_diff(before: str, after: str, shown: str) -> str:
+    """A unified diff as `diff -u` prints it, "\\ No newline at end of file" included (without
+    it a last line lacking a newline runs into the next diff line)."""
+
+    def keepends(text: str) -> list[str]:  # LF-terminated lines (splitlines also cuts at \f)
+        parts = text.split("\n")
+        return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+    lines = difflib.unified_diff(keepends(before), keepends(after), f"a/{shown}", f"b/{shown}")
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
 _PATH = {"type": "string", "description": "File path, relative to the current directory or absolute."}
@@ -281,4 +300,4 @@ TOOLS = [
     ),
 ]
 
-__all__ = ["SKIP_DIRS", "TOOLS", "display_path", "looks_binary"]
+__all__ = ["SKIP_DIRS", "TOOLS", "display_path", "looks_binary", "split_lines"]

@@ -51,6 +51,8 @@ def find_matches(text: str, old: str) -> tuple[list[Span], str]:
                 end = starts[i + size] - 1  # end of the last matched line, before its newline
                 if keep_newline and end < len(text):
                     end += 1
+                elif end > starts[i] and text[end - 1] == "\r":
+                    end -= 1  # keep a CRLF line's CR: new_string does not end with one
                 spans.append((starts[i], end))
                 i += size
             else:

@@ -22,6 +22,7 @@ HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=repr)
+_ascii_encoder = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), default=repr)
 _decoder = json.JSONDecoder()
 
 
@@ -30,7 +31,12 @@ class ProtocolError(Exception):
 
 
 def encode_frame(message: object) -> bytes:
-    body = _encoder.encode(message).encode("utf-8", "surrogatepass")
+    try:
+        body = _encoder.encode(message).encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (say, a file name decoded with surrogateescape) is not UTF-8 and the
+        # peer would drop the connection: send \u escapes, which decode to the same string.
+        body = _ascii_encoder.encode(message).encode("ascii")
     if len(body) > MAX_FRAME_BYTES:
         raise ProtocolError(
             "message of %d bytes exceeds the %d-byte frame limit" % (len(body), MAX_FRAME_BYTES)

@@ -4,7 +4,8 @@ Serving policy: each connection is served by a small set of threads in leader/fo
 thread at a time reads a frame; before it starts on the call it makes sure another thread is ready
 to read the next frame, so calls from several script threads run concurrently (up to
 `max_concurrency` per connection) while a lone call is handled by the thread that read it, with no
-hand-off. Anything malformed closes that one connection; the server keeps running.
+hand-off. Anything malformed closes that one connection (the server keeps running), as does sending
+no auth frame within `auth_timeout` seconds of connecting.
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ class RpcServer(Generic[S]):
         handle: Callable[[S, dict[str, Any]], dict[str, Any]],
         *,
         max_concurrency: int = 16,
+        auth_timeout: float = 10.0,
     ) -> None:
         self._authenticate = authenticate
+        self._auth_timeout = auth_timeout
         self._handle = handle
         self._max_concurrency = max(1, max_concurrency)
         self.directory = tempfile.mkdtemp(prefix="herald-rpc-")
@@ -116,6 +119,8 @@ class _Connection(Generic[S]):
         self._closed = False
 
     def start(self) -> None:
+        # A peer that never authenticates must not hold a thread and a descriptor forever.
+        self.sock.settimeout(self.server._auth_timeout)
         self._spawn()
 
     def _spawn(self) -> None:
@@ -168,6 +173,7 @@ class _Connection(Generic[S]):
         if session is None:
             log.warning("closing RPC connection: unknown or expired token")
             return False
+        self.sock.settimeout(None)
         self.session = session
         return True
 

@@ -67,6 +67,12 @@ class _Stream:
             buf = buf[len(buf) - keep :]
         self.pending = buf
 
+    def finish(self) -> None:
+        """The stream ended before its sentinel (the kernel died): what was held back is output."""
+        if self.pending:
+            self.capture.feed(self.pending)
+            self.pending = b""
+
 
 class ChildProcess:
     def __init__(self, python: str, sandbox_dir: str, env: dict[str, str]) -> None:
@@ -229,6 +235,7 @@ class ChildProcess:
         signal_pids(known | {self.pid}, signal.SIGKILL)
         for stream in streams.values():
             self._pump(stream, None, drain=True)
+            stream.finish()
         status = self.proc.wait()
         if killing is not None:
             return Collected(killing, status)

@@ -13,7 +13,7 @@ class ExecutionResult:
     status: Status
     output: str  # the script's stdout, capped head + tail
     error: str  # stderr / traceback / what Herald did (timeout, limits), capped
-    exit_code: int | None  # None when the script never ran; negative: killed by that signal
+    exit_code: int | None  # None: never ran; 143 after the SIGTERM of a timeout/interrupt; -N: killed by signal N
     tool_calls_made: int
     duration_seconds: float
     output_spill_path: str | None = None  # full stdout when it was cut

@@ -22,6 +22,8 @@ from . import child
 
 HELPERS = ["parallel", "json_parse", "shell_quote", "retry"]
 RUNTIME_PACKAGE = "_hermes_runtime"
+# Names the generated module defines itself: a tool by one of these names would replace it.
+RESERVED = frozenset([*HELPERS, "ToolError", "Any", "Dict", "List", "Optional", "Union", "_call"])
 
 _PY_TYPES = {
     "string": "str",
@@ -44,6 +46,11 @@ def _annotation(schema: dict[str, Any]) -> str:
 
 
 def _signature(tool: Tool) -> tuple[str, list[str]]:
+    if not tool.name.isidentifier() or keyword.iskeyword(tool.name) or tool.name in RESERVED:
+        raise ValueError(
+            f"tool {tool.name!r} cannot be called from scripts: its name must be a Python "
+            f"identifier other than a keyword or one of {', '.join(sorted(RESERVED))}"
+        )
     params: list[str] = []
     names: list[str] = []
     props = tool.properties
@@ -51,6 +58,8 @@ def _signature(tool: Tool) -> tuple[str, list[str]]:
     for name in ordered:
         if not name.isidentifier() or keyword.iskeyword(name):
             raise ValueError(f"tool {tool.name}: parameter {name!r} is not a Python identifier")
+        if name == "_call" or (name == "refused" and tool.script_refused_args):
+            raise ValueError(f"tool {tool.name}: parameter name {name!r} clashes with the generated stub")
         schema = props[name]
         annotation = _annotation(schema)
         if name in tool.required:

@@ -58,6 +58,53 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     os._exit(128 + signum)
 
 
+def _descendants(pid: int) -> "list[int]":
+    """Every process below `pid` (zombies too), from the parent links in /proc (none without it)."""
+    children: Dict[int, "list[int]"] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry, "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found: "list[int]" = []
+    frontier = [pid]
+    while frontier:
+        frontier = [c for p in frontier for c in children.get(p, [])]
+        found.extend(frontier)
+    return found
+
+
+def _kill_descendants() -> None:
+    # A process the script started outside our process group (start_new_session, a daemon)
+    # would be re-parented to init the moment we exit, where the parent cannot find it: kill
+    # everything below us first, so nothing outlives the run.
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return  # no children (live or unreaped), so no descendants: skip the /proc walk
+    except (AttributeError, OSError):
+        pass
+    for _ in range(3):
+        found = _descendants(os.getpid())
+        if not found:
+            return
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
 def _report_exception(exc: BaseException) -> None:
     if isinstance(exc, SyntaxError):
         lines = traceback.format_exception_only(type(exc), exc)
@@ -115,6 +162,7 @@ def _oneshot(message: Dict[str, Any]) -> None:
     except BaseException:
         pass
     _flush()
+    _kill_descendants()
     os._exit(status & 0xFF if status >= 0 else 1)
 
 

@@ -1,0 +1,73 @@
+"""Helpers for the runtime tests: look at real processes and descriptors through /proc."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import time
+from collections.abc import Callable
+
+from herald import ExecutionResult, Runtime
+
+
+def script(code: str) -> str:
+    return textwrap.dedent(code).strip() + "\n"
+
+
+def run_ok(runtime: Runtime, code: str, **kwargs: object) -> ExecutionResult:
+    """Run `code` and fail the test (showing the result) unless it succeeded."""
+    kwargs.setdefault("timeout", 30)
+    result = runtime.execute(script(code), **kwargs)  # type: ignore[arg-type]
+    assert result.status == "success", result
+    return result
+
+
+def pids_with_marker(marker: str) -> list[int]:
+    """Live processes whose command line contains `marker` (zombies count as gone)."""
+    found = []
+    needle = marker.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmdline = fh.read()
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
+        if needle in cmdline and state not in (b"Z", b"X"):
+            found.append(int(entry))
+    return found
+
+
+def child_pids(parent: int | None = None) -> list[int]:
+    """Direct children of `parent` (default: this process), zombies included."""
+    parent = os.getpid() if parent is None else parent
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1 and int(fields[1]) == parent:
+            found.append(int(entry))
+    return found
+
+
+def fd_count() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 5.0, step: float = 0.02) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()

@@ -1,0 +1,415 @@
+"""The RPC link: framing, a real server and client over a Unix socket, and the runtime's socket."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from herald import Runtime
+from herald.runtime.rpc.client import ConnectionLost, RpcClient, ToolError, unix_connector
+from herald.runtime.rpc.protocol import (
+    HEADER,
+    MAX_FRAME_BYTES,
+    ProtocolError,
+    decode_body,
+    encode_frame,
+    read_frame,
+)
+from herald.runtime.rpc.server import RpcServer
+
+from ._helpers import run_ok, wait_for
+
+# -- protocol --------------------------------------------------------------------------------
+
+
+def frames_over_socketpair(*messages: object) -> list[dict[str, Any] | None]:
+    left, right = socket.socketpair()
+    right.settimeout(10)
+
+    def send() -> None:
+        for message in messages:
+            left.sendall(encode_frame(message))
+        left.shutdown(socket.SHUT_WR)
+
+    sender = threading.Thread(target=send)  # big frames do not fit in the socket buffer
+    sender.start()
+    with left, right:
+        out = []
+        while True:
+            frame = read_frame(right)
+            out.append(frame)
+            if frame is None:
+                sender.join()
+                return out
+
+
+def test_frame_round_trip() -> None:
+    messages = [
+        {"id": 1, "tool": "read_file", "args": {"path": "a.py", "offset": 3}},
+        {"id": 2, "result": {"text": "héllo ✓ 日本\n\x00", "n": [1, 2.5, None, True]}},
+        {},
+        {"id": 3, "error": {"type": "ToolError", "message": "x" * 300_000}},
+    ]
+    assert frames_over_socketpair(*messages) == [*messages, None]
+
+
+def test_lone_surrogates_round_trip() -> None:
+    message = {"path": "caf\udce9.txt", "odd": "\ud800"}
+    frame = encode_frame(message)
+    frame[4:].decode("utf-8")  # what goes on the wire is valid UTF-8 ...
+    assert decode_body(frame[4:]) == message  # ... and decodes to the same strings
+    assert frames_over_socketpair(message) == [message, None]
+
+
+def test_frame_layout() -> None:
+    frame = encode_frame({"a": 1})
+    (size,) = HEADER.unpack(frame[:4])
+    assert frame[:4] == struct.pack(">I", size)
+    assert frame[4:] == b'{"a":1}'
+    assert decode_body(frame[4:]) == {"a": 1}
+
+
+def test_encoding_non_json_values_uses_repr() -> None:
+    assert decode_body(encode_frame({"v": {1, 2}})[4:]) in ({"v": "{1, 2}"}, {"v": "{2, 1}"})
+
+
+def test_oversize_frame_is_refused_when_encoding() -> None:
+    with pytest.raises(ProtocolError, match="frame limit"):
+        encode_frame({"blob": "x" * (MAX_FRAME_BYTES + 1)})
+
+
+def test_oversize_frame_is_refused_when_reading() -> None:
+    left, right = socket.socketpair()
+    with left, right:
+        left.sendall(HEADER.pack(MAX_FRAME_BYTES + 1) + b"{}")
+        with pytest.raises(ProtocolError, match="exceeds"):
+            read_frame(right)
+
+
+@pytest.mark.parametrize(
+    "body, match",
+    [
+        (b"\xff\xfe not utf-8", "not UTF-8 JSON"),
+        (b"{not json", "not UTF-8 JSON"),
+        (b"[1, 2]", "JSON object"),
+    ],
+)
+def test_bad_bodies_are_protocol_errors(body: bytes, match: str) -> None:
+    with pytest.raises(ProtocolError, match=match):
+        decode_body(body)
+
+
+def test_truncated_frame_is_a_protocol_error() -> None:
+    left, right = socket.socketpair()
+    with left, right:
+        left.sendall(HEADER.pack(100) + b'{"partial": ')
+        left.shutdown(socket.SHUT_WR)
+        with pytest.raises(ProtocolError, match="middle of a frame"):
+            read_frame(right)
+
+
+def test_truncated_header_is_a_protocol_error() -> None:
+    left, right = socket.socketpair()
+    with left, right:
+        left.sendall(b"\x00\x00")
+        left.shutdown(socket.SHUT_WR)
+        with pytest.raises(ProtocolError):
+            read_frame(right)
+
+
+# -- server and client -----------------------------------------------------------------------
+
+
+class Echo:
+    """A trivial session: echoes args after an optional delay, counting concurrency."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.active = 0
+        self.peak = 0
+
+    def handle(self, session: str, message: dict[str, Any]) -> dict[str, Any]:
+        args = message.get("args") or {}
+        with self.lock:
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+        try:
+            time.sleep(args.get("delay", 0))
+            if message.get("tool") == "fail":
+                return {"error": {"type": "Nope", "message": f"failed for {args.get('n')}"}}
+            if message.get("tool") == "crash":
+                raise RuntimeError("handler bug")
+            return {"result": {"session": session, "n": args.get("n")}}
+        finally:
+            with self.lock:
+                self.active -= 1
+
+
+@pytest.fixture
+def echo_server() -> Iterator[tuple[RpcServer[str], Echo]]:
+    echo = Echo()
+    tokens = {"good-token": "session-A"}
+    server: RpcServer[str] = RpcServer(tokens.get, echo.handle, max_concurrency=16)
+    yield server, echo
+    server.close()
+
+
+def test_client_calls_and_errors(echo_server: tuple[RpcServer[str], Echo]) -> None:
+    server, _ = echo_server
+    client = RpcClient(unix_connector(server.path, timeout=10), "good-token")
+    assert client.call("echo", {"n": 1}) == {"session": "session-A", "n": 1}
+    with pytest.raises(ToolError) as info:
+        client.call("fail", {"n": 2})
+    assert info.value.error_type == "Nope" and str(info.value) == "failed for 2"
+    with pytest.raises(ToolError) as info:
+        client.call("crash", {})
+    assert info.value.error_type == "InternalError" and "handler bug" in str(info.value)
+    assert client.call("echo", {"n": 3}) == {"session": "session-A", "n": 3}
+
+
+def test_concurrent_client_threads_get_matching_replies(
+    echo_server: tuple[RpcServer[str], Echo],
+) -> None:
+    server, echo = echo_server
+    client = RpcClient(unix_connector(server.path, timeout=10), "good-token")
+    replies: dict[int, Any] = {}
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(16)
+
+    def worker(i: int) -> None:
+        try:
+            barrier.wait()
+            for round_ in range(5):
+                n = i * 100 + round_
+                delay = 0.1 if round_ == 0 else (i % 4) * 0.005
+                replies[n] = client.call("echo", {"n": n, "delay": delay})
+        except BaseException as exc:
+            errors.append(exc)
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    elapsed = time.monotonic() - started
+    assert not errors
+    assert len(replies) == 80
+    assert all(reply == {"session": "session-A", "n": n} for n, reply in replies.items())
+    assert echo.peak > 4, f"the server ran at most {echo.peak} calls at once"
+    assert elapsed < 16 * 0.1, elapsed
+    assert server.connection_count() == 1
+
+
+def test_server_concurrency_is_bounded(echo_server: tuple[RpcServer[str], Echo]) -> None:
+    echo = Echo()
+    server: RpcServer[str] = RpcServer(lambda t: "s", echo.handle, max_concurrency=3)
+    try:
+        client = RpcClient(unix_connector(server.path, timeout=10), "any")
+        threads = [
+            threading.Thread(target=client.call, args=("echo", {"delay": 0.1})) for _ in range(9)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert echo.peak <= 3
+    finally:
+        server.close()
+
+
+def test_client_with_a_rejected_token_gets_connection_lost(
+    echo_server: tuple[RpcServer[str], Echo],
+) -> None:
+    server, _ = echo_server
+    client = RpcClient(unix_connector(server.path, timeout=10), "stolen-token")
+    with pytest.raises(ConnectionLost):
+        client.call("echo", {"n": 1})
+    with pytest.raises(ConnectionLost):  # the client stays broken, it does not hang
+        client.call("echo", {"n": 2})
+
+
+def test_close_sessions_disconnects_its_clients(echo_server: tuple[RpcServer[str], Echo]) -> None:
+    server, _ = echo_server
+    client = RpcClient(unix_connector(server.path, timeout=10), "good-token")
+    assert client.call("echo", {"n": 1})["n"] == 1
+    server.close_sessions("session-A")
+    assert wait_for(lambda: server.connection_count() == 0)
+    with pytest.raises(ConnectionLost):
+        client.call("echo", {"n": 2})
+
+
+def test_server_close_removes_its_directory() -> None:
+    server: RpcServer[str] = RpcServer(lambda t: "s", lambda s, m: {"result": None})
+    directory = server.directory
+    assert os.path.exists(server.path)
+    server.close()
+    assert not os.path.exists(directory)
+
+
+def test_client_outside_a_sandbox_says_so() -> None:
+    from herald.runtime.rpc import client as client_module
+
+    if client_module._default is not None:  # pragma: no cover - only if something configured it
+        pytest.skip("a default client is configured in this process")
+    with pytest.raises(ToolError, match="only works inside"):
+        client_module.call("read_file", {})
+
+
+# -- the runtime's socket ----------------------------------------------------------------------
+
+
+def raw_connect(path: str) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(5)
+    sock.connect(path)
+    return sock
+
+
+def test_socket_permissions(runtime: Runtime) -> None:
+    path = runtime._server.path
+    assert stat.S_ISSOCK(os.stat(path).st_mode)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
+
+
+def closed_by_peer(sock: socket.socket) -> bool:
+    """The server hung up: EOF, or a reset when it closed with our unread bytes still queued."""
+    try:
+        return sock.recv(100) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_wrong_token_closes_the_connection(runtime: Runtime, workspace: Path) -> None:
+    with raw_connect(runtime._server.path) as sock:
+        sock.sendall(encode_frame({"type": "auth", "token": "not-a-real-token"}))
+        assert sock.recv(100) == b""
+    with raw_connect(runtime._server.path) as sock:
+        sock.sendall(encode_frame({"type": "auth", "token": "not-a-real-token"}))
+        try:
+            sock.sendall(
+                encode_frame(
+                    {"id": 1, "tool": "write_file", "args": {"path": "pwned", "content": ""}}
+                )
+            )
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # already hung up on us
+        else:
+            assert closed_by_peer(sock)
+    assert not (workspace / "pwned").exists()
+
+
+def test_missing_auth_frame_closes_the_connection(runtime: Runtime, workspace: Path) -> None:
+    with raw_connect(runtime._server.path) as sock:
+        sock.sendall(
+            encode_frame({"id": 1, "tool": "write_file", "args": {"path": "pwned", "content": ""}})
+        )
+        assert sock.recv(100) == b""
+    with raw_connect(runtime._server.path) as sock:
+        sock.sendall(encode_frame({"type": "auth"}))
+        assert sock.recv(100) == b""
+    assert not (workspace / "pwned").exists()
+
+
+def test_token_of_a_finished_run_is_rejected(runtime: Runtime) -> None:
+    result = run_ok(
+        runtime,
+        """
+        import os
+        from hermes_tools import terminal
+        terminal("true")
+        print(os.environ.get("HERALD_SANDBOX"))
+        """,
+    )
+    assert result.output == "1\n"
+    assert runtime._bindings == {}  # every run's token is dropped when the run ends
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"\xff\xff\xff\xff" + b"x" * 64,  # absurd length
+        HEADER.pack(5) + b"\xff\xfe\xfd\xfc\xfb",  # not UTF-8
+        HEADER.pack(3) + b"[1]",  # not an object
+        b"GET / HTTP/1.1\r\n\r\n",
+    ],
+)
+def test_malformed_frames_close_only_that_connection(runtime: Runtime, garbage: bytes) -> None:
+    with raw_connect(runtime._server.path) as sock:
+        sock.sendall(garbage)
+        assert closed_by_peer(sock)
+    assert wait_for(lambda: runtime._server.connection_count() == 0)
+    result = run_ok(
+        runtime,
+        "from hermes_tools import terminal\nprint(terminal('echo still serving')['output'])",
+    )
+    assert result.output == "still serving\n"
+    assert result.tool_calls_made == 1
+
+
+def test_malformed_frame_after_auth_is_dropped(make_runtime: Any) -> None:
+    """A script that writes garbage on its own authenticated connection loses only that link."""
+    runtime = make_runtime()
+    result = runtime.execute(
+        "\n".join(
+            [
+                "import socket",
+                "from _hermes_runtime import client",
+                "from hermes_tools import terminal, ToolError",
+                "terminal('true')",
+                "client._default._sock.sendall(b'\\xff\\xff\\xff\\xff garbage')",
+                "try:",
+                "    terminal('echo after garbage')",
+                "except ToolError as exc:",
+                "    print(type(exc).__name__)",
+            ]
+        ),
+        timeout=30,
+    )
+    assert result.status == "success", result
+    assert result.output == "ConnectionLost\n"
+    assert (
+        run_ok(
+            runtime, "from hermes_tools import terminal\nprint(terminal('echo ok')['output'])"
+        ).output
+        == "ok\n"
+    )
+
+
+def test_silent_peer_is_dropped_after_the_auth_timeout() -> None:
+    server: RpcServer[str] = RpcServer(
+        lambda t: "s", lambda s, m: {"result": None}, auth_timeout=0.3
+    )
+    try:
+        with raw_connect(server.path) as silent, raw_connect(server.path) as slow:
+            slow.sendall(HEADER.pack(100) + b'{"type": "auth"')  # half a frame, then nothing
+            started = time.monotonic()
+            assert closed_by_peer(silent)
+            assert closed_by_peer(slow)
+            assert time.monotonic() - started < 3
+        assert wait_for(lambda: server.connection_count() == 0)
+        # An authenticated connection has no such limit: it may idle between calls.
+        client = RpcClient(unix_connector(server.path, timeout=10), "token")
+        client.call("x", {})
+        time.sleep(0.5)
+        assert client.call("x", {}) is None
+    finally:
+        server.close()
+
+
+def test_silent_peer_on_the_runtime_socket_does_not_block_runs(runtime: Runtime) -> None:
+    with raw_connect(runtime._server.path):
+        result = run_ok(
+            runtime, "from hermes_tools import terminal\nprint(terminal('echo hi')['output'])"
+        )
+        assert result.output == "hi\n"
