@@ -53,6 +53,7 @@ class FilesSettings:
 @dataclass
 class Settings:
     data_dir: Path = field(default_factory=lambda: _default_data_dir())
+    backend: str = "local"  # local | docker[:IMAGE] | ssh://USER@HOST[:PORT] | modal[:IMAGE]
     tools: list[str] | None = None  # enabled tools; None means every registered tool
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     terminal: TerminalSettings = field(default_factory=TerminalSettings)

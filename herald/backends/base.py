@@ -47,6 +47,28 @@ class DirEntry:
     is_symlink: bool = False
 
 
+class Channel(Protocol):
+    """A process on the backend seen as a byte stream: its stdin, and its stdout+stderr merged.
+
+    The persistent shell runs over one; in-backend execution runs the sandbox bootstrap over one.
+    """
+
+    def send(self, data: bytes) -> None:
+        """Write to the process's stdin (a gone process is reported by the next recv)."""
+        ...
+
+    def recv(self, timeout: float) -> bytes | None:
+        """Output bytes; None when nothing came within `timeout`; b"" once the process is gone."""
+        ...
+
+    def close(self) -> None:
+        """Stop the process and everything it started (SIGTERM, a short grace, SIGKILL).
+
+        A channel may also have a `returncode` attribute: the exit status once known, else None.
+        """
+        ...
+
+
 @runtime_checkable
 class Backend(Protocol):
     """A session's place to run commands and keep files. Implementations are thread-safe."""
@@ -64,6 +86,10 @@ class Backend(Protocol):
         On timeout the command's processes are killed but the session (cwd, variables) is kept.
         `workdir` runs this one command elsewhere without moving the session.
         """
+        ...
+
+    def open_channel(self, argv: list[str], *, cwd: str | None = None) -> Channel:
+        """Start `argv` on the backend (environment scrubbed as for the shell) as a Channel."""
         ...
 
     def read_bytes(self, path: str) -> bytes: ...

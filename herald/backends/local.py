@@ -18,11 +18,13 @@ from .shell import PersistentShell
 
 
 class _LocalChannel:
-    def __init__(self, shell: str, cwd: str, env: dict[str, str], grace: float) -> None:
+    """A local process in its own session, stdin and merged stdout+stderr on pipes."""
+
+    def __init__(self, argv: list[str], cwd: str, env: dict[str, str], grace: float) -> None:
         self._grace = grace
         try:
             self.proc = subprocess.Popen(
-                [shell, "--noprofile", "--norc"],
+                argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -31,7 +33,7 @@ class _LocalChannel:
                 start_new_session=True,
             )
         except OSError as exc:
-            raise BackendError(f"could not start the shell {shell!r} (terminal.shell): {exc}") from None
+            raise BackendError(f"could not start {argv[0]!r}: {exc}") from None
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._in = self.proc.stdin.fileno()
         self._out = self.proc.stdout.fileno()
@@ -76,11 +78,11 @@ class LocalBackend:
         # /dev/shm where there is one (a truncating write to disk costs ~1 ms here).
         shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
         self._state_dir = tempfile.mkdtemp(prefix="herald-shell-", dir=shm)
-        env = scrubbed_environ(os.environ, self.settings.sandbox.env_passthrough)
-        env.setdefault("PATH", os.defpath)
-        grace = min(self.settings.sandbox.kill_grace, 2.0)
+        self._env = scrubbed_environ(os.environ, self.settings.sandbox.env_passthrough)
+        self._env.setdefault("PATH", os.defpath)
+        self._grace = min(self.settings.sandbox.kill_grace, 2.0)
         self._shell = PersistentShell(
-            lambda: _LocalChannel(self.settings.terminal.shell, self._shell.cwd, env, grace),
+            self._open_shell,
             cwd=start,
             state_path=os.path.join(self._state_dir, "state.sh"),
             max_output_bytes=self.settings.terminal.max_output_bytes,
@@ -91,6 +93,16 @@ class LocalBackend:
     @property
     def cwd(self) -> str:
         return self._shell.cwd
+
+    def _open_shell(self) -> _LocalChannel:
+        shell = self.settings.terminal.shell
+        try:
+            return self.open_channel([shell, "--noprofile", "--norc"])
+        except BackendError as exc:
+            raise BackendError(f"could not start the shell {shell!r} (setting terminal.shell): {exc}") from None
+
+    def open_channel(self, argv: list[str], *, cwd: str | None = None) -> _LocalChannel:
+        return _LocalChannel(argv, cwd or self.cwd, self._env, self._grace)
 
     def _path(self, path: str) -> str:
         expanded = os.path.expanduser(path)

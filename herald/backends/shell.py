@@ -24,28 +24,11 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
 
 from ..capture import CappedCapture
-from .base import BackendError, CommandResult
+from .base import BackendError, Channel, CommandResult
 
 TIMEOUT_EXIT_CODE = 124
-
-
-class ShellChannel(Protocol):
-    def send(self, data: bytes) -> None: ...
-
-    def recv(self, timeout: float) -> bytes | None:
-        """Bytes from the shell's stdout+stderr; None on timeout; b"" once the shell is gone."""
-        ...
-
-    def close(self) -> None:
-        """Stop the shell and every process it started (SIGTERM, a short grace, SIGKILL).
-
-        A channel may also have a `returncode` attribute: the shell's exit status once closed,
-        None while unknown. It becomes the exit code of a command that ended the shell (`exit 3`).
-        """
-        ...
 
 
 def shell_quote(text: str) -> str:
@@ -55,7 +38,7 @@ def shell_quote(text: str) -> str:
 class PersistentShell:
     def __init__(
         self,
-        open_channel: Callable[[], ShellChannel],
+        open_channel: Callable[[], Channel],
         *,
         cwd: str,
         state_path: str,
@@ -73,7 +56,7 @@ class PersistentShell:
         self._nonce = secrets.token_hex(8)
         self._done = f"__HERALD_DONE_{self._nonce}__ ".encode()
         self._ready = f"__HERALD_READY_{self._nonce}__ ".encode()
-        self._channel: ShellChannel | None = None
+        self._channel: Channel | None = None
         self._shell_pid = 0
         self._pending = b""
         self.cwd = cwd
