@@ -11,6 +11,9 @@ import pytest
 from herald import Runtime, Settings
 from herald.backends.local import LocalBackend
 
+# Real services, one module each; a module owns its fixtures and their skips.
+pytest_plugins = ["tests.fixtures.sshd", "tests.fixtures.dockerd", "tests.fixtures.browsers"]
+
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
