@@ -1,0 +1,235 @@
+"""Run the tool calls of one model turn and turn them into tool-result messages.
+
+Per call: repair the argument JSON (unrepairable: `{}` in the history and an error result, the
+tool is not run); refuse unknown tools; ask the loop guard (a blocked call is not run); run it —
+`execute_code` on the session's Runtime, every other tool through the dispatcher's direct path;
+let the guard append a warning; cut an oversized result (head + tail, full text in a spill file).
+
+Several calls in one turn run concurrently only when every one is `parallel_safe` and no two
+`path` arguments overlap; otherwise in order. Results always keep the order of the calls.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from ..backends.base import resolve_path
+from ..capture import CappedCapture
+from ..config import Settings
+from ..runtime import Runtime
+from ..tools.arguments import bind_arguments
+from ..tools.registry import Tool, ToolError
+from ..transcript import preview
+from .events import AgentEvent, InnerToolCall, Notice, ToolCallRecord, ToolFinished, ToolStarted
+from .guardrails import LoopGuard
+from .jsonrepair import repair_arguments
+from .prompts import EXECUTE_CODE
+from .providers.base import Message, ToolCall
+
+MAX_PARALLEL = 8
+
+
+@dataclass(frozen=True)
+class PreparedCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    error: str | None  # the arguments could not be repaired: not run
+
+    def as_history(self) -> dict[str, Any]:
+        text = json.dumps(self.arguments, ensure_ascii=False)
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": text}}
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    message: Message
+    record: ToolCallRecord
+
+
+class ToolExecutor:
+    def __init__(
+        self,
+        *,
+        runtime: Runtime,
+        execute_tool: Tool,
+        direct_tools: list[Tool],
+        settings: Settings,
+        guard: LoopGuard,
+        emit: Callable[[AgentEvent], None],
+        record: Callable[..., None],
+        interrupted: Callable[[], bool],
+    ) -> None:
+        self.runtime = runtime
+        self.execute_tool = execute_tool
+        self._direct = {t.name: t for t in direct_tools}
+        self.settings = settings
+        self.guard = guard
+        self._emit = emit
+        self._record = record
+        self._interrupted = interrupted
+        self._inner = 0
+        self._inner_lock = threading.Lock()
+        runtime.dispatcher.on_script_call = self._on_inner_call
+
+    # -- preparing ---------------------------------------------------------------------------
+
+    def prepare(self, calls: list[ToolCall]) -> list[PreparedCall]:
+        prepared = []
+        for n, call in enumerate(calls):
+            repaired = repair_arguments(call.arguments)
+            if repaired.repaired:
+                what = "could not be repaired" if repaired.error else "was repaired"
+                self._emit(Notice("repair", f"{call.name}: malformed argument JSON {what}"))
+            call_id = call.id or f"call_{secrets.token_hex(4)}_{n}"
+            prepared.append(PreparedCall(call_id, call.name or "(no name)", repaired.arguments, repaired.error))
+        return prepared
+
+    def _tool(self, name: str) -> Tool | None:
+        if name == EXECUTE_CODE:
+            return self.execute_tool
+        return self._direct.get(name)
+
+    # -- running -----------------------------------------------------------------------------
+
+    def execute(self, calls: list[PreparedCall]) -> list[ToolOutcome]:
+        if self._concurrent(calls):
+            with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(calls)), thread_name_prefix="herald-tool") as pool:
+                return list(pool.map(self._one, calls))
+        return [self._one(call) for call in calls]
+
+    def _concurrent(self, calls: list[PreparedCall]) -> bool:
+        if len(calls) < 2:
+            return False
+        paths: list[str] = []
+        for call in calls:
+            tool = self._tool(call.name)
+            if call.error or tool is None or not tool.parallel_safe or call.name == EXECUTE_CODE:
+                return False
+            path = call.arguments.get("path")
+            if isinstance(path, str) and path.strip():
+                paths.append(resolve_path(self.runtime.backend.cwd, path))
+        return not any(_overlap(a, b) for i, a in enumerate(paths) for b in paths[i + 1 :])
+
+    def _one(self, call: PreparedCall) -> ToolOutcome:
+        started = time.monotonic()
+        self._emit(ToolStarted(call.id, call.name, call.arguments))
+        tool = self._tool(call.name)
+        inner = 0
+        if self._interrupted():
+            return self._refused(call, "Not run: the session was interrupted before this call started.", started)
+        if call.error:
+            return self._refused(call, call.error, started)
+        if tool is None:
+            known = ", ".join(sorted([EXECUTE_CODE, *self._direct]))
+            what = "is not enabled in this session" if call.name in self.runtime.registry else "does not exist"
+            return self._refused(call, f"Tool '{call.name}' {what}. Available tools: {known}.", started)
+        decision = self.guard.before_call(call.name, call.arguments)
+        if not decision.allows_execution:
+            self._emit(Notice("guardrail", decision.message))
+            return self._refused(call, decision.message, started)
+        if call.name == EXECUTE_CODE:
+            text, failed, inner = self._execute_code(call)
+        else:
+            reply = self.runtime.dispatcher.call_direct(call.name, call.arguments, call_id=call.id)
+            failed = "error" in reply
+            text = _render_error(reply["error"]) if failed else _render(reply.get("result"))
+        read_only = not tool.mutates and call.name != "todo"
+        decision = self.guard.after_call(call.name, call.arguments, text, failed=failed, read_only=read_only)
+        if decision.action == "warn":
+            self._emit(Notice("guardrail", decision.message))
+            text = text + "\n\n" + decision.message
+        return self._finish(call, self._cap(text, call.id), ok=not failed, started=started, inner=inner)
+
+    def _execute_code(self, call: PreparedCall) -> tuple[str, bool, int]:
+        try:
+            bound = bind_arguments(self.execute_tool, call.arguments)
+        except ToolError as exc:
+            self._record("tool_call", run=call.id, tool=EXECUTE_CODE, args=preview(call.arguments), error=str(exc))
+            return f"Error (ToolError): {exc}", True, 0
+        with self._inner_lock:
+            self._inner = 0
+        started = time.perf_counter()
+        result = self.runtime.execute(bound["code"])
+        self._record(
+            "tool_call",
+            run=call.id,
+            tool=EXECUTE_CODE,
+            args=preview(call.arguments),
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            status=result.status,
+            inner_calls=result.tool_calls_made,
+            result_chars=len(result.output) + len(result.error),
+        )
+        return json.dumps(result.to_dict(), ensure_ascii=False), not result.ok, result.tool_calls_made
+
+    def _on_inner_call(self, tool: str, ok: bool) -> None:
+        with self._inner_lock:
+            self._inner += 1
+            count = self._inner
+        self._emit(InnerToolCall(tool, ok, count))
+
+    # -- results -----------------------------------------------------------------------------
+
+    def _cap(self, text: str, call_id: str) -> str:
+        limit = self.settings.agent.max_tool_result_bytes
+        data = text.encode("utf-8", "backslashreplace")
+        if len(data) <= limit:
+            return text
+        name = f"tool-{call_id}-{secrets.token_hex(3)}.txt".replace("/", "_")
+        capture = CappedCapture(limit, spill_dir=self.settings.spill_dir, spill_name=name)
+        try:
+            capture.feed(data)
+        finally:
+            capture.close()
+        return capture.text("tool result")
+
+    def _refused(self, call: PreparedCall, message: str, started: float) -> ToolOutcome:
+        self._record("tool_call", run=call.id, tool=call.name, args=preview(call.arguments), blocked=True, error=message)
+        return self._finish(call, message, ok=False, started=started, blocked=True)
+
+    def _finish(self, call: PreparedCall, text: str, *, ok: bool, started: float, inner: int = 0, blocked: bool = False) -> ToolOutcome:
+        seconds = time.monotonic() - started
+        summary = _summary(call.name, text) if ok else (text.strip().splitlines() or ["error"])[0][:200]
+        self._emit(ToolFinished(call.id, call.name, ok, seconds, summary, inner))
+        message: Message = {"role": "tool", "tool_call_id": call.id, "content": text}
+        if not ok:
+            message["is_error"] = True
+        record = ToolCallRecord(call.id, call.name, call.arguments, ok, round(seconds, 6), inner, blocked)
+        return ToolOutcome(message, record)
+
+
+def _overlap(a: str, b: str) -> bool:
+    a, b = posixpath.normpath(a), posixpath.normpath(b)
+    return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
+
+
+def _render(result: Any) -> str:
+    return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=repr)
+
+
+def _render_error(error: Any) -> str:
+    if isinstance(error, dict):
+        return f"Error ({error.get('type', 'ToolError')}): {error.get('message', '')}"
+    return f"Error: {error}"
+
+
+def _summary(name: str, text: str) -> str:
+    """One line for the live view: a script's first output line, else the result's start."""
+    if name == EXECUTE_CODE:
+        try:
+            output = str(json.loads(text).get("output") or "").strip()
+        except (ValueError, AttributeError):  # cut to size: no longer JSON
+            output = ""
+        first = output.splitlines()[0] if output else "(no output)"
+        return first[:120]
+    flat = " ".join(text.split())
+    return flat if len(flat) <= 120 else flat[:119] + "…"
