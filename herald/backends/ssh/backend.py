@@ -1,0 +1,264 @@
+"""The SSH backend: a persistent bash on a remote host, files over SFTP, one connection per session.
+
+The connection is made on first use and kept; when it drops, the next call reconnects, says so
+(in the command's note, or in the next tool result through `take_note`), and the shell starts
+again in the directory it was in with the variables it had exported: its state file lives on
+the host, in a private directory made at the first connection (in /dev/shm when writable,
+since the shell rewrites it after every command).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import getpass
+import logging
+import posixpath
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+import paramiko
+
+from ...config import Settings
+from ..base import BackendError, CommandResult, DirEntry, FileStat, resolve_path
+from ..shell import PersistentShell, shell_quote
+from . import files
+from .channel import SSHChannel
+from .connection import SSHConnection, connect
+from .target import DEFAULT_PORT, SSHTarget, parse_ssh_spec
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Makes the shell's private state directory and reports it, the home, and the start directory.
+SETUP = r"""
+d=$(mktemp -d /dev/shm/herald-shell-XXXXXX 2>/dev/null) || d=$(mktemp -d "${TMPDIR:-/tmp}/herald-shell-XXXXXX") || exit 3
+cd -- "${1:-$HOME}" 2>/dev/null || { rmdir "$d"; exit 4; }
+printf '%s\0%s\0%s\0' "$d" "$HOME" "$PWD"
+"""
+# After a reconnect: the state directory is still there unless the host rebooted (or cleaned /tmp).
+RESTORE = 'if test -d "$1"; then echo kept; else mkdir -m 700 -- "$1" && echo new; fi'
+
+
+class SSHBackend:
+    """Commands in a persistent bash on `target`; files through SFTP, relative to the shell's cwd."""
+
+    name = "ssh"
+
+    def __init__(
+        self,
+        host: str | SSHTarget,
+        *,
+        user: str | None = None,
+        port: int = DEFAULT_PORT,
+        cwd: str | None = None,
+        settings: Settings | None = None,
+    ) -> None:
+        self.settings = settings or Settings()
+        if isinstance(host, SSHTarget):
+            target = host
+        elif host.startswith("ssh://"):
+            target = parse_ssh_spec(host)
+        else:
+            target = SSHTarget(host=host, user=user or getpass.getuser(), port=port)
+        self.target = dataclasses.replace(target, directory=cwd) if cwd else target
+        self._grace = min(self.settings.sandbox.kill_grace, 2.0)
+        self._lock = threading.RLock()  # guards the connection, the session and the notes
+        self._conn: SSHConnection | None = None
+        self._generation = 0  # counts connections; a shell channel belongs to one of them
+        self._shell: PersistentShell | None = None
+        self._shell_channel: SSHChannel | None = None
+        self._shell_generation = 0
+        self._home = ""
+        self._state_dir = ""
+        self._notes: list[str] = []
+        self._closed = False
+
+    # -- the connection ----------------------------------------------------------------------
+
+    def connect(self) -> None:
+        """Connect now rather than on first use (BackendError says what is wrong)."""
+        self._connection()
+
+    def _connection(self) -> SSHConnection:
+        with self._lock:
+            if self._closed:
+                raise BackendError("the SSH backend is closed")
+            if self._conn is not None:
+                if self._conn.alive():
+                    return self._conn
+                self._conn.close()
+                self._conn = None
+            conn = connect(self.target, self.settings.ssh)
+            try:
+                if self._shell is None:
+                    self._set_up(conn)
+                else:
+                    _, said = conn.exec(f"/bin/sh -c {shell_quote(RESTORE)} herald {shell_quote(self._state_dir)}", timeout=conn.timeout)
+                    kept = "with the same exported variables" if said.strip() == b"kept" else (
+                        "but its exported variables were lost with the host's temporary files"
+                    )
+                    self._notes.append(
+                        f"Reconnected to {self.target}: the SSH connection had dropped. The shell "
+                        f"starts again in the same directory {kept}."
+                    )
+            except BaseException:
+                conn.close()
+                raise
+            self._generation += 1
+            self._conn = conn
+            return conn
+
+    def _set_up(self, conn: SSHConnection) -> None:
+        command = f"/bin/sh -c {shell_quote(SETUP)} herald {shell_quote(self.target.directory)}"
+        status, output = conn.exec(command, timeout=conn.timeout)
+        fields = output.decode("utf-8", "surrogateescape").split("\0")
+        if status == 4:
+            raise BackendError(f"the directory {self.target.directory} does not exist on {self.target.host}")
+        if status != 0 or len(fields) < 3:
+            raise BackendError(
+                f"could not set up a session on {self.target} (exit {status}): "
+                f"{output.decode('utf-8', 'replace').strip()[:300] or 'no output'}"
+            )
+        self._state_dir, self._home, start = fields[0], fields[1], fields[2]
+        self._shell = PersistentShell(
+            self._open_shell,
+            cwd=start,
+            state_path=posixpath.join(self._state_dir, "state.sh"),
+            max_output_bytes=self.settings.terminal.max_output_bytes,
+            spill_dir=self.settings.spill_dir,
+            startup_timeout=max(15.0, conn.timeout),
+        )
+
+    def _session(self) -> PersistentShell:
+        if self._shell is None:
+            self._connection()
+        assert self._shell is not None
+        return self._shell
+
+    @property
+    def transport(self) -> paramiko.Transport | None:
+        """The current connection's paramiko Transport (None before first use and after close)."""
+        conn = self._conn
+        return conn.transport if conn is not None else None
+
+    def take_note(self) -> str:
+        """What happened to the backend since it was last asked (a reconnect), for a tool result."""
+        with self._lock:
+            notes, self._notes = self._notes, []
+        return " ".join(notes)
+
+    # -- processes ---------------------------------------------------------------------------
+
+    @property
+    def cwd(self) -> str:
+        return self._session().cwd
+
+    @property
+    def home(self) -> str:
+        self._session()
+        return self._home
+
+    def _open_shell(self) -> SSHChannel:
+        conn = self._connection()
+        channel = SSHChannel(conn, [self.settings.terminal.shell, "--noprofile", "--norc"], cwd=None, grace=self._grace)
+        with self._lock:
+            self._shell_channel, self._shell_generation = channel, self._generation
+        return channel
+
+    def open_channel(self, argv: list[str], *, cwd: str | None = None) -> SSHChannel:
+        directory = self._path(cwd) if cwd else self.cwd
+        return SSHChannel(self._connection(), argv, cwd=directory, grace=self._grace)
+
+    def run(self, command: str, *, timeout: float | None = None, workdir: str | None = None) -> CommandResult:
+        limit = self.settings.terminal.timeout if timeout is None else timeout
+        shell = self._session()
+        directory = self._path(workdir) if workdir else None
+        for attempt in (1, 2):
+            conn = self._connection()
+            if self._shell_generation != self._generation:
+                shell.close()  # its channel went down with the old connection: start a new one
+            try:
+                result = shell.run(command, timeout=limit, workdir=directory)
+            except BackendError as exc:
+                if not conn.alive() and attempt == 1:
+                    continue
+                shell_name = self.settings.terminal.shell
+                raise BackendError(f"could not start the shell {shell_name!r} on {self.target} (setting terminal.shell): {exc}") from None
+            if conn.alive():
+                break
+            channel = self._shell_channel
+            if attempt == 1 and channel is not None and channel.undelivered:
+                continue  # the connection was gone before the command was sent: run it on a new one
+            result = dataclasses.replace(
+                result,
+                note=f"{result.note} The SSH connection to {self.target} dropped during this command, "
+                "so it may or may not have finished; the next call reconnects.".strip(),
+            )
+            break
+        note = self.take_note()
+        return dataclasses.replace(result, note=f"{note} {result.note}".strip()) if note else result
+
+    # -- files -------------------------------------------------------------------------------
+
+    def _path(self, path: str) -> str:
+        if path == "~" or path.startswith("~/"):
+            return posixpath.normpath(self.home + path[1:])
+        return resolve_path(self.cwd, path)
+
+    def _files(self, operation: Callable[[paramiko.SFTPClient], T]) -> T:
+        """Run a file operation over SFTP; if the connection dropped, reconnect and do it again
+        (reads, stats and the temp-file-and-rename write can safely run twice)."""
+        for attempt in (1, 2):
+            conn = self._connection()
+            try:
+                with conn.sftp_lock:
+                    return operation(conn.sftp())
+            except Exception as exc:
+                if conn.alive():
+                    if isinstance(exc, OSError | BackendError):
+                        raise
+                    raise BackendError(f"SFTP on {self.target} failed: {type(exc).__name__}: {exc}") from None
+                if attempt == 2:
+                    raise BackendError(f"the SSH connection to {self.target} dropped twice during a file operation") from None
+        raise AssertionError("unreachable")
+
+    def read_bytes(self, path: str) -> bytes:
+        target = self._path(path)
+        return self._files(lambda sftp: files.read_bytes(sftp, target))
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        target = self._path(path)
+        self._files(lambda sftp: files.write_bytes(sftp, target, data))
+
+    def stat(self, path: str) -> FileStat | None:
+        target = self._path(path)
+        return self._files(lambda sftp: files.stat(sftp, target))
+
+    def list_dir(self, path: str) -> list[DirEntry]:
+        target = self._path(path)
+        return self._files(lambda sftp: files.list_dir(sftp, target))
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            conn, shell, self._conn = self._conn, self._shell, None
+        if shell is not None:
+            shell.close()  # stops the shell and everything it started
+        if conn is not None:
+            if conn.alive() and self._state_dir:
+                try:
+                    conn.exec(f"rm -rf -- {shell_quote(self._state_dir)}", timeout=conn.timeout)
+                except BackendError as exc:
+                    log.warning("could not remove %s on %s: %s", self._state_dir, self.target, exc)
+            conn.close()
+
+    def __enter__(self) -> SSHBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,142 @@
+"""A process on the SSH host seen as a Channel: its stdin, and its stdout+stderr merged.
+
+Every process starts through a small POSIX sh wrapper that prints a marker with its own pid and
+then `exec`s the command, which keeps that pid. Closing the channel alone would not stop the
+process: without a terminal, sshd only closes its pipes, and a command's background jobs (the
+persistent shell gives every command its own process group) would run on. So `close()` opens a
+second exec channel that walks the host's process table from that pid and stops the whole tree
+(SIGTERM, a short grace, SIGKILL), as the local backend does on this machine.
+
+Unlike Docker's and Modal's exec APIs, sshd runs the command through the user's login shell,
+whose rc files may print first: so the pid comes behind a marker, and anything before it is
+dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+import time
+
+import paramiko
+
+from ..base import BackendError
+from ..remote import kill_tree_argv
+from ..shell import shell_quote
+from .connection import SSHConnection
+
+log = logging.getLogger(__name__)
+
+
+def launch_command(argv: list[str], cwd: str | None, nonce: str) -> str:
+    """The exec request: whatever the login shell is, /bin/sh prints the pid marker and execs."""
+    script = f"printf '%s%s %s\\n' __HERALD_PID_ {nonce} \"$$\"; "
+    if cwd:
+        script += f"cd -- {shell_quote(cwd)} 2>/dev/null; "
+    script += "exec " + " ".join(shell_quote(arg) for arg in argv)
+    return "exec /bin/sh -c " + shell_quote(script)
+
+
+def kill_tree(conn: SSHConnection, pid: int, grace: float) -> None:
+    """Stop `pid` and its descendants on the host, with the script the exec-API backends use."""
+    conn.exec(" ".join(shell_quote(arg) for arg in kill_tree_argv(pid, grace)), timeout=grace + conn.timeout)
+
+
+class SSHChannel:
+    """A process started on the host over an exec channel of `conn`."""
+
+    def __init__(self, conn: SSHConnection, argv: list[str], *, cwd: str | None, grace: float) -> None:
+        if not argv:
+            raise ValueError("argv is empty: name the program to run")
+        self._conn = conn
+        self._grace = grace
+        nonce = secrets.token_hex(6)
+        self._marker = f"__HERALD_PID_{nonce} ".encode()
+        self._head = b""  # output before the pid marker has been seen whole
+        self.pid = 0  # the process's pid on the host once its marker came; -1: it never did
+        self.undelivered = False  # a send found the connection already gone: nothing reached the host
+        self._closed = False
+        self._chan = conn.session()
+        try:
+            self._chan.set_combine_stderr(True)
+            self._chan.exec_command(launch_command(argv, cwd, nonce))
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            self._chan.close()
+            raise BackendError(f"could not start {argv[0]!r} on {conn.target}: {exc or type(exc).__name__}") from None
+
+    def send(self, data: bytes) -> None:
+        if self._chan.closed or not self._conn.alive():
+            self.undelivered = True
+            return  # the next recv reports the end
+        try:
+            self._chan.sendall(data)
+        except (OSError, EOFError, paramiko.SSHException):
+            pass  # the process or the connection is gone; the next recv reports it
+
+    def _raw_recv(self, timeout: float) -> bytes | None:
+        self._chan.settimeout(max(0.0, timeout))
+        try:
+            data: bytes = self._chan.recv(1 << 16)
+            return data
+        except TimeoutError:
+            return None
+        except (OSError, EOFError, paramiko.SSHException):
+            return b""
+
+    def _fill_until_pid(self, deadline: float) -> bool:
+        """Read into the head buffer until the wrapper's pid marker is parsed; False on timeout.
+
+        Output after the marker stays buffered for recv, and nothing is read past it, so
+        waiting for the pid (as close() does) never waits for the process to say more.
+        """
+        while not self.pid:
+            at = self._head.find(self._marker)
+            end = self._head.find(b"\n", at) if at >= 0 else -1
+            if end >= 0:
+                field = self._head[at + len(self._marker) : end]
+                self.pid = int(field) if field.isdigit() else -1
+                self._head = self._head[end + 1 :]
+                break
+            chunk = self._raw_recv(deadline - time.monotonic())
+            if chunk is None:
+                return False
+            if chunk == b"":  # ended before its marker (the wrapper failed): recv shows why
+                self.pid = -1
+                break
+            self._head += chunk
+        return True
+
+    def recv(self, timeout: float) -> bytes | None:
+        deadline = time.monotonic() + timeout
+        if not self.pid and not self._fill_until_pid(deadline):
+            return None
+        if self._head:
+            head, self._head = self._head, b""
+            return head
+        return self._raw_recv(deadline - time.monotonic())
+
+    @property
+    def returncode(self) -> int | None:
+        if self._chan.eof_received and not self._chan.status_event.is_set():
+            self._chan.status_event.wait(1.0)  # the status arrives just after the end of output
+        return self._chan.exit_status if self._chan.status_event.is_set() else None
+
+    def _await_pid(self, timeout: float) -> int:
+        self._fill_until_pid(time.monotonic() + timeout)
+        return self.pid
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if not self._chan.status_event.is_set() and self._conn.alive():
+                pid = self._await_pid(min(5.0, self._conn.timeout))
+                if pid > 0:
+                    kill_tree(self._conn, pid, self._grace)
+        except BackendError as exc:
+            log.warning("could not stop process %s on %s: %s", self.pid, self._conn.target, exc)
+        finally:
+            with contextlib.suppress(Exception):
+                self._chan.close()

@@ -1,0 +1,216 @@
+"""One authenticated SSH connection: TCP with TCP_NODELAY, host key checking, key or agent auth.
+
+paramiko leaves Nagle's algorithm on; every new channel then waits on the peer's delayed ACK
+(about 40 ms), so the socket is made here and handed to paramiko with TCP_NODELAY set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+
+import paramiko
+
+from ...config import SSHSettings
+from ..base import BackendError
+from .target import SSHTarget
+
+HOST_KEY_POLICIES = ("strict", "accept-new")
+
+# paramiko logs every failed handshake with a traceback; Herald reports the failure itself. With
+# a handler on its logger, Python's last-resort stderr output stays quiet when the application
+# configured no logging (records still reach the application's own handlers if it did).
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
+
+class _HostKeyPolicy:
+    """paramiko's missing-host-key policy: an unknown host is refused (strict), or recorded in
+    known_hosts and trusted (accept-new). A known host with a different key never gets here."""
+
+    def __init__(self, target: SSHTarget, policy: str, known_hosts: str) -> None:
+        self._target = target
+        self._policy = policy
+        self._known_hosts = known_hosts
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        if self._policy != "accept-new":
+            name = self._target.known_hosts_name
+            port = f"-p {self._target.port} " if self._target.port != 22 else ""
+            raise BackendError(
+                f"{name} is not in {self._known_hosts}, so its identity cannot be checked "
+                f"(it offers {key.get_name()} {key.fingerprint}). Compare that fingerprint with the "
+                f"host's own, then add it (ssh-keyscan {port}{self._target.host} >> {self._known_hosts}), "
+                'or set ssh.host_key_policy = "accept-new" to trust and record the key on first connection.'
+            )
+        directory = os.path.dirname(self._known_hosts)
+        if directory:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd = os.open(self._known_hosts, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as fh:
+            fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+
+
+def _tcp_socket(target: SSHTarget, timeout: float | None, keepalive: float) -> socket.socket:
+    where = f"{target.host} port {target.port}"
+    try:
+        sock = socket.create_connection((target.host, target.port), timeout=timeout)
+    except socket.gaierror as exc:
+        raise BackendError(f"cannot resolve the SSH host name {target.host!r}: {exc.strerror}") from None
+    except TimeoutError:
+        raise BackendError(
+            f"no answer from {where} within {timeout:g} s (setting ssh.connect_timeout): "
+            "check the host name, that the host is up, and that no firewall drops the connection"
+        ) from None
+    except ConnectionRefusedError:
+        raise BackendError(f"{where} refused the connection: is sshd running there and listening on that port?") from None
+    except OSError as exc:
+        raise BackendError(f"cannot reach {where}: {exc.strerror or exc}") from None
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if keepalive > 0 and hasattr(socket, "TCP_KEEPIDLE"):
+        # The kernel notices a peer that vanished without a word (no RST) and fails the socket.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, max(1, int(keepalive)))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, max(1, int(keepalive)))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 3)
+    return sock
+
+
+def connect(target: SSHTarget, settings: SSHSettings) -> SSHConnection:
+    """Open and authenticate a connection, or raise BackendError saying what to fix."""
+    if settings.host_key_policy not in HOST_KEY_POLICIES:
+        raise BackendError(
+            f"setting ssh.host_key_policy is {settings.host_key_policy!r}; use 'strict' or 'accept-new'"
+        )
+    timeout = settings.connect_timeout or None
+    known_hosts = os.path.expanduser(settings.known_hosts)
+    key_file = os.path.expanduser(settings.key_file) if settings.key_file else None
+    if key_file and not os.path.isfile(key_file):
+        raise BackendError(f"the SSH key file {key_file} (setting ssh.key_file) does not exist")
+    client = paramiko.SSHClient()
+    try:
+        if os.path.exists(known_hosts):
+            client.get_host_keys().load(known_hosts)
+    except OSError as exc:
+        raise BackendError(f"cannot read {known_hosts} (setting ssh.known_hosts): {exc.strerror}") from None
+    client.set_missing_host_key_policy(_HostKeyPolicy(target, settings.host_key_policy, known_hosts))
+    sock = _tcp_socket(target, timeout, settings.keepalive)
+    started = time.monotonic()
+    try:
+        client.connect(
+            target.host,
+            port=target.port,
+            username=target.user,
+            sock=sock,
+            timeout=timeout,
+            banner_timeout=timeout,
+            auth_timeout=timeout,
+            key_filename=key_file,
+            allow_agent=settings.use_agent,
+            look_for_keys=key_file is None,
+        )
+    except BaseException as exc:
+        client.close()
+        sock.close()
+        if isinstance(exc, Exception):
+            timed_out = timeout is not None and time.monotonic() - started >= timeout * 0.9
+            raise _connect_error(exc, target, settings, known_hosts, timed_out) from None
+        raise
+    transport = client.get_transport()
+    assert transport is not None
+    if settings.keepalive > 0:
+        transport.set_keepalive(max(1, int(settings.keepalive)))
+    return SSHConnection(client, transport, target, timeout or 30.0)
+
+
+def _connect_error(
+    exc: Exception, target: SSHTarget, settings: SSHSettings, known_hosts: str, timed_out: bool
+) -> BackendError:
+    if isinstance(exc, BackendError):
+        return exc
+    if isinstance(exc, paramiko.BadHostKeyException):
+        name = target.known_hosts_name
+        return BackendError(
+            f"the host key of {name} has CHANGED: {known_hosts} has {exc.expected_key.get_name()} "
+            f"{exc.expected_key.fingerprint}, the server offered {exc.key.get_name()} {exc.key.fingerprint}. "
+            "Someone may be intercepting the connection, so it was refused. If the host was really "
+            f"reinstalled, remove the old key (ssh-keygen -R '{name}' -f {known_hosts}) and connect again."
+        )
+    if isinstance(exc, paramiko.PasswordRequiredException):
+        return BackendError(
+            f"the key {settings.key_file} is protected by a passphrase: add it to an ssh-agent "
+            "(ssh-add) and leave ssh.key_file empty, or use a key without one"
+        )
+    if isinstance(exc, paramiko.AuthenticationException):
+        tried = [f"the key {settings.key_file}"] if settings.key_file else ["~/.ssh/id_* keys"]
+        if settings.use_agent:
+            tried.append("the ssh-agent's keys" + ("" if os.environ.get("SSH_AUTH_SOCK") else " (none running)"))
+        return BackendError(
+            f"{target} refused the login ({exc}); tried {' and '.join(tried)}. Set ssh.key_file to a "
+            f"private key whose public half is in {target.user}'s ~/.ssh/authorized_keys on {target.host}."
+        )
+    if timed_out or isinstance(exc, TimeoutError):  # (paramiko words a slow handshake in several ways)
+        return BackendError(
+            f"{target.host} port {target.port} accepted the connection but did not complete the SSH "
+            f"handshake within {settings.connect_timeout:g} s (setting ssh.connect_timeout): is it an SSH server?"
+        )
+    return BackendError(f"SSH connection to {target} failed: {type(exc).__name__}: {exc}")
+
+
+class SSHConnection:
+    """A live connection: channels for processes, one SFTP session for files (made on first use)."""
+
+    def __init__(self, client: paramiko.SSHClient, transport: paramiko.Transport, target: SSHTarget, timeout: float) -> None:
+        self.client = client
+        self.transport = transport
+        self.target = target
+        self.timeout = timeout
+        self._sftp: paramiko.SFTPClient | None = None
+        self.sftp_lock = threading.Lock()  # paramiko's SFTP client serves one request at a time
+
+    def alive(self) -> bool:
+        return bool(self.transport.is_active())
+
+    def session(self) -> paramiko.Channel:
+        try:
+            channel = self.transport.open_session(timeout=self.timeout)
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            raise BackendError(f"cannot open a channel to {self.target}: {exc or type(exc).__name__}") from None
+        return channel
+
+    def exec(self, command: str, *, timeout: float) -> tuple[int, bytes]:
+        """Run `command` (by the login shell) to the end: (exit status, stdout+stderr)."""
+        channel = self.session()
+        try:
+            channel.set_combine_stderr(True)
+            channel.settimeout(timeout)
+            channel.exec_command(command)
+            output = bytearray()
+            while chunk := channel.recv(1 << 16):
+                output += chunk
+            if not channel.status_event.wait(timeout):
+                raise BackendError(f"a command on {self.target} did not finish within {timeout:g} s")
+            return channel.exit_status, bytes(output)
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            raise BackendError(f"running a command on {self.target} failed: {exc or type(exc).__name__}") from None
+        finally:
+            channel.close()
+
+    def sftp(self) -> paramiko.SFTPClient:
+        """The connection's SFTP session; call with `sftp_lock` held."""
+        if self._sftp is None:
+            try:
+                self._sftp = self.client.open_sftp()
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                raise BackendError(f"cannot start SFTP on {self.target} (is the sftp subsystem enabled?): {exc}") from None
+        return self._sftp
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            if self._sftp is not None:
+                self._sftp.close()
+        with contextlib.suppress(Exception):
+            self.client.close()
