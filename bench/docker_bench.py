@@ -1,0 +1,70 @@
+"""Docker backend: command round trip on an open session, file calls, container start and removal.
+
+Uses the engine and test image of tests/fixtures/dockerd.py (a dockerd is started when none runs).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+from herald import Settings
+from herald.backends.docker import DockerBackend
+
+from .report import Metric
+
+
+def _ms(start: float) -> float:
+    return (time.perf_counter() - start) * 1000
+
+
+def run() -> list[Metric]:
+    from tests.fixtures.dockerd import (
+        DockerUnavailable,
+        build_test_image,
+        docker_engine,
+        docker_settings,
+    )
+
+    settings = Settings(data_dir=Path(tempfile.mkdtemp(prefix="herald-bench-docker-")))
+    try:
+        with docker_engine() as url:
+            tuned = docker_settings(settings, url, build_test_image(url))
+            return _measure(tuned)
+    except DockerUnavailable as exc:
+        print(f"Docker benchmarks skipped: {exc}")
+        return []
+
+
+def _measure(settings: Settings) -> list[Metric]:
+    start = Metric("container start + first command", "ms", None, note="create, start, exec bash, run `true`")
+    remove = Metric("close (container removed)", "ms", None)
+    for _ in range(5):
+        backend = DockerBackend(settings=settings)
+        t = time.perf_counter()
+        backend.run("true")
+        start.samples.append(_ms(t))
+        t = time.perf_counter()
+        backend.close()
+        remove.samples.append(_ms(t))
+
+    round_trip = Metric("command round trip, open session", "ms", 5.0, note="backend.run('true'), 500 per run")
+    read = Metric("read_bytes (small file)", "ms", None, note="through the file shell, 200 per run")
+    write = Metric("write_bytes (small file, atomic)", "ms", None, note="temp file + rename, 200 per run")
+    with DockerBackend(settings=settings) as backend:
+        backend.run("true")
+        backend.write_bytes("small.txt", b"x" * 1000)
+        for _ in range(500):
+            t = time.perf_counter()
+            backend.run("true")
+            round_trip.samples.append(_ms(t))
+        for _ in range(200):
+            t = time.perf_counter()
+            backend.read_bytes("small.txt")
+            read.samples.append(_ms(t))
+        for _ in range(200):
+            t = time.perf_counter()
+            backend.write_bytes("small.txt", b"y" * 1000)
+            write.samples.append(_ms(t))
+    return [round_trip, read, write, start, remove]

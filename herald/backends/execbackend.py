@@ -1,0 +1,228 @@
+"""What Docker and Modal share: a sandbox reached only by starting processes in it.
+
+A subclass provides the sandbox (`_sandbox_ready`, `_start_process`, `_discard_sandbox`) and, if
+it can tell, whether a process ended because the whole sandbox went away (`_lost`). Everything
+else lives here: the session's persistent shell, a second shell for file operations (so a long
+command does not hold up file tools), path resolution (`~` is the sandbox's HOME), the
+"sandbox lost" error and the note about its replacement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import posixpath
+import threading
+
+from ..config import Settings
+from .base import BackendError, Channel, CommandResult, DirEntry, FileStat, resolve_path
+from .shell import PersistentShell
+from .shellfiles import ShellFiles
+
+FILE_TIMEOUT = 300.0  # one file command (a chunk of a large write at most)
+
+
+class ExecSessionBackend:
+    """Commands in a persistent shell and files through `ShellFiles`, both over exec'd processes."""
+
+    name = "exec"
+    kind_of_sandbox = "sandbox"  # for messages: "container", "Modal sandbox"
+
+    def __init__(self, image: str, *, settings: Settings, cwd: str) -> None:
+        self.settings = settings
+        self.image = image
+        self._lock = threading.RLock()
+        self._shell: PersistentShell | None = None
+        self._file_shell: PersistentShell | None = None
+        self._files = ShellFiles(self._file_command, self._upload)
+        self._home = ""
+        self._lost: str | None = None  # why the sandbox went away under the current call
+        self._replaced = False  # a sandbox was lost: say so when the next one starts
+        self._notes: list[str] = []
+        self._closed = False
+        self._grace = min(settings.sandbox.kill_grace, 2.0)
+        self._env = {n: os.environ[n] for n in settings.sandbox.env_passthrough if n in os.environ}
+        self._cwd = cwd
+
+    # -- for subclasses --------------------------------------------------------------------
+
+    def _sandbox_ready(self) -> str:
+        """Create (or find) the sandbox if there is none; return an id for messages and paths."""
+        raise NotImplementedError
+
+    def _start_process(self, argv: list[str], cwd: str | None) -> Channel:
+        """`argv` in the sandbox as a Channel (BackendError if it cannot start)."""
+        raise NotImplementedError
+
+    def _sandbox_gone(self) -> str | None:
+        """None while the sandbox runs, else how it ended ("was removed", "stopped ...")."""
+        raise NotImplementedError
+
+    def _discard_sandbox(self, *, remove: bool) -> None:
+        """Forget the sandbox (removing it if `remove`); the next call makes a new one."""
+        raise NotImplementedError
+
+    def _sandbox_started(self, sandbox_id: str) -> None:
+        """Called by a subclass when it made a new sandbox."""
+        self._lost = None
+        if self._replaced:
+            self._replaced = False
+            self._notes.append(
+                f"Started a fresh {self.kind_of_sandbox} ({sandbox_id}) from {self.image}: the previous "
+                "one stopped, and its files and processes are gone."
+            )
+
+    def _found_lost(self, how: str, sandbox_id: str) -> None:
+        """A process ended because the sandbox did: the current call fails with this."""
+        self._lost = f"the {self.kind_of_sandbox} {sandbox_id} {how}"
+
+    # -- shells ----------------------------------------------------------------------------
+
+    def connect(self) -> None:
+        """Start (or find) the sandbox now rather than on first use: errors show up here."""
+        with self._lock:
+            self._check_open()
+            self._sandbox_ready()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BackendError(f"the {self.name} backend is closed")
+
+    @property
+    def cwd(self) -> str:
+        return self._shell.cwd if self._shell is not None else self._cwd
+
+    def _new_shell(self, sandbox_id: str, kind: str, cwd: str, max_output: int) -> PersistentShell:
+        state_dir = f"/tmp/.herald-{sandbox_id}-{os.getpid()}/{kind}"
+
+        def open_shell() -> Channel:
+            # The state directory is made before bash starts (so a restart after `rm -rf /tmp/*`
+            # makes it again); then the sh is replaced by bash.
+            argv = ["/bin/sh", "-c", 'mkdir -p -m 700 "$0" && exec "$@"', state_dir]
+            return self._channel([*argv, self.settings.terminal.shell, "--noprofile", "--norc"], cwd=cwd)
+
+        return PersistentShell(
+            open_shell,
+            cwd=cwd,
+            state_path=posixpath.join(state_dir, "state.sh"),
+            max_output_bytes=max_output,
+            spill_dir=self.settings.spill_dir,
+        )
+
+    def _channel(self, argv: list[str], *, cwd: str | None) -> Channel:
+        with self._lock:
+            self._check_open()
+            sandbox_id = self._sandbox_ready()
+        try:
+            return self._start_process(argv, cwd)
+        except BackendError:
+            how = self._sandbox_gone()
+            if how is not None:  # it died while nothing ran in it
+                self._found_lost(how, sandbox_id)
+                self._fail_if_lost()
+            raise
+
+    def _fail_if_lost(self) -> None:
+        with self._lock:
+            if self._lost is None:
+                return
+            why, self._lost = self._lost, None
+            self._forget(remove=True)
+            self._replaced = True
+        raise BackendError(
+            f"{why} during this call; everything in it is gone. The next call starts a fresh "
+            f"{self.kind_of_sandbox} from {self.image} in {self._cwd}."
+        )
+
+    def _forget(self, *, remove: bool) -> None:
+        shells, self._shell, self._file_shell = (self._shell, self._file_shell), None, None
+        self._discard_sandbox(remove=remove)  # first: with it removed there is nothing to kill
+        for shell in shells:
+            if shell is not None:
+                shell.close()
+        self._home = ""
+
+    def take_note(self) -> str:
+        """What the backend had to do since last asked (a replaced sandbox), once."""
+        with self._lock:
+            notes, self._notes = self._notes, []
+        return " ".join(notes)
+
+    # -- Backend ---------------------------------------------------------------------------
+
+    def run(self, command: str, *, timeout: float | None = None, workdir: str | None = None) -> CommandResult:
+        limit = self.settings.terminal.timeout if timeout is None else timeout
+        with self._lock:
+            self._check_open()
+            sandbox_id = self._sandbox_ready()
+            if self._shell is None:
+                self._shell = self._new_shell(sandbox_id, "session", self._cwd, self.settings.terminal.max_output_bytes)
+            shell = self._shell
+        result = shell.run(command, timeout=limit, workdir=self._path(workdir) if workdir else None)
+        self._fail_if_lost()
+        news = self.take_note()
+        return dataclasses.replace(result, note=f"{news} {result.note}".strip()) if news else result
+
+    def open_channel(self, argv: list[str], *, cwd: str | None = None) -> Channel:
+        return self._channel(argv, cwd=cwd or self.cwd)
+
+    def _file_command(self, command: str) -> CommandResult:
+        with self._lock:
+            self._check_open()
+            sandbox_id = self._sandbox_ready()
+            if self._file_shell is None:
+                # Base64 makes a file 4/3 larger; the largest file read_file accepts must fit.
+                limit = self.settings.files.read_max_bytes * 2 + (1 << 20)
+                self._file_shell = self._new_shell(sandbox_id, "files", "/", limit)
+            shell = self._file_shell
+        result = shell.run(command, timeout=FILE_TIMEOUT)
+        self._fail_if_lost()
+        if result.timed_out or result.note:
+            raise BackendError(f"a file operation in the {self.kind_of_sandbox} failed: {result.note or 'timed out'}")
+        return result
+
+    def _upload(self, temp: str, data: bytes) -> None:
+        """Stream `data` into the file `temp` through a process that reads exactly that much."""
+        channel = self._channel(["/bin/sh", "-c", 'head -c "$0" > "$1"', str(len(data)), temp], cwd="/")
+        chunk: bytes | None = b""
+        output = b""
+        try:
+            for at in range(0, len(data), 1 << 20):
+                channel.send(data[at : at + (1 << 20)])
+            while (chunk := channel.recv(FILE_TIMEOUT)) not in (b"", None):
+                output += chunk
+        finally:
+            channel.close()
+        if chunk is None or getattr(channel, "returncode", None) != 0:
+            message = output.decode("utf-8", "replace").strip() or "it did not finish"
+            raise OSError(5, f"writing the file in the {self.kind_of_sandbox} failed: {message}", temp)
+        self._fail_if_lost()
+
+    def _path(self, path: str) -> str:
+        if path == "~" or path.startswith("~/"):
+            if not self._home:
+                self._home = self._file_command('printf "%s" "$HOME"').output or "/"
+            path = self._home + path[1:]
+        return resolve_path(self.cwd, path)
+
+    def read_bytes(self, path: str) -> bytes:
+        return self._files.read_bytes(self._path(path))
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        self._files.write_bytes(self._path(path), data)
+
+    def stat(self, path: str) -> FileStat | None:
+        return self._files.stat(self._path(path))
+
+    def list_dir(self, path: str) -> list[DirEntry]:
+        return self._files.list_dir(self._path(path))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._forget(remove=self._remove_on_close())
+
+    def _remove_on_close(self) -> bool:
+        return True

@@ -1,0 +1,5 @@
+"""The Modal backend: a Modal sandbox per session (see backend.py)."""
+
+from .backend import ModalBackend
+
+__all__ = ["ModalBackend"]

@@ -1,0 +1,124 @@
+"""Processes on backends reached only through an exec API (Docker, Modal).
+
+Such APIs start a process and hand back its stdin and output, but neither tell its process id
+inside the sandbox nor offer "kill this process and everything it started". Both are provided
+here once, in POSIX sh, so they work in any image that has /bin/sh:
+
+- `launch_argv` wraps a command: the wrapper merges stderr into stdout (a Channel is one byte
+  stream, in the order the process wrote it), changes to the working directory, waits for one
+  line on stdin, prints its process id on a line of its own, and `exec`s the command, so that
+  id is the command's. Waiting for the "go" line means nothing is written before the caller is
+  ready to read (an HTTP upgrade, for one, may otherwise swallow early bytes).
+- `kill_tree_argv` is a one-shot command that does what `herald.procs.terminate_tree` does
+  locally: stop the process, collect it and its descendants from /proc, SIGTERM them (process
+  groups too), let it continue (to die), wait up to a grace period, SIGKILL whatever is left.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+GO = b"go\n"
+
+# A sandbox's main process only has to stay alive (commands come through exec); a shell loop
+# rather than `sleep infinity`, which busybox lacks.
+IDLE_COMMAND = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600; done"]
+
+_LAUNCH = (
+    'exec 2>&1; cd -- "$1" 2>/dev/null; shift; '
+    'IFS= read -r _herald_go || exit 125; printf "%s\\n" "$$"; exec "$@"'
+)
+
+# Descendants are found by following parent links (field 4 of /proc/PID/stat, counted after the
+# command name, which may contain spaces or parentheses); the set is taken before signalling,
+# as orphans are re-parented and would drop out of the tree.
+_KILL_TREE = r"""
+root=$1; tenths=$2
+tree() {
+  pairs=
+  for stat in /proc/[0-9]*/stat; do
+    IFS= read -r line 2>/dev/null < "$stat" || continue
+    set -- ${line##*) }
+    pid=${stat#/proc/}; pairs="$pairs ${pid%/stat}:$2"
+  done
+  frontier=" $root "
+  while [ "$frontier" != " " ]; do
+    next=" "
+    for pair in $pairs; do
+      case "$frontier" in *" ${pair#*:} "*)
+        case "$found" in *" ${pair%%:*} "*) ;; *) found="$found${pair%%:*} "; next="$next${pair%%:*} " ;; esac ;;
+      esac
+    done
+    frontier=$next
+  done
+}
+running() {
+  IFS= read -r line 2>/dev/null < "/proc/$1/stat" || return 1
+  set -- ${line##*) }
+  [ "$1" != Z ] && [ "$1" != X ]
+}
+found=" $root "
+kill -STOP "$root" 2>/dev/null  # a stopped shell starts no next command while we look
+tree
+for pid in $found; do kill -TERM "$pid" 2>/dev/null; kill -TERM "-$pid" 2>/dev/null; done
+kill -CONT "$root" 2>/dev/null
+waited=0
+while :; do
+  tree
+  alive=
+  for pid in $found; do running "$pid" && alive="$alive $pid"; done
+  [ -z "$alive" ] && exit 0
+  [ "$waited" -ge "$tenths" ] && break
+  sleep 0.1 2>/dev/null || sleep 1
+  waited=$((waited + 1))
+done
+for pid in $alive; do kill -KILL "$pid" 2>/dev/null; kill -KILL "-$pid" 2>/dev/null; done
+exit 0
+"""
+
+
+def launch_argv(argv: list[str], cwd: str | None) -> list[str]:
+    """`argv` behind the wrapper: send `GO`, then read the process id line, then its output."""
+    if not argv:
+        raise ValueError("empty command")
+    return ["/bin/sh", "-c", _LAUNCH, "herald-launch", cwd or ".", *argv]
+
+
+def kill_tree_argv(pid: int, grace: float) -> list[str]:
+    """A command that stops `pid` and its descendants: SIGTERM, up to `grace` s, SIGKILL."""
+    return ["/bin/sh", "-c", _KILL_TREE, "herald-kill", str(int(pid)), str(max(0, round(grace * 10)))]
+
+
+def parse_pid_line(buffer: bytes) -> tuple[int | None, bytes]:
+    """(pid, rest) once `buffer` holds the wrapper's first line; (None, buffer) until then.
+
+    Raises ValueError when the first line is not a process id (the wrapper could not start).
+    """
+    end = buffer.find(b"\n")
+    if end < 0:
+        if len(buffer) > 64:
+            raise ValueError(buffer[:200].decode("utf-8", "replace"))
+        return None, buffer
+    line = buffer[:end].strip()
+    if not line.isdigit():
+        raise ValueError(buffer[:200].decode("utf-8", "replace"))
+    return int(line), buffer[end + 1 :]
+
+
+def read_pid(recv: Callable[[float], bytes | None], timeout: float) -> tuple[int, bytes]:
+    """Read the wrapper's process id line with `recv` (a Channel's); the output after it too.
+
+    Raises ValueError with what the process said instead when it did not start.
+    """
+    deadline = time.monotonic() + timeout
+    buffer = b""
+    while True:
+        pid, rest = parse_pid_line(buffer)
+        if pid is not None:
+            return pid, rest
+        chunk = recv(max(0.0, deadline - time.monotonic()))
+        if chunk == b"" or (chunk is None and time.monotonic() >= deadline):
+            said = buffer.decode("utf-8", "replace").strip()
+            raise ValueError(said or ("it exited at once" if chunk == b"" else f"no answer within {timeout:g} s"))
+        buffer += chunk or b""

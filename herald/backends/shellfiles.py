@@ -1,0 +1,166 @@
+"""File access as commands in a shell of its own on the backend (POSIX sh and coreutils or busybox).
+
+Used by the Docker backend for all file operations, and by the Modal backend for the atomic
+replace after its SDK wrote the contents to a temp file (`replace_with`).
+
+Why not Docker's archive API: it reads the container's image layers, not the mounts made inside the
+container, so a file under the tmpfs /tmp would be invisible to it; and each call costs about as
+much as starting a process (~20 ms here), where a command in a running shell costs ~1 ms. The file
+shell is separate from the session's shell, so a long `terminal` command does not hold up file
+tools, and file operations leave the session's directory and variables alone.
+
+Contents travel base64-encoded (the shell's output is text). A write goes to a temp file next to
+the target, renamed over it at the end, keeping the old file's mode and owner; large contents
+are streamed raw into the temp file by a process of their own (`upload`) rather than put in a
+command the shell has to parse.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import errno
+import os
+import stat as st_mod
+from collections.abc import Callable
+
+from .base import CommandResult, DirEntry, FileStat
+from .shell import shell_quote
+
+INLINE_WRITE = 256 * 1024  # larger contents are streamed to the temp file, not put in a command
+
+RunCommand = Callable[[str], CommandResult]
+Upload = Callable[[str, bytes], None]  # (temp file path, contents): write them there
+
+_READ = (
+    'p={path}; if [ -d "$p" ]; then echo EISDIR; elif [ ! -e "$p" ]; then echo ENOENT; '
+    'elif [ ! -r "$p" ]; then echo EACCES; else echo OK; base64 < "$p" && echo END; fi'
+)
+_STAT = 'p={path}; if [ -e "$p" ]; then stat -L -c "%s %f %Y" -- "$p"; else echo NONE; fi'
+_LIST = (
+    'p={path}; if [ ! -e "$p" ]; then echo ENOENT; elif [ ! -d "$p" ]; then echo ENOTDIR; '
+    'elif [ ! -r "$p" ] || [ ! -x "$p" ]; then echo EACCES; else echo OK; '
+    'for f in "$p"/* "$p"/.[!.]* "$p"/..?*; do [ -e "$f" ] || [ -L "$f" ] || continue; '
+    't=o; [ -f "$f" ] && t=f; [ -d "$f" ] && t=d; l=0; [ -L "$f" ] && l=1; '
+    'printf "%s%s %s\\0" "$t" "$l" "${{f##*/}}"; done; fi'
+)
+# Through a symlink, the file it points to is replaced (renaming over the link would turn it
+# into a separate copy). The temp file starts with mode 0600; it gets the old file's mode and
+# owner, or for a new file what the umask allows. The three parts run as one command, or with
+# the contents streamed to the temp file in between for large files.
+_TARGET = 'p={path}; [ -L "$p" ] && p=$(readlink -f -- "$p"); '
+_WRITE_BEGIN = _TARGET + (
+    'if [ -d "$p" ]; then echo EISDIR; false; else d=$(dirname -- "$p"); '
+    'mkdir -p -- "$d" && t=$(mktemp "$d/.herald-XXXXXX"); fi'
+)
+_WRITE_DATA = '{{ printf "%s" {data} | base64 -d > "$t" || {{ rm -f -- "$t"; false; }}; }}'
+_WRITE_COMMIT = (
+    '{{ if [ -e "$p" ]; then chmod "$(stat -c %a -- "$p")" "$t" && '
+    '{{ chown "$(stat -c %u:%g -- "$p")" "$t" 2>/dev/null; :; }}; '
+    'else chmod "$(printf %o $(( 0666 & ~$(umask) )))" "$t"; fi && mv -f -- "$t" "$p" && echo OK; }}'
+)
+
+
+class ShellFiles:
+    """read/write/stat/list over `run` (one command in the file shell -> its result)."""
+
+    def __init__(self, run: RunCommand, upload: Upload) -> None:
+        self._run = run
+        self._upload = upload
+
+    def read_bytes(self, path: str) -> bytes:
+        result = self._run(_READ.format(path=shell_quote(path)))
+        status, _, body = result.output.partition("\n")
+        if status != "OK":
+            raise _error(status, result.output, path)
+        if not body.rstrip().endswith("END"):
+            raise _error("", body, path)
+        try:
+            return base64.b64decode(body.rstrip()[: -len("END")])
+        except (binascii.Error, ValueError):
+            raise OSError(errno.EIO, "the file's contents came back damaged", path) from None
+
+    def stat(self, path: str) -> FileStat | None:
+        result = self._run(_STAT.format(path=shell_quote(path)))
+        fields = result.output.split()
+        if result.output == "NONE":
+            return None
+        if len(fields) != 3 or result.exit_code != 0:
+            raise _error("", result.output, path)
+        mode = int(fields[1], 16)
+        return FileStat(
+            path=path,
+            size=int(fields[0]),
+            is_dir=st_mod.S_ISDIR(mode),
+            is_file=st_mod.S_ISREG(mode),
+            mtime=float(fields[2]),
+            mode=mode,
+        )
+
+    def list_dir(self, path: str) -> list[DirEntry]:
+        result = self._run(_LIST.format(path=shell_quote(path)))
+        status, _, body = result.output.partition("\n")
+        if status != "OK":
+            raise _error(status, result.output, path)
+        entries = []
+        for record in body.split("\0"):
+            kind, _, name = record.partition(" ")
+            if len(kind) == 2 and name:
+                entries.append(DirEntry(name, kind[0] == "d", kind[0] == "f", kind[1] == "1"))
+        return entries
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        quoted = shell_quote(path)
+        if len(data) <= INLINE_WRITE:  # the common case: one command
+            encoded = shell_quote(base64.b64encode(data).decode("ascii"))
+            script = " && ".join((_WRITE_BEGIN, _WRITE_DATA, _WRITE_COMMIT))
+            result = self._run(script.format(path=quoted, data=encoded))
+            if not result.output.endswith("OK"):
+                raise _error(result.output.partition("\n")[0], result.output, path)
+            return
+        temp = self.temp_beside(path)
+        try:
+            self._upload(temp, data)
+            self.replace_with(path, temp)
+        except BaseException:
+            self._run(f"rm -f -- {shell_quote(temp)}")
+            raise
+
+    def temp_beside(self, path: str) -> str:
+        """A new empty temp file in the directory of `path` (made when missing) for `replace_with`."""
+        begun = self._run(_WRITE_BEGIN.format(path=shell_quote(path)) + ' && printf "%s" "$t"')
+        if begun.exit_code != 0 or not begun.output:
+            raise _error(begun.output, begun.output, path)
+        return begun.output
+
+    def replace_with(self, path: str, temp: str) -> None:
+        """Rename `temp` over `path` (atomically), with the old file's mode and owner."""
+        commit = _TARGET + "t={temp} && " + _WRITE_COMMIT
+        committed = self._run(commit.format(path=shell_quote(path), temp=shell_quote(temp)))
+        if not committed.output.endswith("OK"):
+            raise _error("", committed.output, path)
+
+
+_CODES = {  # status word or message -> errno; the OSError subclass follows from the errno
+    "ENOENT": errno.ENOENT,
+    "EISDIR": errno.EISDIR,
+    "ENOTDIR": errno.ENOTDIR,
+    "EACCES": errno.EACCES,
+    "Permission denied": errno.EACCES,
+    "Operation not permitted": errno.EPERM,
+    "No such file or directory": errno.ENOENT,
+    "Not a directory": errno.ENOTDIR,
+    "File exists": errno.EEXIST,
+    "Is a directory": errno.EISDIR,
+    "Read-only file system": errno.EROFS,
+    "No space left on device": errno.ENOSPC,
+}
+
+
+def _error(status: str, output: str, path: str) -> OSError:
+    """The OSError a local file operation would raise, from a status word or a tool's message."""
+    code = _CODES.get(status) or next((c for text, c in _CODES.items() if " " in text and text in output), 0)
+    if code:
+        return OSError(code, os.strerror(code), path)  # OSError picks the subclass from the errno
+    detail = output.strip().splitlines()[-1][:300] if output.strip() else "no output"
+    return OSError(errno.EIO, f"the file operation failed: {detail}", path)

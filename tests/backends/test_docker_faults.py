@@ -1,0 +1,140 @@
+"""Docker faults, for real: the container killed under a call or between calls, no engine at the
+address, an engine that never answers, an image that is not there and cannot be pulled."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from herald import Settings
+from herald.backends import BackendError
+from herald.backends.docker import DockerBackend, engine
+from tests.fixtures.dockerd import MakeDockerBackend
+
+
+def kill_later(backend: DockerBackend, delay: float) -> threading.Timer:
+    container, api = backend.container_id, backend._api
+    timer = threading.Timer(delay, api.kill, args=(container,))
+    timer.start()
+    return timer
+
+
+def test_container_killed_mid_call_is_a_clear_error_then_a_fresh_container(docker_backend: DockerBackend) -> None:
+    docker_backend.run("echo before > /workspace/marker")
+    old = docker_backend.container_id
+    api = docker_backend._api
+    timer = kill_later(docker_backend, 1.0)
+    started = time.monotonic()
+    with pytest.raises(BackendError) as caught:
+        docker_backend.run("sleep 120")
+    timer.join()
+    assert time.monotonic() - started < 60  # the error comes when the container dies, not at the timeout
+    message = str(caught.value)
+    assert old[:12] in message and "killed or stopped from outside" in message
+    assert "next call starts a fresh container" in message
+
+    result = docker_backend.run("pwd; ls /workspace")
+    assert result.exit_code == 0 and result.output == "/workspace"  # a new container: the marker is gone
+    assert "fresh container" in result.note
+    assert docker_backend.container_id != old
+    assert engine.container_state(api, old) is None  # the dead one was removed
+    assert docker_backend.run("echo again").note == ""  # the news is told once
+
+
+def test_container_killed_between_calls(docker_backend: DockerBackend) -> None:
+    docker_backend.run("true")
+    docker_backend.write_bytes("f.txt", b"x")
+    docker_backend._api.kill(docker_backend.container_id)
+    with pytest.raises(BackendError, match="stopped"):
+        docker_backend.read_bytes("f.txt")  # the file shell finds out
+    with pytest.raises(FileNotFoundError):
+        docker_backend.read_bytes("f.txt")  # a fresh container
+    assert docker_backend.run("echo ok").output == "ok"
+
+
+def test_container_removed_between_calls(docker_backend: DockerBackend) -> None:
+    docker_backend.run("true")
+    docker_backend._api.remove_container(docker_backend.container_id, force=True)
+    with pytest.raises(BackendError, match="was removed"):
+        docker_backend.run("echo lost")
+    assert docker_backend.run("echo found").output == "found"
+
+
+def test_shell_exit_is_not_a_lost_container(docker_backend: DockerBackend) -> None:
+    container = (docker_backend.run("true"), docker_backend.container_id)[1]
+    result = docker_backend.run("exit 3")
+    assert result.exit_code == 3 and "shell exited" in result.note
+    assert docker_backend.run("echo still here").output == "still here"
+    assert docker_backend.container_id == container
+
+
+def _unreachable(settings: Settings, host: str, timeout: float = 1.0) -> tuple[str, float]:
+    backend = DockerBackend(settings=settings.with_overrides({"docker.host": host, "docker.connect_timeout": timeout}))
+    started = time.monotonic()
+    with pytest.raises(BackendError) as caught:
+        backend.run("true")
+    backend.close()
+    return str(caught.value), time.monotonic() - started
+
+
+def test_no_engine_at_a_socket_path(settings: Settings, tmp_path: Path) -> None:
+    message, took = _unreachable(settings, f"unix://{tmp_path}/docker.sock")
+    assert "no Docker engine is reachable" in message and "no such socket" in message
+    assert "docker.host" in message
+    assert took < 10
+
+
+def test_no_engine_on_a_port(settings: Settings) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound, not listening: refused
+        message, took = _unreachable(settings, f"tcp://127.0.0.1:{port}")
+    assert "no Docker engine is reachable" in message and "refused" in message
+    assert took < 10
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A port that accepts connections and never answers."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+def test_engine_that_never_answers_fails_within_the_connect_timeout(settings: Settings, silent_server: int) -> None:
+    message, took = _unreachable(settings, f"tcp://127.0.0.1:{silent_server}", timeout=1.0)
+    assert "no Docker engine is reachable" in message and "timed out" in message
+    assert took < 15  # about the 1 s connect timeout, with room for a loaded machine
+
+
+def test_missing_image_that_cannot_be_pulled(make_docker_backend: MakeDockerBackend) -> None:
+    backend = make_docker_backend(**{"docker.image": "herald-test/not-built-anywhere:0"})
+    with pytest.raises(BackendError) as caught:
+        backend.run("true")
+    message = str(caught.value)
+    assert "herald-test/not-built-anywhere:0" in message and "pulling it failed" in message
+    assert "docker.image" in message
