@@ -1,0 +1,119 @@
+"""In-backend execution: script start and tool-call latency from a script that runs inside the
+backend, on each backend that can run here (local always; SSH and Docker when the test
+services in tests/fixtures/ can start)."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from herald import Runtime, Settings
+from herald.backends.base import Backend
+from herald.backends.local import LocalBackend
+
+from .report import Metric
+
+NO_LIMIT = 1_000_000
+# Per-call targets (read_file, terminal): a call from a script in the backend crosses the exec
+# channel to Herald and, for a remote backend, goes back to it for the tool's own work (SFTP,
+# the file shell, the persistent shell). Host mode's are 0.1 and 2 ms.
+TARGETS_MS = {"local": (0.5, 2.0), "ssh": (5.0, 5.0), "docker": (8.0, 8.0)}
+
+
+@contextlib.contextmanager
+def _local(settings: Settings, work: Path) -> Iterator[Backend]:
+    with LocalBackend(str(work), settings=settings) as backend:
+        yield backend
+
+
+@contextlib.contextmanager
+def _ssh(settings: Settings, work: Path) -> Iterator[Backend]:
+    from herald.backends.ssh import SSHBackend
+    from tests.fixtures.sshd import running_sshd
+
+    with running_sshd() as server:
+        workspace = server.make_workspace()
+        backend = SSHBackend(server.spec, cwd=workspace, settings=settings.with_overrides(server.overrides()))
+        try:
+            yield backend
+        finally:
+            backend.close()
+            server.remove_workspace(workspace)
+
+
+@contextlib.contextmanager
+def _docker(settings: Settings, work: Path) -> Iterator[Backend]:
+    from herald.backends.docker import DockerBackend
+    from tests.fixtures.dockerd import build_test_image, docker_engine, docker_settings
+
+    with docker_engine() as url:
+        backend = DockerBackend(settings=docker_settings(settings, url, build_test_image(url)))
+        try:
+            yield backend
+        finally:
+            backend.close()
+
+
+BACKENDS: dict[str, Callable[[Settings, Path], contextlib.AbstractContextManager[Backend]]] = {
+    "local": _local,
+    "ssh": _ssh,
+    "docker": _docker,
+}
+
+
+def _in_script(runtime: Runtime, code: str) -> float:
+    result = runtime.execute(code, max_tool_calls=NO_LIMIT, timeout=600)
+    if not result.ok:
+        raise RuntimeError(f"benchmark script failed: {result.error}")
+    return float(result.output.strip().splitlines()[-1])
+
+
+def _measure(kind: str, backend: Backend, settings: Settings) -> list[Metric]:
+    backend.write_bytes("bench-small.txt", "".join(f"line {i}\n" for i in range(20)).encode())
+    with Runtime(backend, settings=settings, exec_mode="backend", transcript=False) as runtime:
+        start = Metric(f"in-backend ({kind}): script start print(1), warm", "ms", None, note="end-to-end execute()")
+        for _ in range(30):
+            runtime.wait_warm()
+            started = time.perf_counter()
+            runtime.execute("print(1)")
+            start.samples.append((time.perf_counter() - started) * 1000)
+        calls = 1000 if kind == "local" else 200
+        read_target, terminal_target = TARGETS_MS[kind]
+        note = f"per call, {calls} calls per run"
+        read = Metric(f"in-backend ({kind}): read_file from a script", "ms", read_target, note=note)
+        term = Metric(f"in-backend ({kind}): terminal('true') from a script", "ms", terminal_target, note=note)
+        for _ in range(5):
+            for metric, call in ((read, "read_file('bench-small.txt')"), (term, "terminal('true')")):
+                seconds = _in_script(runtime, (
+                    "import time\nfrom hermes_tools import read_file, terminal\nt = time.perf_counter()\n"
+                    f"for _ in range({calls}): {call}\nprint(time.perf_counter() - t)"
+                ))
+                metric.samples.append(seconds * 1000 / calls)
+    backend.run("rm -f bench-small.txt")
+    return [start, read, term]
+
+
+def run() -> list[Metric]:
+    work = Path(tempfile.mkdtemp(prefix="herald-bench-exec-"))
+    settings = Settings(data_dir=work / "data")
+    metrics: list[Metric] = []
+    try:
+        for kind, opener in BACKENDS.items():
+            try:
+                with opener(settings, work) as backend:
+                    metrics += _measure(kind, backend, settings)
+            except Exception as exc:  # a backend that cannot run here is reported, not fatal
+                print(f"in-backend ({kind}): skipped — {type(exc).__name__}: {_first_line(exc)}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return metrics
+
+
+def _first_line(exc: Any) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "no details"

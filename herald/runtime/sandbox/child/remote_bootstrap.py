@@ -1,0 +1,427 @@
+"""In-backend execution, the backend's side: a supervisor between Herald and the script.
+
+Stdlib only, Python >= 3.8. Herald starts it over the backend's exec channel (a local pipe pair,
+an SSH channel, a Docker exec socket, a Modal exec stream) as
+`python3 -I -B -c <loader> SANDBOX_DIR`; its stdin and stdout are the whole link to Herald and
+carry length-prefixed JSON frames (protocol.py) both ways, multiplexing everything:
+
+    Herald -> here   {"type": "prepare", "env": {...}, "loader": "..."}  spawn the script interpreter
+    here -> Herald   {"type": "ready"}                                   it waits for a script
+    Herald -> here   {"type": "start", "mode": "oneshot"|"kernel", "cwd", "code"|"sentinel"}
+    Herald -> here   {"type": "code", "code": "..."}                     the next kernel cell
+    here -> Herald   {"type": "out"|"err", "data": "..."}  output bytes, as latin-1 text
+    here -> Herald   {"id", "tool", "args", "conn": n}     a tool call from connection n
+    Herald -> here   {"id", "result"|"error", "conn": n}   its reply
+    here -> Herald   {"type": "done", "exit_code": n}      a kernel cell finished
+    Herald -> here   {"type": "kill", "grace": s}          SIGTERM the tree, SIGKILL after grace
+    here -> Herald   {"type": "exit", "exit_code": n}      the script interpreter is gone (last frame)
+    Herald -> here   {"type": "close"}                     SIGKILL the tree and leave at once
+    here -> Herald   {"type": "failed", "error": "..."}    this supervisor itself broke (last frame)
+
+Why a separate supervisor process: it must stay responsive while the script runs anything at all
+(a C call holding the GIL, a blocked write), so that a kill frame or the end of its stdin always
+takes the script down. The script interpreter is exactly the host mode's (bootstrap.py), started
+in its own session and process group with stdin from /dev/null and stdout/stderr on pipes read
+here. Its `hermes_tools` client connects to a Unix socket in the private sandbox directory that
+only this process serves; the first frame must carry a token that never leaves the backend. Each
+connection (a forked child makes its own) is tagged with a number on the stream.
+
+The loop never blocks on a write: frames wait in per-destination queues, and the script's output
+is not read while too much of it waits for Herald, so the script blocks on a full pipe exactly as
+in host mode. When Herald goes away (end of stdin, SIGTERM, SIGHUP) the whole tree is killed.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import secrets
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+import traceback
+from typing import Any, Deque, Dict, List, Optional, Set
+
+# bootstrap.py's /proc walk finds descendants that left the script's process group.
+from _hermes_runtime.bootstrap import _descendants as descendants
+from _hermes_runtime.protocol import FrameBuffer, ProtocolError, encode_frame
+
+READ_SIZE = 1 << 16
+WIRE_HIGH_WATER = 4 << 20  # bytes queued for Herald before the script's output is left unread
+EXIT_SETTLE_SECONDS = 2.0  # after the script exits, how long a leftover holder of its pipes may stall us
+IDLE_CHECK_SECONDS = 1.0  # re-check the script's exit this often even without SIGCHLD
+AF_UNIX_PATH_MAX = 100
+
+
+def signal_all(pids: Set[int], sig: int) -> None:
+    """Signal each pid, and the whole group of any that leads one."""
+    for pid in pids:
+        try:
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, sig)
+        except OSError:
+            pass
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+
+def scrubbed(environ: Dict[str, str], policy: Dict[str, Any]) -> Dict[str, str]:
+    """The host mode's environment policy (herald/environment.py), applied to this machine's
+    environment: safe names only, nothing that looks secret, passthrough names as they are."""
+    names = set(policy.get("safe_names", ()))
+    prefixes = tuple(policy.get("safe_prefixes", ()))
+    markers = tuple(policy.get("secret_markers", ()))
+    passthrough = set(policy.get("passthrough", ()))
+    kept = {}
+    for name, value in environ.items():
+        secret = any(marker in name.upper() for marker in markers)
+        if name in passthrough or ((name in names or name.startswith(prefixes)) and not secret):
+            kept[name] = value
+    kept.update(policy.get("set", {}))
+    return kept
+
+
+class _Sink:
+    """A non-blocking fd we write to: data queues here until the fd takes it."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.chunks: Deque[Any] = collections.deque()
+        self.size = 0
+        self.broken = False
+
+    def push(self, data: bytes) -> None:
+        if not self.broken and data:
+            self.chunks.append(memoryview(data))
+            self.size += len(data)
+
+    def flush(self) -> None:
+        while self.chunks:
+            head = self.chunks[0]
+            try:
+                written = os.write(self.fd, head)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                self.broken = True
+                self.chunks.clear()
+                self.size = 0
+                return
+            self.size -= written
+            if written < len(head):
+                self.chunks[0] = head[written:]
+                return
+            self.chunks.popleft()
+
+
+class _Conn:
+    """One hermes_tools connection from the script (or a process it forked)."""
+
+    def __init__(self, sock: socket.socket, number: int) -> None:
+        sock.setblocking(False)
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.number = number
+        self.frames = FrameBuffer()
+        self.out = _Sink(self.fd)
+        self.authenticated = False
+
+
+class Supervisor:
+    def __init__(self, sandbox_dir: str, wire_in: int, wire_out: int) -> None:
+        self.sandbox_dir = sandbox_dir
+        self.wire_in = wire_in
+        self.inbox = FrameBuffer()
+        self.wire = _Sink(wire_out)
+        self.token = secrets.token_urlsafe(24)
+        self.listener: Optional[socket.socket] = None
+        self.socket_path = ""
+        self.conns: Dict[int, _Conn] = {}
+        self.conn_numbers = 0
+        self.child: Optional["subprocess.Popen[bytes]"] = None
+        self.outputs: Dict[int, str] = {}  # script stdout/stderr read ends -> "out"/"err"
+        self.ctl_in: Optional[int] = None  # the script's control frames ("ready", "done")
+        self.ctl_frames = FrameBuffer()
+        self.ctl: Optional[_Sink] = None  # frames to the script's bootstrap
+        self.known: Set[int] = set()  # processes signalled when the kill began
+        self.sigkill_at: Optional[float] = None
+        self.exited_at: Optional[float] = None
+        self.wake_r, self.wake_w = os.pipe()
+        for fd in (wire_in, wire_out, self.wake_r, self.wake_w):
+            os.set_blocking(fd, False)
+
+    # -- the script interpreter ------------------------------------------------------------
+
+    def prepare(self, message: Dict[str, Any]) -> None:
+        path = os.path.join(self.sandbox_dir, "rpc-%s.sock" % secrets.token_hex(6))
+        if len(path.encode()) > AF_UNIX_PATH_MAX and sys.platform.startswith("linux"):
+            path = "\0herald-rpc-%s" % secrets.token_hex(12)  # abstract: the token guards it
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        if not path.startswith("\0"):
+            os.chmod(path, 0o600)
+        listener.listen(64)
+        listener.setblocking(False)
+        self.listener, self.socket_path = listener, path
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        try:
+            self.child = subprocess.Popen(
+                [sys.executable, "-I", "-B", "-c", message["loader"], self.sandbox_dir, str(to_child_r), str(from_child_w)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(to_child_r, from_child_w),
+                start_new_session=True,
+                env=scrubbed(dict(os.environ), message.get("env", {})),
+                cwd=self.sandbox_dir,
+            )
+        finally:
+            os.close(to_child_r)
+            os.close(from_child_w)
+        assert self.child.stdout is not None and self.child.stderr is not None
+        self.outputs = {self.child.stdout.fileno(): "out", self.child.stderr.fileno(): "err"}
+        self.ctl_in, self.ctl = from_child_r, _Sink(to_child_w)
+        for fd in (*self.outputs, from_child_r, to_child_w):
+            os.set_blocking(fd, False)
+
+    def child_exited(self) -> bool:
+        if self.child is None:
+            return False
+        if self.child.returncode is not None or not hasattr(os, "waitid"):  # no waitid: macOS
+            return self.child.poll() is not None
+        try:
+            info = os.waitid(os.P_PID, self.child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return info is not None
+
+    def terminate(self, grace: float) -> None:
+        """SIGTERM the script and everything it started; SIGKILL whatever is left after `grace`."""
+        if self.child is None or self.exited_at is not None:
+            return
+        self.known |= set(descendants(self.child.pid)) | {self.child.pid}
+        signal_all(self.known, signal.SIGTERM)
+        self.sigkill_at = time.monotonic() + max(0.0, grace)
+
+    def kill_everything(self) -> None:
+        if self.child is not None:
+            signal_all(self.known | set(descendants(self.child.pid)) | {self.child.pid}, signal.SIGKILL)
+
+    # -- frames ----------------------------------------------------------------------------
+
+    def send(self, message: Dict[str, Any]) -> None:
+        self.wire.push(encode_frame(message))
+
+    def from_herald(self, message: Dict[str, Any]) -> None:
+        kind = message.get("type")
+        if kind is None and "conn" in message:  # a tool call's reply
+            conn = self.conns.get(message.pop("conn"))
+            if conn is not None:
+                conn.out.push(encode_frame(message))
+        elif kind == "prepare" and self.child is None:
+            self.prepare(message)
+        elif kind == "start" and self.ctl is not None:
+            start = {key: message.get(key) for key in ("mode", "cwd", "code", "sentinel")}
+            start.update(socket=self.socket_path, token=self.token)
+            self.ctl.push(encode_frame(start))
+        elif kind == "code" and self.ctl is not None:
+            self.ctl.push(encode_frame({"code": message.get("code", "")}))
+        elif kind == "kill":
+            self.terminate(float(message.get("grace", 0.0)))
+        elif kind == "close":
+            raise EOFError("Herald closed the run")
+
+    def from_script(self, message: Dict[str, Any]) -> None:
+        kind = message.get("type")
+        if kind == "ready":
+            self.send({"type": "ready"})
+        elif kind == "done":
+            self.send({"type": "done", "exit_code": message.get("exit_code", 1)})
+
+    def from_conn(self, conn: _Conn, message: Dict[str, Any]) -> bool:
+        """Relay one frame; False closes the connection (no valid token first)."""
+        if not conn.authenticated:
+            token = message.get("token")
+            if message.get("type") != "auth" or not isinstance(token, str):
+                return False
+            conn.authenticated = secrets.compare_digest(token, self.token)
+            return conn.authenticated
+        # Only what a call is made of goes on: a script must not pass for this supervisor.
+        self.send({"id": message.get("id"), "tool": message.get("tool"), "args": message.get("args"), "conn": conn.number})
+        return True
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def readers(self) -> List[int]:
+        fds = [self.wire_in, self.wake_r]
+        if self.ctl_in is not None:
+            fds.append(self.ctl_in)
+        if self.wire.size < WIRE_HIGH_WATER:
+            fds.extend(self.outputs)
+            fds.extend(conn.fd for conn in self.conns.values())
+            if self.listener is not None:
+                fds.append(self.listener.fileno())
+        return fds
+
+    def sinks(self) -> List[_Sink]:
+        sinks = [self.wire] + [conn.out for conn in self.conns.values()]
+        if self.ctl is not None:
+            sinks.append(self.ctl)
+        return [sink for sink in sinks if sink.chunks]
+
+    def run(self) -> None:
+        while True:
+            now = time.monotonic()
+            if self.sigkill_at is not None and now >= self.sigkill_at:
+                self.sigkill_at = None
+                self.kill_everything()
+            if self.exited_at is None and self.child_exited():
+                assert self.child is not None
+                self.exited_at = now
+                # Not reaped yet, so its pid still names its group: take what is left of it.
+                signal_all(self.known | {self.child.pid}, signal.SIGKILL)
+            if self.exited_at is not None and (not self.outputs or now - self.exited_at > EXIT_SETTLE_SECONDS):
+                self.finish()
+                return
+            waits = [IDLE_CHECK_SECONDS]
+            if self.sigkill_at is not None:
+                waits.append(self.sigkill_at - now)
+            if self.exited_at is not None:
+                waits.append(self.exited_at + EXIT_SETTLE_SECONDS - now)
+            interest = dict.fromkeys(self.readers(), select.POLLIN)
+            sinks = {sink.fd: sink for sink in self.sinks()}
+            for fd in sinks:
+                interest[fd] = interest.get(fd, 0) | select.POLLOUT
+            poller = select.poll()
+            for fd, mask in interest.items():
+                poller.register(fd, mask)
+            for fd, events in poller.poll(max(0.0, min(waits)) * 1000):
+                if fd in sinks and events & (select.POLLOUT | select.POLLERR | select.POLLHUP):
+                    sinks[fd].flush()
+                if interest[fd] & select.POLLIN and events & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                    self.readable(fd)
+            if self.wire.broken:
+                raise EOFError("the link to Herald broke")
+
+    def readable(self, fd: int) -> None:
+        chunk = self.read(fd)
+        if chunk is None:
+            return
+        if fd == self.wire_in:
+            if not chunk:
+                raise EOFError("Herald closed the link")
+            for message in self.inbox.feed(chunk):
+                self.from_herald(message)
+        elif fd == self.wake_r:
+            pass  # a SIGCHLD woke us; the loop checks for the exit
+        elif fd in self.outputs:
+            if chunk:
+                self.send({"type": self.outputs[fd], "data": chunk.decode("latin-1")})
+            else:
+                del self.outputs[fd]
+        elif fd == self.ctl_in:
+            if not chunk:
+                self.ctl_in = None
+                return
+            try:
+                messages = self.ctl_frames.feed(chunk)
+            except ProtocolError:
+                messages = []
+            for message in messages:
+                self.from_script(message)
+        else:
+            conn = next((c for c in self.conns.values() if c.fd == fd), None)
+            if conn is None:
+                return
+            keep = bool(chunk)
+            try:
+                for message in conn.frames.feed(chunk) if keep else []:
+                    if not self.from_conn(conn, message):
+                        keep = False
+                        break
+            except ProtocolError:
+                keep = False
+            if not keep:
+                del self.conns[conn.number]
+                conn.sock.close()
+
+    def accept(self) -> None:
+        assert self.listener is not None
+        try:
+            sock, _ = self.listener.accept()
+        except OSError:
+            return
+        self.conn_numbers += 1
+        self.conns[self.conn_numbers] = _Conn(sock, self.conn_numbers)
+
+    def read(self, fd: int) -> Optional[bytes]:
+        """Bytes from `fd`; b"" at its end; None when it had nothing after all."""
+        if self.listener is not None and fd == self.listener.fileno():
+            self.accept()
+            return None
+        try:
+            return os.read(fd, READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError:
+            return b""
+
+    def finish(self) -> None:
+        """The script interpreter is gone: reap it, report its status, hand over what is queued."""
+        assert self.child is not None
+        status = self.child.wait()
+        self.send({"type": "exit", "exit_code": status})
+        self.drain_wire()
+
+    def drain_wire(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.wire.chunks and not self.wire.broken and time.monotonic() < deadline:
+            select.select([], [self.wire.fd], [], max(0.0, deadline - time.monotonic()))
+            self.wire.flush()
+
+    def close(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+            if not self.socket_path.startswith("\0"):
+                try:
+                    os.unlink(self.socket_path)
+                except OSError:
+                    pass
+
+
+def main() -> None:
+    # The stream is ours alone: keep private copies of stdin/stdout and point fds 0-2 at
+    # /dev/null, so nothing else (a warning, a library's print) can corrupt the frames.
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
+    supervisor = Supervisor(sys.argv[1], wire_in, wire_out)
+
+    def on_signal(signum: int, frame: Any) -> None:
+        supervisor.kill_everything()
+        supervisor.close()
+        os._exit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    signal.set_wakeup_fd(supervisor.wake_w)
+    try:
+        supervisor.run()
+    except EOFError:
+        supervisor.kill_everything()
+    except BaseException:
+        supervisor.kill_everything()
+        supervisor.send({"type": "failed", "error": traceback.format_exc()})
+        supervisor.drain_wire(timeout=5.0)
+    finally:
+        supervisor.close()
+    os._exit(0)

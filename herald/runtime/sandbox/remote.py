@@ -1,0 +1,336 @@
+"""In-backend execution, Herald's side: the sandbox child runs inside the backend.
+
+Policy:
+- The script runs where the backend's commands run (the container, the SSH host, the Modal
+  sandbox), so `open()`, `subprocess` and `os.getcwd()` in it act there; it starts in the
+  backend shell's current directory.
+- Once per Runtime, `RemoteSandbox` (remote_setup.py) probes the backend's python (`command -v`, version >= 3.8;
+  anything else is a `RemotePythonError` that says what to install or set), makes a private
+  0700 directory there (`mktemp -d`) and ships the sandbox files into it with the backend's
+  `write_bytes`: the same `hermes_tools.py` and `_hermes_runtime` package as in host mode,
+  plus `remote_bootstrap.py`. The directory is removed when the Runtime closes.
+- Per run, `RemoteChild` opens one exec channel (`Backend.open_channel`, in a background thread,
+  so a warm successor costs the run that spawns it nothing) running the remote bootstrap, a
+  supervisor that starts the host mode's child bootstrap in its own process group (see
+  child/remote_bootstrap.py for the frames). Tool calls, output, control and exit all travel
+  as protocol frames over that one stream; nothing is polled from files.
+- Tool calls are served by the Runtime's Dispatcher (allow-list, argument checks, budget,
+  transcript) on a bounded pool shared by the Runtime's runs; the Dispatcher serialises tools
+  that are not `parallel_safe`.
+- Output lands in the same CappedCapture objects as in host mode, so caps, spill files and the
+  ExecutionResult are identical.
+- Timeout or interrupt: a kill frame (the supervisor SIGTERMs the tree, SIGKILLs it after the
+  grace); if the backend has not reported the exit `KILL_MARGIN_SECONDS` after the grace, the
+  channel is closed, and the supervisor kills the tree when its stdin ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Generic, TypeVar
+
+from ...backends.base import Channel
+from ...capture import CappedCapture
+from ..rpc.protocol import FrameBuffer, ProtocolError, encode_frame
+from .process import Collected, OutputStream, Reason, SandboxStartError, drain_fd
+
+POLL_SECONDS = 0.05  # how long the collect loop waits on a quiet stream before checking interrupts
+KILL_MARGIN_SECONDS = 3.0  # time past the kill grace for the backend to report the exit
+EXIT_EOF_WAIT_SECONDS = 1.0  # after the exit frame, how long the supervisor may take to leave
+OPEN_JOIN_SECONDS = 30.0  # closing a child whose channel is still opening waits this long for it
+FAILURE_TEXT_LIMIT = 4000
+
+GOODBYE = encode_frame({"type": "close"})
+S = TypeVar("S")
+log = logging.getLogger(__name__)
+
+
+class RemoteChild(Generic[S]):
+    """One sandbox child inside the backend, seen through its exec channel. Offers what the
+    Runtime uses of a ChildProcess: wait_ready, send, collect, poll, kill."""
+
+    def __init__(
+        self,
+        open_channel: Callable[[], Channel],
+        prepare: dict[str, Any],
+        authenticate: Callable[[str], S | None],
+        handle: Callable[[S, dict[str, Any]], dict[str, Any]],
+        pool: ThreadPoolExecutor,
+        *,
+        where: str,
+        python: str,
+    ) -> None:
+        self._channel: Channel | None = None
+        self._opened = threading.Event()
+        self._open_error = ""
+        self._python = python
+        self._authenticate = authenticate
+        self._handle = handle
+        self._pool = pool
+        self._where = where
+        self._frames = FrameBuffer()
+        self._backlog: list[dict[str, Any]] = []  # frames read before collect() wanted them
+        self._send_lock = threading.Lock()
+        self._session: S | None = None
+        self.exit_code: int | None = None  # the script interpreter's status, once reported
+        self.gone = False  # the channel ended (or stopped carrying frames)
+        self.failure = ""  # what came instead of frames, or the supervisor's own error
+        self.ready = False
+        self.closed = False
+        self._opener = threading.Thread(
+            target=self._open, args=(open_channel, encode_frame(prepare)), name="herald-remote-open", daemon=True
+        )
+        self._opener.start()
+
+    # -- the stream ------------------------------------------------------------------------
+
+    def _open(self, open_channel: Callable[[], Channel], prepare: bytes) -> None:
+        try:
+            channel = open_channel()
+        except Exception as exc:  # BackendError, or whatever the backend's client raised
+            self._open_error = f"could not start {self._python} on {self._where}: {exc}"
+            self.gone = True
+            self._opened.set()
+            return
+        with self._send_lock:
+            if not self.closed:
+                self._channel = channel
+        if self._channel is None:  # killed before it opened
+            _close_quietly(channel, goodbye=True)
+        else:
+            self._send(prepare)
+        self._opened.set()
+
+    def _send(self, data: bytes) -> None:
+        with self._send_lock:
+            if self.closed or self._channel is None:
+                return
+            try:
+                self._channel.send(data)
+            except Exception as exc:  # the next read reports the channel's end
+                log.debug("send on the exec channel failed: %s", exc)
+
+    def _read(self, timeout: float) -> list[dict[str, Any]]:
+        if self._channel is None and not self.gone:
+            started = time.monotonic()
+            self._opened.wait(timeout)
+            timeout = max(0.0, timeout - (time.monotonic() - started))
+        if self.gone or self.closed or self._channel is None:
+            return []
+        try:
+            chunk = self._channel.recv(timeout)
+        except Exception as exc:
+            self._lost(f"the exec channel failed: {exc}")
+            return []
+        if chunk is None:
+            return []
+        if not chunk:
+            self._lost(self._frames.pending.decode("utf-8", "replace"))
+            return []
+        try:
+            messages = self._frames.feed(chunk)
+        except ProtocolError:
+            # Not our protocol: a shell's or the interpreter's own complaint. Keep it to show.
+            self._lost(self._frames.pending.decode("utf-8", "replace"))
+            return []
+        for message in messages:
+            kind = message.get("type")
+            if kind == "ready":
+                self.ready = True
+            elif kind == "exit":
+                self.exit_code = _int(message.get("exit_code"))
+            elif kind == "failed":
+                self.failure = str(message.get("error", ""))
+        return messages
+
+    def _lost(self, text: str) -> None:
+        self.gone = True
+        if text.strip() and not self.failure:
+            self.failure = text.strip()[:FAILURE_TEXT_LIMIT]
+
+    # -- what the Runtime calls ------------------------------------------------------------
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.ready:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise SandboxStartError(f"the sandbox interpreter on {self._where} did not start within {timeout:.0f} s")
+            self._backlog.extend(m for m in self._read(min(remaining, 0.25)) if m.get("type") != "ready")
+            if self._open_error:
+                raise SandboxStartError(self._open_error)
+            if not self.ready and (self.gone or self.exit_code is not None or self.failure):
+                raise SandboxStartError(self._startup_failure())
+
+    def _startup_failure(self) -> str:
+        said = "".join(m.get("data", "") for m in self._backlog if m.get("type") in ("out", "err"))
+        said = said.encode("latin-1", "replace").decode("utf-8", "replace").strip()
+        text = "\n".join(t for t in (said, self.failure) if t)
+        status = self.exit_code if self.exit_code is not None else getattr(self._channel, "returncode", None)
+        how = f" (status {status})" if isinstance(status, int) else ""
+        return f"the sandbox interpreter on {self._where} exited during start-up{how}: {text or 'no output'}"
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Hand over a run as the Runtime phrases it for a ChildProcess: a first message with
+        the mode, the token of the run's binding and the cwd; later `{"code"}` for kernel cells."""
+        if "mode" in message:
+            token = message.get("token")
+            self._session = self._authenticate(token) if isinstance(token, str) else None
+            frame = {"type": "start", **{k: message.get(k) for k in ("mode", "cwd", "code", "sentinel")}}
+        else:
+            frame = {"type": "code", "code": message.get("code", "")}
+        self._send(encode_frame(frame))
+
+    def collect(
+        self,
+        stdout: CappedCapture,
+        stderr: CappedCapture,
+        *,
+        deadline: float,
+        interrupt_fd: int,
+        kill_grace: float,
+        sentinel: bytes | None = None,
+    ) -> Collected:
+        """Read frames until the script exits (one-shot) or a kernel cell is done and both
+        sentinels arrived; serve tool calls meanwhile. At the deadline or on interrupt, kill."""
+        streams = {"out": OutputStream(-1, stdout, sentinel), "err": OutputStream(-1, stderr, sentinel)}
+        killing: Reason | None = None
+        kill_deadline = 0.0
+        done, done_status = False, None
+        messages, self._backlog = self._backlog, []
+        while True:
+            for message in messages:
+                kind = message.get("type")
+                if kind in ("out", "err"):
+                    streams[kind].feed(str(message.get("data", "")).encode("latin-1", "replace"))
+                elif kind is None and "tool" in message:
+                    self._dispatch(message)
+                elif kind == "done":
+                    done, done_status = True, _int(message.get("exit_code"))
+            if self.exit_code is not None or self.gone:
+                break
+            if done and killing is None and all(s.seen for s in streams.values()):
+                return Collected("done", done_status, alive=True)
+            now = time.monotonic()
+            if killing is None and now >= deadline:
+                killing, kill_deadline = "timeout", self._terminate(kill_grace)
+            elif killing is not None and now >= kill_deadline:
+                self.close()  # no word from the backend: ending its stdin kills the tree there
+                break
+            if killing is None and _interrupted(interrupt_fd):
+                killing, kill_deadline = "interrupted", self._terminate(kill_grace)
+            wake = deadline if killing is None else kill_deadline
+            messages = self._read(max(0.0, min(wake - now, POLL_SECONDS)))
+        for stream in streams.values():
+            stream.finish()
+        if killing is None and self.exit_code is None:
+            reason = self.failure or "the exec channel closed without an exit status"
+            stderr.feed(f"\nThe sandbox on {self._where} stopped unexpectedly: {reason}\n".encode())
+        elif self.failure:
+            stderr.feed(f"\nHerald's supervisor on {self._where} failed: {self.failure}\n".encode())
+        if killing is not None:
+            return Collected(killing, self.exit_code)
+        if done:
+            return Collected("done", done_status)
+        return Collected("exited", self.exit_code)
+
+    def _terminate(self, grace: float) -> float:
+        self._send(encode_frame({"type": "kill", "grace": grace}))
+        return time.monotonic() + grace + KILL_MARGIN_SECONDS
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        try:
+            self._pool.submit(self._serve, self._session, message)
+        except RuntimeError:  # the Runtime is closing: its pool takes no more work
+            self._reply(message, {"error": {"type": "ConnectionLost", "message": "Herald is shutting down."}})
+
+    def _serve(self, session: S | None, message: dict[str, Any]) -> None:
+        if session is None:
+            reply = {"error": {"type": "ConnectionLost", "message": "This run is over; its tool calls are closed."}}
+        else:
+            try:
+                reply = self._handle(session, message)
+            except Exception as exc:  # the handler promises data, but never let a bug kill the link
+                log.exception("tool call from a script in the backend failed")
+                reply = {"error": {"type": "InternalError", "message": f"Herald failed to run the call: {exc}"}}
+        self._reply(message, reply)
+
+    def _reply(self, message: dict[str, Any], reply: dict[str, Any]) -> None:
+        reply["id"] = message.get("id")
+        reply["conn"] = message.get("conn")
+        try:
+            frame = encode_frame(reply)
+        except (ProtocolError, TypeError, ValueError) as exc:
+            frame = encode_frame(
+                {"id": reply["id"], "conn": reply["conn"], "error": {"type": "ResultTooLarge", "message": str(exc)}}
+            )
+        self._send(frame)
+
+    def poll(self) -> int | None:
+        """The script interpreter's exit status once it is gone (-1 if unknown), else None."""
+        if self.exit_code is None and not self.gone and not self.closed and self._opened.is_set():
+            self._backlog.extend(m for m in self._read(0) if m.get("type") != "ready")
+        if self.exit_code is not None:
+            return self.exit_code
+        return -1 if self.gone or self.closed else None
+
+    def kill(self, grace: float = 0.0) -> None:
+        """Stop the script and everything it started; close the channel."""
+        if self.closed:
+            return
+        if grace > 0 and not self.gone and self.exit_code is None:
+            deadline = self._terminate(grace)
+            while self.exit_code is None and not self.gone and time.monotonic() < deadline:
+                self._read(min(POLL_SECONDS * 4, max(0.0, deadline - time.monotonic())))
+        if self.exit_code is not None:
+            # The supervisor leaves right after its exit frame. Seeing the channel end first
+            # spares remote backends a kill of a tree that is gone (a round trip).
+            deadline = time.monotonic() + EXIT_EOF_WAIT_SECONDS
+            while not self.gone and time.monotonic() < deadline:
+                self._read(max(0.0, deadline - time.monotonic()))
+        self.close()
+
+    def close(self) -> None:
+        acquired = self._send_lock.acquire(timeout=5)  # let a reply being written finish first
+        try:
+            if self.closed:
+                return
+            self.closed = True
+            channel = self._channel
+        finally:
+            if acquired:
+                self._send_lock.release()
+        if channel is not None:
+            _close_quietly(channel, goodbye=not self.gone)
+        elif threading.current_thread() is not self._opener:
+            self._opener.join(timeout=OPEN_JOIN_SECONDS)  # it closes what it opens from now on
+
+
+def _close_quietly(channel: Channel, *, goodbye: bool = False) -> None:
+    """Close `channel`; with `goodbye`, first tell the supervisor to kill its tree and leave, so
+    the backend's close finds the process already ending instead of waiting on it."""
+    try:
+        if goodbye:
+            channel.send(GOODBYE)
+        channel.close()
+    except Exception as exc:
+        log.debug("closing the exec channel failed: %s", exc)
+
+
+def _interrupted(fd: int) -> bool:
+    try:
+        if not os.read(fd, 64):
+            return False
+    except (BlockingIOError, OSError):
+        return False
+    drain_fd(fd)
+    return True
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

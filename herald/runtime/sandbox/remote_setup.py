@@ -1,0 +1,178 @@
+"""In-backend execution, once per Runtime: the backend's python, the sandbox files there, and
+the pool that serves tool calls (see remote.py for the policy and the per-run child).
+
+`RemoteSandbox.prepare` probes the python (`command -v`, version >= 3.8; anything else is a
+`RemotePythonError` that says what to install or set), makes a private 0700 directory on the
+backend (`mktemp -d`) and copies the sandbox files into it with the backend's `write_bytes`;
+`spawn` starts a `RemoteChild` there; `close` removes the directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from ...backends.base import Backend, BackendError
+from ...backends.shell import shell_quote
+from ...config import Settings
+from ...environment import SAFE_NAMES, SAFE_PREFIXES, SECRET_MARKERS
+from .process import LOADER, SandboxStartError
+from .remote import RemoteChild
+from .stubgen import RUNTIME_PACKAGE
+
+REMOTE_LOADER = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    f"from {RUNTIME_PACKAGE}.remote_bootstrap import main; main()"
+)
+MIN_PYTHON = (3, 8)
+PROBE_TIMEOUT = 30.0
+PROBE_MARK = "__HERALD_PROBE__"
+
+S = TypeVar("S")
+log = logging.getLogger(__name__)
+
+
+class RemotePythonError(SandboxStartError):
+    """The backend has no usable Python for in-backend execution; the message says what to do."""
+
+
+def environment_policy(passthrough: list[str]) -> dict[str, Any]:
+    """herald/environment.py's rules, for the supervisor to apply to the backend's environment."""
+    return {
+        "safe_names": sorted(SAFE_NAMES),
+        "safe_prefixes": list(SAFE_PREFIXES),
+        "secret_markers": list(SECRET_MARKERS),
+        "passthrough": list(passthrough),
+        "set": {"HERALD_SANDBOX": "1", "PYTHONIOENCODING": "utf-8"},
+    }
+
+
+class RemoteSandbox(Generic[S]):
+    """Per Runtime: the backend's python, the private directory with the sandbox files, and the
+    pool that serves tool calls arriving over the runs' channels."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        settings: Settings,
+        local_dir: Path,
+        authenticate: Callable[[str], S | None],
+        handle: Callable[[S, dict[str, Any]], dict[str, Any]],
+    ) -> None:
+        self.backend = backend
+        self._settings = settings
+        self._local_dir = local_dir
+        self._authenticate = authenticate
+        self._handle = handle
+        self._python = settings.sandbox.remote_python
+        self._lock = threading.Lock()
+        self.remote_dir: str | None = None
+        self._pool = ThreadPoolExecutor(
+            max_workers=max(1, settings.sandbox.max_parallel_calls), thread_name_prefix="herald-remote-rpc"
+        )
+
+    @property
+    def where(self) -> str:
+        return f"the {self.backend.name} backend"
+
+    def prepare(self) -> str:
+        """Probe the python and ship the sandbox files, once; the remote directory."""
+        with self._lock:
+            if self.remote_dir is None:
+                try:
+                    remote_dir = self._probe()
+                except BackendError as exc:
+                    raise SandboxStartError(f"could not prepare in-backend execution on {self.where}: {exc}") from None
+                try:
+                    self._ship(remote_dir)
+                except (BackendError, OSError) as exc:
+                    self._remove(remote_dir)
+                    raise SandboxStartError(
+                        f"could not copy the sandbox files to {remote_dir} on {self.where}: {exc}"
+                    ) from None
+                self.remote_dir = remote_dir
+            return self.remote_dir
+
+    def _probe(self) -> str:
+        python = shell_quote(self._python)
+        report = f"import sys; print('{PROBE_MARK} version %d.%d' % sys.version_info[:2])"
+        command = (
+            f"( if ! command -v {python} >/dev/null 2>&1; then echo '{PROBE_MARK} missing'; "
+            f"else {python} -c {shell_quote(report)} 2>&1; umask 077; "
+            f"d=$(mktemp -d \"${{TMPDIR:-/tmp}}/herald-sandbox-XXXXXXXX\") && echo \"{PROBE_MARK} dir $d\"; fi )"
+        )
+        result = self.backend.run(command, timeout=PROBE_TIMEOUT)
+        found: dict[str, str] = {}
+        for line in result.output.splitlines():
+            if line.startswith(PROBE_MARK + " "):
+                key, _, value = line[len(PROBE_MARK) + 1 :].partition(" ")
+                found[key] = value
+        fix = (
+            "Install Python 3 there (e.g. apt-get install python3), set sandbox.remote_python to "
+            'its path, or run scripts on this machine with exec_mode "host".'
+        )
+        if "missing" in found:
+            raise RemotePythonError(
+                f"in-backend execution needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer on {self.where}, "
+                f"but `{self._python}` was not found there. {fix}"
+            )
+        remote_dir = found.get("dir", "")
+        version = found.get("version", "")
+        major, _, minor = version.partition(".")
+        if not (major.isdigit() and minor.isdigit()):
+            if remote_dir:
+                self._remove(remote_dir)
+            raise RemotePythonError(
+                f"`{self._python}` on {self.where} did not run: {result.output.strip()[:500] or 'no output'}. {fix}"
+            )
+        if (int(major), int(minor)) < MIN_PYTHON:
+            if remote_dir:
+                self._remove(remote_dir)
+            raise RemotePythonError(
+                f"in-backend execution needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer, but `{self._python}` "
+                f"on {self.where} is Python {version}. {fix}"
+            )
+        if not remote_dir:
+            raise SandboxStartError(
+                f"could not make a private directory on {self.where}: {result.output.strip()[:500] or 'no output'}"
+            )
+        return remote_dir
+
+    def _ship(self, remote_dir: str) -> None:
+        for path in sorted(self._local_dir.rglob("*.py")):
+            relative = path.relative_to(self._local_dir).as_posix()
+            self.backend.write_bytes(posixpath.join(remote_dir, relative), path.read_bytes())
+
+    def _remove(self, remote_dir: str) -> None:
+        try:
+            self.backend.run(f"rm -rf -- {shell_quote(remote_dir)}", timeout=PROBE_TIMEOUT)
+        except Exception as exc:  # the backend may be gone already; nothing left to clean then
+            log.debug("could not remove %s on %s: %s", remote_dir, self.where, exc)
+
+    def spawn(self) -> RemoteChild[S]:
+        """A child whose channel opens in the background (on a remote backend that is a round
+        trip or more): a warm successor costs the run that spawns it nothing."""
+        remote_dir = self.prepare()
+        argv = [self._python, "-I", "-B", "-c", REMOTE_LOADER, remote_dir]
+        prepare = {"type": "prepare", "env": environment_policy(self._settings.sandbox.env_passthrough), "loader": LOADER}
+        return RemoteChild(
+            lambda: self.backend.open_channel(argv, cwd=remote_dir),
+            prepare,
+            self._authenticate,
+            self._handle,
+            self._pool,
+            where=self.where,
+            python=self._python,
+        )
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            remote_dir, self.remote_dir = self.remote_dir, None
+        if remote_dir is not None:
+            self._remove(remote_dir)

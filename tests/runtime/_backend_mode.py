@@ -1,0 +1,76 @@
+"""Fixtures and helpers for the in-backend execution tests.
+
+`exec_backend` is each backend kind that can run here (local always; ssh and docker through the
+`ssh_backend` / `docker_backend` fixtures of tests/fixtures/, skipped with the reason when a
+fixture is missing or its service cannot run). What the tests observe on the backend they
+observe through the backend itself (`run`, `read_bytes`, `stat`), so the same checks hold
+wherever it is.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from herald import Runtime, Settings
+from herald.backends.base import Backend
+
+from ._helpers import wait_for
+
+BACKEND_KINDS = ["local", "ssh", "docker"]
+
+
+@pytest.fixture(params=BACKEND_KINDS)
+def exec_backend(request: pytest.FixtureRequest) -> Backend:
+    name = f"{request.param}_backend"
+    try:
+        backend: Backend = request.getfixturevalue(name)
+    except pytest.FixtureLookupError:
+        pytest.skip(f"no {name} fixture: the {request.param} backend is not wired into the tests yet")
+    return backend
+
+
+@pytest.fixture
+def backend_runtime(exec_backend: Backend, settings: Settings) -> Iterator[Callable[..., Runtime]]:
+    """Build Runtimes in exec_mode "backend" over `exec_backend`; all closed after the test."""
+    made: list[Runtime] = []
+
+    def factory(**kwargs: Any) -> Runtime:
+        runtime_settings = settings.with_overrides(kwargs.pop("overrides", {}))
+        runtime = Runtime(exec_backend, settings=runtime_settings, exec_mode="backend", **kwargs)
+        made.append(runtime)
+        return runtime
+
+    yield factory
+    for runtime in made:
+        runtime.close()
+
+
+def unique_name(prefix: str = "herald-test") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def unique_sleep() -> str:
+    """A `sleep` duration no other process uses, so its command line identifies our process."""
+    return f"1000.{uuid.uuid4().int % 10**9:09d}"
+
+
+def remote_pids(backend: Backend, marker: str) -> list[int]:
+    """Live processes on the backend whose command line contains `marker` (zombies count as
+    gone: their command line is empty). The pattern is spelled so that grep's own command line
+    does not match it."""
+    pattern = marker.replace(".", "[.]")
+    command = (
+        "for p in /proc/[0-9]*; do "
+        f"tr '\\000' ' ' < $p/cmdline 2>/dev/null | grep -q '{pattern}' && echo ${{p#/proc/}}; "
+        "done; true"
+    )
+    output = backend.run(command, timeout=30).output
+    return [int(line) for line in output.split() if line.isdigit()]
+
+
+def gone_on_backend(backend: Backend, marker: str, timeout: float = 10.0) -> bool:
+    return wait_for(lambda: not remote_pids(backend, marker), timeout=timeout, step=0.2)
