@@ -1,0 +1,189 @@
+"""Browser tools: drive the session's browser (local Chromium or a CDP URL) by snapshot refs.
+
+The session's `BrowserSession` lives in the ToolContext cache: made on the first browser call,
+reused by every later call and script of the session, closed with the session. Refs (@e1, @e2,
+...) come from `browser_snapshot` and stay valid until the next snapshot or navigation.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .registry import Tool, ToolContext, ToolError
+
+if TYPE_CHECKING:
+    from ..browser.session import BrowserSession
+
+SESSION_KEY = "browser.session"
+Result = dict[str, Any]
+PAGE = "{'url': str, 'title': str"
+
+
+def browser_session(ctx: ToolContext) -> BrowserSession:
+    """The session's browser, created on first use (the browser itself starts lazily too)."""
+    with ctx.cache_lock:
+        session: BrowserSession | None = ctx.cache.get(SESSION_KEY)
+        if session is None:
+            try:
+                from ..browser.session import BrowserSession
+            except ImportError:
+                raise ToolError(
+                    "the browser tools need Playwright, which is not installed: pip install "
+                    "'herald[browser]' (and Chromium: apt-get install chromium).",
+                    "BrowserUnavailable",
+                ) from None
+            session = BrowserSession(ctx.settings.browser, ctx.spill_dir)
+            ctx.cache[SESSION_KEY] = session
+            ctx.closers.append(session.close)
+        return session
+
+
+def _browser_call(tool: str, operation: Callable[[BrowserSession, Result], Result]) -> Callable[[Result, ToolContext], Result]:
+    def handler(args: Result, ctx: ToolContext) -> Result:
+        from ..browser.errors import BrowserError
+
+        try:
+            return operation(browser_session(ctx), args)
+        except BrowserError as exc:
+            message = str(exc)
+            if not message.startswith("browser_"):
+                message = f"{tool}: {message}"
+            raise ToolError(message, exc.kind) from None
+
+    return handler
+
+
+def _screenshot(session: BrowserSession, args: Result, ctx: ToolContext) -> Result:
+    if args["path"]:
+        path = Path(args["path"]).expanduser()
+        if not path.is_absolute():
+            # Chromium writes on this machine: a relative path means the local backend's cwd.
+            base = Path(ctx.backend.cwd) if ctx.backend.name == "local" else ctx.settings.data_dir / "screenshots"
+            path = base / path
+    else:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        path = ctx.settings.data_dir / "screenshots" / f"screenshot-{stamp}-{secrets.token_hex(3)}.png"
+    return session.screenshot(path, args["full_page"])
+
+
+def browser_screenshot(args: Result, ctx: ToolContext) -> Result:
+    return _browser_call("browser_screenshot", lambda s, a: _screenshot(s, a, ctx))(args, ctx)
+
+
+def browser_close(args: Result, ctx: ToolContext) -> Result:
+    with ctx.cache_lock:
+        session: BrowserSession | None = ctx.cache.get(SESSION_KEY)
+    closed = session.close_browser() if session is not None else False
+    return {"closed": closed, "note": "the next browser call starts a new browser" if closed else "no browser was open"}
+
+
+def _schema(properties: dict[str, Any] | None = None, required: list[str] | None = None) -> dict[str, Any]:
+    return {"type": "object", "properties": properties or {}, "required": required or []}
+
+
+REF = {"type": "string", "description": "An element ref from the latest browser_snapshot, e.g. '@e3'."}
+
+TOOLS = [
+    Tool(
+        name="browser_navigate",
+        description=(
+            "Open a URL in the session's browser tab and wait for it to load. The browser starts "
+            "on first use (local Chromium, or the browser at browser.cdp_url) and is reused. "
+            "Then call browser_snapshot() to read the page and get element refs."
+        ),
+        parameters=_schema({"url": {"type": "string", "description": "Full URL; 'example.com' means https://example.com."}}, ["url"]),
+        handler=_browser_call("browser_navigate", lambda s, a: s.navigate(a["url"])),
+        returns=PAGE + ", 'status': int | None (HTTP status), 'note'?: str}",
+    ),
+    Tool(
+        name="browser_snapshot",
+        description=(
+            "Read the current page as an accessibility tree in text. Every element you can act on "
+            "carries a ref (@e1, @e2, ...) to pass to browser_click / browser_type; refs stay valid "
+            "until the next snapshot or navigation. The default compact view folds unnamed wrapper "
+            "elements; full=True keeps the whole tree. A long snapshot is cut in the middle with a "
+            "marker; the full text is in the file named by spill_path."
+        ),
+        parameters=_schema({"full": {"type": "boolean", "default": False, "description": "Keep every node of the tree."}}),
+        handler=_browser_call("browser_snapshot", lambda s, a: s.snapshot(a["full"])),
+        returns=PAGE + ", 'snapshot': str, 'refs': int, 'truncated'?: True, 'spill_path'?: str, 'note'?: str}",
+    ),
+    Tool(
+        name="browser_click",
+        description="Click the element with this ref (waits for a page load it starts).",
+        parameters=_schema({"ref": REF}, ["ref"]),
+        handler=_browser_call("browser_click", lambda s, a: s.click(a["ref"])),
+        returns=PAGE + ", 'clicked': str, 'note'?: str}",
+        mutates=True,
+    ),
+    Tool(
+        name="browser_type",
+        description=(
+            "Replace the text of a field (textbox, searchbox; for a drop-down, pick the option with "
+            "this label) and, with submit=True, press Enter to submit it."
+        ),
+        parameters=_schema(
+            {
+                "ref": REF,
+                "text": {"type": "string", "description": "The text to put in the field."},
+                "submit": {"type": "boolean", "default": False, "description": "Press Enter afterwards."},
+            },
+            ["ref", "text"],
+        ),
+        handler=_browser_call("browser_type", lambda s, a: s.type(a["ref"], a["text"], a["submit"])),
+        returns=PAGE + ", 'typed': str, 'submitted': bool, 'note'?: str}",
+        mutates=True,
+    ),
+    Tool(
+        name="browser_scroll",
+        description="Scroll the page by about one screen (up, down) or to its top or bottom.",
+        parameters=_schema({"direction": {"type": "string", "enum": ["down", "up", "top", "bottom"], "description": "down, up, top or bottom."}}, ["direction"]),
+        handler=_browser_call("browser_scroll", lambda s, a: s.scroll(a["direction"])),
+        returns=PAGE + ", 'scroll_y': int, 'page_height': int, 'viewport_height': int, 'at_top': bool, 'at_bottom': bool}",
+    ),
+    Tool(
+        name="browser_back",
+        description="Go back to the previous page in the tab's history.",
+        parameters=_schema(),
+        handler=_browser_call("browser_back", lambda s, a: s.back()),
+        returns=PAGE + ", 'note'?: str}",
+    ),
+    Tool(
+        name="browser_press",
+        description=(
+            "Press a key (Enter, Tab, Escape, ArrowDown, PageDown, a character, Control+A, ...) "
+            "in the focused element, or the page when nothing is focused."
+        ),
+        parameters=_schema({"key": {"type": "string", "description": "A key name or combination."}}, ["key"]),
+        handler=_browser_call("browser_press", lambda s, a: s.press(a["key"])),
+        returns=PAGE + ", 'pressed': str, 'note'?: str}",
+        mutates=True,
+    ),
+    Tool(
+        name="browser_screenshot",
+        description="Save a PNG of the current page (the viewport, or the whole page with full_page=True).",
+        parameters=_schema(
+            {
+                "path": {"type": ["string", "null"], "description": "Where to save it (default: Herald's data dir)."},
+                "full_page": {"type": "boolean", "default": False},
+            }
+        ),
+        handler=browser_screenshot,
+        returns=PAGE + ", 'path': str, 'bytes': int}",
+        sandbox=False,
+        mutates=True,
+    ),
+    Tool(
+        name="browser_close",
+        description="Close the session's browser (or detach from an attached one); the next browser call starts afresh.",
+        parameters=_schema(),
+        handler=browser_close,
+        returns="{'closed': bool, 'note': str}",
+        sandbox=False,
+        mutates=True,
+    ),
+]

@@ -1,0 +1,77 @@
+"""Web tools against a local Firecrawl v2 server (through the real firecrawl-py client) and
+against the local web app (the keyless path: httpx + trafilatura)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from herald import Settings
+from herald.backends.local import LocalBackend
+from herald.tools import ToolContext, default_registry
+from herald.tools.arguments import bind_arguments
+from tests.fakes.firecrawl import FakeDocument, FakeFirecrawl
+from tests.fixtures.browsers import ARTICLE_FACTS
+
+API_KEY = "fc-test-key"
+CallTool = Callable[..., Any]
+
+
+def star_url(star: str) -> str:
+    return f"https://stars.example.org/{star.lower()}"
+
+
+def see_also(index: int) -> list[str]:
+    """The two stars star `index`'s page refers to."""
+    return [ARTICLE_FACTS[(index + 1) % len(ARTICLE_FACTS)][0], ARTICLE_FACTS[(index + 3) % len(ARTICLE_FACTS)][0]]
+
+
+def star_documents() -> list[FakeDocument]:
+    docs = []
+    for i, (star, kind, distance) in enumerate(ARTICLE_FACTS):
+        markdown = (
+            f"# {star}\n\n{star} is a {kind}.\n\n- Distance: {distance} light-years\n- Kind: {kind}\n\n"
+            f"See also: {', '.join(see_also(i))}.\n"
+        )
+        docs.append(FakeDocument(star_url(star), f"{star} — star survey", markdown, f"Survey notes on the star {star}."))
+    docs.append(FakeDocument("https://food.example.org/pasta", "Cooking pasta", "# Pasta\n\nBoil water.", "Recipes"))
+    docs.append(FakeDocument("https://stars.example.org/missing", "Not found", "", status=404))
+    return docs
+
+
+@pytest.fixture(autouse=True)
+def no_firecrawl_in_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests say where Firecrawl is; a key in the machine's environment must not decide for them."""
+    monkeypatch.delenv("FIRECRAWL_API_KEY", raising=False)
+    monkeypatch.delenv("FIRECRAWL_API_URL", raising=False)
+
+
+@pytest.fixture
+def firecrawl() -> Iterator[FakeFirecrawl]:
+    with FakeFirecrawl(star_documents(), api_key=API_KEY) as fake:
+        yield fake
+
+
+@pytest.fixture
+def make_web(local_backend: LocalBackend, settings: Settings) -> Callable[..., CallTool]:
+    """`make_web(overrides)` -> `call(name, **args)` over a ToolContext with those settings."""
+    registry = default_registry()
+
+    def factory(overrides: Mapping[str, Any] | None = None) -> CallTool:
+        ctx = ToolContext(backend=local_backend, settings=settings.with_overrides(overrides or {}))
+
+        def call(name: str, **args: Any) -> Any:
+            tool = registry.get(name)
+            assert tool is not None
+            return tool.handler(bind_arguments(tool, args), ctx)
+
+        return call
+
+    return factory
+
+
+@pytest.fixture
+def firecrawl_settings(firecrawl: FakeFirecrawl) -> dict[str, Any]:
+    return {"web.firecrawl_api_url": firecrawl.url, "web.firecrawl_api_key": API_KEY}
