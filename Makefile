@@ -5,6 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.herald-installed
 APT_PACKAGES := ripgrep
+# The Docker backend's tests: a real dockerd, and debootstrap to build their image (no registry here).
+APT_PACKAGES += docker.io debootstrap
+# The browser tools drive Debian's Chromium through Playwright (never `playwright install`).
+APT_PACKAGES += chromium
+# The SSH backend's tests start their own sshd on 127.0.0.1 (tests/fixtures/sshd.py).
+APT_PACKAGES += openssh-server
 export DEBIAN_FRONTEND := noninteractive
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 

@@ -33,6 +33,8 @@ class SandboxSettings:
     warm: bool = True
     max_parallel_calls: int = 16
     env_passthrough: list[str] = field(default_factory=list)
+    exec_mode: str = "host"  # host: the script runs here | backend: inside the backend (open() acts there)
+    remote_python: str = "python3"  # the backend's interpreter for exec_mode "backend" (3.8 or newer)
 
 
 @dataclass
@@ -51,6 +53,92 @@ class FilesSettings:
 
 
 @dataclass
+class SSHSettings:
+    key_file: str = ""  # private key; empty: the ssh-agent, then ~/.ssh/id_*
+    use_agent: bool = True  # offer the keys of a running ssh-agent ($SSH_AUTH_SOCK)
+    known_hosts: str = "~/.ssh/known_hosts"
+    host_key_policy: str = "strict"  # strict: unknown hosts are refused | accept-new: trust and record them
+    connect_timeout: float = 10.0  # seconds to reach the host and log in
+    keepalive: float = 15.0  # seconds between keepalives on an idle connection; 0: none
+
+
+@dataclass
+class DockerSettings:
+    image: str = "python:3.12-slim"  # docker:IMAGE overrides it; it needs bash (python3 for exec_mode backend)
+    host: str = ""  # the engine; empty: $DOCKER_HOST, else unix:///var/run/docker.sock
+    workdir: str = "/workspace"  # where the session starts; created when missing
+    user: str = ""  # empty: the image's user
+    network: str = ""  # empty: the engine's default network | none: no network | a network's name
+    memory: str = "2g"  # memory limit (swap included), e.g. 512m
+    cpus: float = 1.0
+    pids_limit: int = 512
+    tmp_size: str = "512m"  # tmpfs on /tmp; empty: no tmpfs
+    cap_add: list[str] = field(default_factory=lambda: ["CHOWN", "DAC_OVERRIDE", "FOWNER"])  # on top of none
+    name: str = ""  # keep the container (herald-NAME) after close and reuse it in later runs
+    connect_timeout: float = 5.0  # seconds to reach the engine
+    api_timeout: float = 120.0  # seconds for one engine request (image pulls excepted)
+
+
+@dataclass
+class ModalSettings:
+    image: str = "python:3.12-slim"  # modal:IMAGE overrides it: a registry image, or an image id (im-...)
+    app: str = "herald"  # the Modal app the sandboxes belong to (created when missing)
+    workdir: str = "/workspace"
+    timeout: int = 3600  # seconds a sandbox may live
+    idle_timeout: int = 600  # seconds without activity before Modal stops the sandbox; 0: no limit
+    cpu: float = 1.0
+    memory: int = 2048  # MiB
+    block_network: bool = False
+    snapshot_on_close: bool = False  # snapshot the file system on close; its image id is reported
+    connect_timeout: float = 15.0  # seconds for the first request to Modal
+
+
+@dataclass
+class BrowserSettings:
+    cdp_url: str = ""  # attach to this browser (ws://, wss:// or http://host:port) instead of launching
+    executable: str = ""  # the Chromium to launch; empty: chromium (or chrome) found on PATH
+    headless: bool = True
+    launch_timeout: float = 30.0  # seconds to launch Chromium or attach over CDP
+    navigation_timeout: float = 30.0  # seconds for a page to load
+    action_timeout: float = 10.0  # seconds for a click or typing to find its element ready
+    snapshot_max_bytes: int = 40_000  # longer snapshots are cut (head + tail) and spilled to a file
+    extra_args: list[str] = field(default_factory=list)  # more Chromium command-line flags
+
+
+@dataclass
+class WebSettings:
+    firecrawl_api_url: str = ""  # a self-hosted Firecrawl; else $FIRECRAWL_API_URL, else the cloud
+    firecrawl_api_key: str = ""  # else $FIRECRAWL_API_KEY
+    extract: str = "auto"  # auto: Firecrawl when configured, else fetch + extract here | firecrawl | direct
+    extract_char_limit: int = 20_000  # per page; longer pages are cut (head + tail) and spilled
+    fetch_timeout: float = 30.0  # seconds per page (or per Firecrawl request)
+    max_concurrency: int = 10  # pages fetched at once by one web_extract call
+
+
+@dataclass
+class AgentSettings:
+    provider: str = ""  # openai | anthropic | openrouter | ollama | vllm | custom; "" = from the API keys set
+    model: str = ""
+    base_url: str = ""
+    api_mode: str = ""  # "" = from provider, then base URL | chat_completions | anthropic_messages
+    api_key: str = ""  # for the primary provider; the provider's environment variable is preferred
+    fallback: list[str] = field(default_factory=list)  # "PROVIDER:MODEL[@BASE_URL]", tried in order
+    max_turns: int = 90  # model turns per run; turns whose only call is execute_code are refunded
+    max_retries: int = 3  # per provider, for retryable errors (rate limit, 5xx, timeouts)
+    retry_base_delay: float = 2.0  # seconds; doubles each retry, plus jitter
+    retry_max_delay: float = 60.0
+    request_timeout: float = 600.0
+    stream: bool = True
+    max_tokens: int = 8192  # output tokens per model call
+    context_window: int = 200_000  # tokens; the history is compressed past compress_at of it
+    compress_at: float = 0.75
+    max_tool_result_bytes: int = 100_000  # larger tool results are cut (head + tail + spill file)
+    guard_warn_after: int = 2  # identical failing calls (or read-only calls with the same result)
+    guard_block_after: int = 4
+    prompt_cache: bool = True  # Anthropic cache_control markers
+
+
+@dataclass
 class Settings:
     data_dir: Path = field(default_factory=lambda: _default_data_dir())
     backend: str = "local"  # local | docker[:IMAGE] | ssh://USER@HOST[:PORT] | modal[:IMAGE]
@@ -58,6 +146,12 @@ class Settings:
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     terminal: TerminalSettings = field(default_factory=TerminalSettings)
     files: FilesSettings = field(default_factory=FilesSettings)
+    ssh: SSHSettings = field(default_factory=SSHSettings)
+    docker: DockerSettings = field(default_factory=DockerSettings)
+    modal: ModalSettings = field(default_factory=ModalSettings)
+    browser: BrowserSettings = field(default_factory=BrowserSettings)
+    web: WebSettings = field(default_factory=WebSettings)
+    agent: AgentSettings = field(default_factory=AgentSettings)
 
     @property
     def spill_dir(self) -> Path:
@@ -67,6 +161,10 @@ class Settings:
     def transcript_dir(self) -> Path:
         return self.data_dir / "transcripts"
 
+    @property
+    def sessions_dir(self) -> Path:
+        return self.data_dir / "sessions"
+
     def with_overrides(self, overrides: Mapping[str, Any]) -> Settings:
         """A copy with dotted keys replaced, e.g. {"sandbox.timeout": 5}."""
         copy = dataclasses.replace(
@@ -74,6 +172,12 @@ class Settings:
             sandbox=dataclasses.replace(self.sandbox),
             terminal=dataclasses.replace(self.terminal),
             files=dataclasses.replace(self.files),
+            ssh=dataclasses.replace(self.ssh),
+            docker=dataclasses.replace(self.docker),
+            modal=dataclasses.replace(self.modal),
+            browser=dataclasses.replace(self.browser),
+            web=dataclasses.replace(self.web),
+            agent=dataclasses.replace(self.agent, fallback=list(self.agent.fallback)),
         )
         for key, value in overrides.items():
             if value is not None:

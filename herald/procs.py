@@ -11,8 +11,8 @@ import signal
 import time
 
 
-def descendants(pid: int) -> list[int]:
-    """All live descendants of `pid`, children before grandchildren."""
+def descendants(*pids: int) -> list[int]:
+    """All live descendants of the given processes, children before grandchildren."""
     children: dict[int, list[int]] = {}
     try:
         entries = os.listdir("/proc")
@@ -31,7 +31,7 @@ def descendants(pid: int) -> list[int]:
         if len(fields) > 1:
             children.setdefault(int(fields[1]), []).append(int(entry))
     found: list[int] = []
-    frontier = [pid]
+    frontier = list(pids)
     while frontier:
         nxt: list[int] = []
         for parent in frontier:
@@ -70,15 +70,21 @@ def terminate_tree(pid: int, *, grace: float, include_root: bool = True) -> None
     """SIGTERM `pid` (optionally) and all its descendants, wait up to `grace`, SIGKILL the rest.
 
     The set of targets is taken before the first signal, because processes whose parent dies
-    are re-parented to init and no longer show up as descendants.
+    are re-parented to init and no longer show up as descendants. The root is stopped while
+    that happens: a shell running `sleep 100; touch x` must not start `touch` in the moment
+    between its child's death and its own signal (it resumes only to die of its SIGTERM).
     """
+    if include_root:
+        signal_pids({pid}, signal.SIGSTOP)
     known = set(descendants(pid))
     if include_root:
         known.add(pid)
     signal_pids(known, signal.SIGTERM)
+    if include_root:
+        signal_pids({pid}, signal.SIGCONT)
     deadline = time.monotonic() + grace
     while True:
-        known |= set(descendants(pid))
+        known |= set(descendants(pid, *known))
         remaining = {p for p in known if alive(p)}
         if not remaining:
             return
@@ -86,4 +92,3 @@ def terminate_tree(pid: int, *, grace: float, include_root: bool = True) -> None
             break
         time.sleep(0.02)
     signal_pids(remaining, signal.SIGKILL)
-

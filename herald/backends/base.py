@@ -104,7 +104,14 @@ class Backend(Protocol):
 
     def list_dir(self, path: str) -> list[DirEntry]: ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Stop the shell and everything it started; release the backend's resources.
+
+        A backend may also have `take_note() -> str`: what it had to do since it was last asked
+        (reconnected, replaced a lost container), which the dispatcher adds to the next tool
+        result as `note`. `run` puts such news in its own CommandResult.note instead.
+        """
+        ...
 
 
 def resolve_path(cwd: str, path: str) -> str:

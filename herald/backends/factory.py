@@ -26,4 +26,23 @@ def open_backend(spec: str, *, settings: Settings, cwd: str | None = None) -> Ba
         from .local import LocalBackend
 
         return LocalBackend(cwd, settings=settings)
+    if kind == "ssh":
+        from .ssh.target import parse_ssh_spec
+
+        try:
+            target = parse_ssh_spec(spec.strip())
+        except ValueError as exc:
+            raise BackendSpecError(f"{exc} (backend forms: {FORMS})") from None
+        from .ssh import SSHBackend
+
+        return SSHBackend(target, cwd=cwd, settings=settings)  # cwd: a directory on the host
+    if kind in ("docker", "modal"):
+        image = spec.split(":", 1)[1].strip() if ":" in spec else ""  # the tag's ":" stays in IMAGE
+        if kind == "docker":
+            from .docker import DockerBackend
+
+            return DockerBackend(image or None, settings=settings, cwd=cwd)  # cwd: in the container
+        from .modal import ModalBackend
+
+        return ModalBackend(image or None, settings=settings, cwd=cwd)  # cwd: in the sandbox
     raise BackendSpecError(f"unknown backend {spec!r}; use {FORMS}")

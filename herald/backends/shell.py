@@ -6,9 +6,9 @@ exec socket, a Modal exec stream); this class turns it into `run(command) -> Com
 How one command runs: the shell writes the command text (sent single-quoted) to a file next to
 its state file, checks in a subshell that it parses, and sources it in the shell itself, so
 `cd` and `export` persist, with stdin from /dev/null and stderr merged into stdout. After it
-the shell prints a record `\\n<marker> <exit code> <cwd>\\0` whose marker holds a random nonce,
-and saves `export -p` to a state file. Job control (`set -m`) gives every command its own
-process group.
+the shell saves `export -p` to a state file, then prints a record `\\n<marker> <exit code>
+<cwd>\\0` whose marker holds a random nonce. Job control (`set -m`) gives every command its
+own process group.
 
 On timeout the command's processes and the shell that runs them are killed together: killing
 only the children would let the rest of a command list (`sleep 100; rm -rf build`) carry on.
@@ -123,8 +123,10 @@ class PersistentShell:
                 f"if ( builtin eval {parse} ) >/dev/null 2>&1; "
                 f"then {{ {f'( {source} )' if workdir else source}; }}; else ( {source} ); fi; }} </dev/null 2>&1; "
                 f"__herald_ec=$?; "
-                f"builtin printf '\\n%s%s %s %s\\0' __HERALD_DONE_ {self._nonce}__ \"$__herald_ec\" \"$PWD\"; "
-                f"builtin export -p >| {shell_quote(self._state_path)} 2>/dev/null\n"
+                # State first, then the record: once a result is back, a new shell (after a
+                # timeout, a crash, a dropped connection) finds the variables it left.
+                f"builtin export -p >| {shell_quote(self._state_path)} 2>/dev/null; "
+                f"builtin printf '\\n%s%s %s %s\\0' __HERALD_DONE_ {self._nonce}__ \"$__herald_ec\" \"$PWD\"\n"
             )
             capture = CappedCapture(
                 self._max_output,

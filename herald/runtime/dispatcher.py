@@ -13,6 +13,8 @@ Policy, in order:
    `parallel_safe` take one shared lock, so they run one at a time.
 5. Every call is logged to the transcript (tool, args preview, duration, result size, error),
    never to the model's context.
+`call_direct` is the path of a model's direct (non-script) tool call: any enabled tool, the same
+argument binding (without the script-only refusals), lock, error mapping and logging, no budget.
 Errors are data: `{"error": {"type", "message"}}`, never an exception out of `handle`.
 """
 
@@ -23,9 +25,11 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..backends.base import BackendError
 from ..tools.arguments import bind_arguments
 from ..tools.registry import Registry, Tool, ToolContext, ToolError
 from ..transcript import Transcript, preview
@@ -70,6 +74,8 @@ class Dispatcher:
         self._enabled = {t.name for t in registry.select(enabled)}
         self._serial = threading.Lock()
         self._ids = itertools.count(1)
+        # Called after each script call with (tool name, succeeded): live progress for a UI.
+        self.on_script_call: Callable[[str, bool], None] | None = None
 
     def new_scope(self, max_calls: int, deadline: float | None = None) -> CallScope:
         return CallScope(run_id=f"run-{next(self._ids)}", max_calls=max_calls, deadline=deadline)
@@ -113,18 +119,32 @@ class Dispatcher:
                 "rest in another execute_code run.",
             )
         else:
-            reply = self._run(tool, args, scope)
-        if self.transcript is not None:
+            reply = self._with_backend_note(self._run(tool, args, scope))
+        self._log(scope.run_id, "sandbox_tool_call", name, args, reply, time.perf_counter() - started)
+        if self.on_script_call is not None:
             try:
-                self._log(scope, name, args, reply, time.perf_counter() - started)
-            except Exception:  # the call already ran: a logging failure must not turn it into an error
-                log.exception("could not write the transcript record of a %s call", name)
+                self.on_script_call(str(name), "error" not in reply)
+            except Exception:  # a display problem must not fail the script's call
+                log.exception("on_script_call hook failed")
         return reply
 
-    def _run(self, tool: Tool, args: Any, scope: CallScope) -> dict[str, Any]:
+    def call_direct(self, name: str, args: Any, *, call_id: str = "direct") -> dict[str, Any]:
+        """Run one direct tool call from the model; always returns a reply dict."""
+        tool = self.registry.get(name) if name in self._enabled else None
+        started = time.perf_counter()
+        if tool is None:
+            known = ", ".join(sorted(self._enabled)) or "none"
+            message = f"Tool '{name}' is not enabled in this session." if name in self.registry else f"Unknown tool: '{name}'."
+            reply = _error("UnknownTool", f"{message} Enabled tools: {known}.")
+        else:
+            reply = self._with_backend_note(self._run(tool, args, None))
+        self._log(call_id, "tool_call", name, args, reply, time.perf_counter() - started)
+        return reply
+
+    def _run(self, tool: Tool, args: Any, scope: CallScope | None) -> dict[str, Any]:
         try:
-            bound = bind_arguments(tool, args, in_script=True)
-            if scope.deadline is not None and "timeout" in tool.properties:
+            bound = bind_arguments(tool, args, in_script=scope is not None)
+            if scope is not None and scope.deadline is not None and "timeout" in tool.properties:
                 left = max(0.0, scope.deadline - time.monotonic())
                 limit = bound.get("timeout")
                 if limit is None:  # None means the configured command timeout
@@ -143,15 +163,38 @@ class Dispatcher:
             return _error("PermissionDenied", f"{tool.name}: permission denied: {exc.filename}")
         except OSError as exc:
             return _error("OSError", f"{tool.name}: {exc}")
+        except BackendError as exc:
+            return _error("BackendError", f"{tool.name}: the {self.ctx.backend.name} backend failed: {exc}")
         except Exception as exc:
             return _error("InternalError", f"{tool.name} failed unexpectedly: {type(exc).__name__}: {exc}")
         return {"result": result}
 
-    def _log(self, scope: CallScope, name: Any, args: Any, reply: dict[str, Any], seconds: float) -> None:
+    def _with_backend_note(self, reply: dict[str, Any]) -> dict[str, Any]:
+        """Add what the backend had to do since the last call (e.g. reconnect) to this reply."""
+        take_note = getattr(self.ctx.backend, "take_note", None)
+        result = reply.get("result")
+        if take_note is None or not (isinstance(result, dict) or "error" in reply):
+            return reply
+        note = take_note()
+        if note and isinstance(result, dict):
+            result["note"] = f"{note} {result['note']}" if result.get("note") else note
+        elif note:
+            reply["error"]["message"] += f" Note: {note}"
+        return reply
+
+    def _log(self, run_id: str, kind: str, name: Any, args: Any, reply: dict[str, Any], seconds: float) -> None:
+        if self.transcript is None:
+            return
+        try:
+            self._write_log(run_id, kind, name, args, reply, seconds)
+        except Exception:  # the call already ran: a logging failure must not turn it into an error
+            log.exception("could not write the transcript record of a %s call", name)
+
+    def _write_log(self, run_id: str, kind: str, name: Any, args: Any, reply: dict[str, Any], seconds: float) -> None:
         assert self.transcript is not None
         record: dict[str, Any] = {
-            "type": "sandbox_tool_call",
-            "run": scope.run_id,
+            "type": kind,
+            "run": run_id,
             "tool": name,
             "args": preview(args),
             "duration_ms": round(seconds * 1000, 3),

@@ -10,6 +10,9 @@ Execution policy:
   SIGTERM, then SIGKILL after the grace period; whatever survives the child is killed too.
 - Kernel sessions (`session="name"`) keep one child and its globals across runs; a timeout,
   interrupt or crash kills it and the result says the state was lost.
+- `exec_mode="backend"` runs the child inside the backend instead (sandbox/remote.py): the same
+  bootstrap, RPC frames and Dispatcher, carried over the backend's exec channel; warm start and
+  kernel sessions work the same way there.
 """
 
 from __future__ import annotations
@@ -35,10 +38,13 @@ from ..transcript import Transcript
 from .dispatcher import CallScope, Dispatcher
 from .rpc.server import RpcServer
 from .sandbox.process import ChildProcess, Collected, drain_fd
+from .sandbox.remote import RemoteChild
+from .sandbox.remote_setup import RemoteSandbox
 from .sandbox.result import ExecutionResult
 from .sandbox.stubgen import write_sandbox
 
 READY_TIMEOUT = 30.0
+EXEC_MODES = ("host", "backend")
 log = logging.getLogger(__name__)
 
 
@@ -51,7 +57,7 @@ class _Binding:
 
 @dataclass
 class _Kernel:
-    child: ChildProcess
+    child: ChildProcess | RemoteChild[_Binding]
     token: str
     binding: _Binding
     sentinel: bytes
@@ -69,8 +75,15 @@ class Runtime:
         tools: Iterable[str] | None = None,
         registry: Registry | None = None,
         transcript: Transcript | Path | bool = True,
+        exec_mode: str | None = None,
     ) -> None:
         self.settings = settings or load_settings()
+        self.exec_mode = exec_mode or self.settings.sandbox.exec_mode
+        if self.exec_mode not in EXEC_MODES:
+            raise ValueError(
+                f"unknown exec_mode {self.exec_mode!r} (setting sandbox.exec_mode): use \"host\" to run "
+                "scripts on this machine or \"backend\" to run them inside the backend"
+            )
         self._own_backend = backend is None
         # A constructor that fails half-way (an unknown tool name, a bad sandbox python) must not
         # leave a shell, a socket, temp dirs or open files behind: undo what was made so far.
@@ -106,6 +119,16 @@ class Runtime:
                 max_concurrency=self.settings.sandbox.max_parallel_calls,
             )
             undo.callback(self._server.close)
+            self._remote: RemoteSandbox[_Binding] | None = None
+            if self.exec_mode == "backend":
+                self._remote = RemoteSandbox(
+                    backend,
+                    self.settings,
+                    Path(self._sandbox_dir),
+                    self._authenticate,
+                    lambda binding, message: self.dispatcher.handle(binding.scope, message),
+                )
+                undo.callback(self._remote.close)
             self._child_env = scrubbed_environ(os.environ, self.settings.sandbox.env_passthrough)
             self._child_env.update({"HERALD_SANDBOX": "1", "PYTHONIOENCODING": "utf-8"})
             self._interrupt_r, self._interrupt_w = os.pipe()
@@ -115,7 +138,7 @@ class Runtime:
             os.set_blocking(self._interrupt_w, False)
             self._exec_lock = threading.Lock()
             self._kernels: dict[str, _Kernel] = {}
-            self._warm: ChildProcess | None = None
+            self._warm: ChildProcess | RemoteChild[_Binding] | None = None
             self._closed = False
             if self.settings.sandbox.warm:
                 self._warm = self._spawn()
@@ -138,12 +161,14 @@ class Runtime:
             self._bindings.pop(token, None)
         self._server.close_sessions(binding)
 
-    def _spawn(self) -> ChildProcess:
+    def _spawn(self) -> ChildProcess | RemoteChild[_Binding]:
+        if self._remote is not None:
+            return self._remote.spawn()
         return ChildProcess(self.settings.sandbox.python, self._sandbox_dir, self._child_env)
 
-    def _take_child(self) -> ChildProcess:
+    def _take_child(self) -> ChildProcess | RemoteChild[_Binding]:
         child, self._warm = self._warm, None
-        if child is None or child.proc.poll() is not None:
+        if child is None or child.poll() is not None:
             if child is not None:
                 child.kill()
             child = self._spawn()
@@ -153,7 +178,10 @@ class Runtime:
     def _script_cwd(self) -> str:
         # In host mode a script's own open() sees this machine: start it where the local
         # backend's shell is, or in a scratch directory when the backend is remote.
-        return self.backend.cwd if self.backend.name == "local" else self._sandbox_dir
+        # In backend mode it runs where the backend's shell is, wherever that is.
+        if self._remote is not None or self.backend.name == "local":
+            return self.backend.cwd
+        return self._sandbox_dir
 
     def wait_warm(self, timeout: float = READY_TIMEOUT) -> None:
         """Block until the pre-spawned interpreter is ready (benchmarks use it)."""
@@ -263,7 +291,7 @@ class Runtime:
         started = time.monotonic()
         lost = False
         kernel = self._kernels.get(name)
-        if kernel is not None and (reset or kernel.child.proc.poll() is not None):
+        if kernel is not None and (reset or kernel.child.poll() is not None):
             lost = True  # died since the last run, or reset: either way its variables are gone
             self._stop_kernel(name)
             kernel = None
@@ -385,6 +413,9 @@ class Runtime:
                 self._warm.kill()
                 self._warm = None
             self._server.close()
+            self.dispatcher.ctx.close()  # session resources the tools opened (a browser, ...)
+            if self._remote is not None:
+                self._remote.close()
             shutil.rmtree(self._sandbox_dir, ignore_errors=True)
             # A late interrupt() must not write into whatever file reuses these numbers next.
             read_fd, write_fd = self._interrupt_r, self._interrupt_w

@@ -8,6 +8,7 @@ model (direct calls) or the script (as an exception) unchanged.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -36,10 +37,22 @@ class ToolContext:
     settings: Settings
     cache: dict[str, Any] = field(default_factory=dict)
     cache_lock: threading.Lock = field(default_factory=threading.Lock)
+    # What cached session objects (a browser, ...) need done when the session ends; `close` runs them.
+    closers: list[Callable[[], None]] = field(default_factory=list)
 
     @property
     def spill_dir(self) -> Path:
         return self.settings.spill_dir
+
+    def close(self) -> None:
+        """Run the closers, newest first; one failing does not stop the others."""
+        with self.cache_lock:
+            closers, self.closers = self.closers[::-1], []
+        for close in closers:
+            try:
+                close()
+            except Exception:
+                logging.getLogger(__name__).exception("closing a session resource failed")
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Any]
@@ -127,6 +140,6 @@ class Registry:
 
 def default_registry() -> Registry:
     """Every built-in tool."""
-    from . import files, search, terminal
+    from . import browser, files, search, terminal, web
 
-    return Registry([*files.TOOLS, *search.TOOLS, *terminal.TOOLS])
+    return Registry([*files.TOOLS, *search.TOOLS, *terminal.TOOLS, *browser.TOOLS, *web.TOOLS])

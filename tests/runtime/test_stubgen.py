@@ -89,6 +89,7 @@ def test_sandbox_layout(tmp_path: Path) -> None:
         "client.py",
         "helpers.py",
         "protocol.py",
+        "remote_bootstrap.py",
     ]
 
 

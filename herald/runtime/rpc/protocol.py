@@ -81,3 +81,38 @@ def read_frame(sock: socket.socket) -> dict[str, Any] | None:
     if size and not body:
         raise ProtocolError("connection closed in the middle of a frame")
     return decode_body(body)
+
+
+class FrameBuffer:
+    """Incremental decoding of a byte stream: feed chunks as they arrive, get whole messages.
+
+    Used where frames share a stream with nothing else but arrive in arbitrary pieces (the
+    exec channel of in-backend execution, in both directions).
+    """
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+
+    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
+        """Messages completed by `chunk`; ProtocolError if the stream is not frames."""
+        data = self._data
+        data += chunk
+        messages = []
+        start = 0
+        while len(data) - start >= HEADER.size:
+            (size,) = HEADER.unpack_from(data, start)
+            if size > MAX_FRAME_BYTES:
+                raise ProtocolError("frame of %d bytes exceeds the %d-byte limit" % (size, MAX_FRAME_BYTES))
+            end = start + HEADER.size + size
+            if len(data) < end:
+                break
+            messages.append(decode_body(bytes(data[start + HEADER.size : end])))
+            start = end
+        if start:
+            del data[:start]
+        return messages
+
+    @property
+    def pending(self) -> bytes:
+        """Bytes received but not yet part of a whole frame."""
+        return bytes(self._data)

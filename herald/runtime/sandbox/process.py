@@ -41,7 +41,10 @@ class Collected:
 
 
 @dataclass
-class _Stream:
+class OutputStream:
+    """One output stream of a child, fed to its capture; with a sentinel (kernel runs), the
+    capture ends where the sentinel appears."""
+
     fd: int
     capture: CappedCapture
     sentinel: bytes | None = None
@@ -155,6 +158,10 @@ class ChildProcess:
             err = ""
         return f"the sandbox interpreter exited during start-up (status {self.proc.returncode}): {err or 'no output'}"
 
+    def poll(self) -> int | None:
+        """The exit status once the child is gone, else None."""
+        return self.proc.poll()
+
     def send(self, message: dict[str, Any]) -> None:
         data = encode_frame(message)
         while data:
@@ -186,8 +193,8 @@ class ChildProcess:
         arrived (kernel). At the deadline or on interrupt, SIGTERM the tree, then SIGKILL after
         `kill_grace` seconds."""
         streams = {
-            self.stdout_fd: _Stream(self.stdout_fd, stdout, sentinel),
-            self.stderr_fd: _Stream(self.stderr_fd, stderr, sentinel),
+            self.stdout_fd: OutputStream(self.stdout_fd, stdout, sentinel),
+            self.stderr_fd: OutputStream(self.stderr_fd, stderr, sentinel),
         }
         poller = select.poll()
         for fd in (self.stdout_fd, self.stderr_fd, self._from_child, interrupt_fd):
@@ -249,7 +256,7 @@ class ChildProcess:
         return known
 
     @staticmethod
-    def _pump(stream: _Stream, poller: Any, *, drain: bool = False) -> None:
+    def _pump(stream: OutputStream, poller: Any, *, drain: bool = False) -> None:
         while stream.open:
             try:
                 chunk = os.read(stream.fd, 1 << 16)

@@ -3,8 +3,8 @@
 `hermes_tools.py` gets one function per script-callable tool, with a typed signature and a
 docstring taken from the tool's schema, plus the helpers (`parallel`, `json_parse`,
 `shell_quote`, `retry`) and `ToolError`. It imports only the stdlib and the private package
-`_hermes_runtime` (RPC client, protocol, helpers, bootstrap) copied next to it, and must import
-in any Python >= 3.8.
+`_hermes_runtime` (RPC client, protocol, helpers, bootstrap, and the supervisor of in-backend
+execution, remote_bootstrap) copied next to it, and must import in any Python >= 3.8.
 """
 
 from __future__ import annotations
@@ -134,7 +134,9 @@ def write_sandbox(directory: Path, tools: Iterable[Tool]) -> Path:
     (package / "__init__.py").write_text('"""Herald sandbox runtime (generated copy)."""\n')
     rpc_dir = Path(rpc.__file__).parent
     child_dir = Path(child.__file__).parent
-    for source in (rpc_dir / "protocol.py", rpc_dir / "client.py", child_dir / "helpers.py", child_dir / "bootstrap.py"):
+    sources = [rpc_dir / "protocol.py", rpc_dir / "client.py"]
+    sources += [child_dir / name for name in ("helpers.py", "bootstrap.py", "remote_bootstrap.py")]
+    for source in sources:
         shutil.copyfile(source, package / source.name)
     stub = directory / "hermes_tools.py"
     stub.write_text(render_module(tools), encoding="utf-8")
