@@ -139,6 +139,7 @@ class Runtime:
             self._exec_lock = threading.Lock()
             self._kernels: dict[str, _Kernel] = {}
             self._warm: ChildProcess | RemoteChild[_Binding] | None = None
+            self._replenishing: threading.Thread | None = None
             self._closed = False
             if self.settings.sandbox.warm:
                 self._warm = self._spawn()
@@ -166,7 +167,28 @@ class Runtime:
             return self._remote.spawn()
         return ChildProcess(self.settings.sandbox.python, self._sandbox_dir, self._child_env)
 
+    def _replenish(self) -> None:
+        """Spawn the next warm child on a helper thread: forking a large parent costs about
+        half a millisecond, which must not sit between a script's end and its result."""
+        if not self.settings.sandbox.warm or self._closed:
+            return
+
+        def spawn() -> None:
+            try:
+                self._warm = self._spawn()
+            except Exception:  # the next run spawns its own child and reports the failure
+                log.exception("could not pre-spawn the next sandbox interpreter")
+
+        self._replenishing = threading.Thread(target=spawn, name="herald-warm-spawn", daemon=True)
+        self._replenishing.start()
+
+    def _join_replenish(self) -> None:
+        if self._replenishing is not None:
+            self._replenishing.join()
+            self._replenishing = None
+
     def _take_child(self) -> ChildProcess | RemoteChild[_Binding]:
+        self._join_replenish()
         child, self._warm = self._warm, None
         if child is None or child.poll() is not None:
             if child is not None:
@@ -185,6 +207,8 @@ class Runtime:
 
     def wait_warm(self, timeout: float = READY_TIMEOUT) -> None:
         """Block until the pre-spawned interpreter is ready (benchmarks use it)."""
+        with self._exec_lock:
+            self._join_replenish()
         if self._warm is not None:
             self._warm.wait_ready(timeout)
 
@@ -281,8 +305,7 @@ class Runtime:
             child.kill()
             stdout.close()
             stderr.close()
-            if self.settings.sandbox.warm and not self._closed:
-                self._warm = self._spawn()
+            self._replenish()
         return self._result(collected, scope, stdout, stderr, started, timeout)
 
     def _execute_in_kernel(
@@ -321,8 +344,7 @@ class Runtime:
 
     def _start_kernel(self, name: str) -> _Kernel:
         child = self._take_child()
-        if self.settings.sandbox.warm and not self._closed:
-            self._warm = self._spawn()
+        self._replenish()
         token, binding = self._bind(self.dispatcher.new_scope(0))
         sentinel = f"\0__HERALD_KERNEL_{secrets.token_hex(8)}__\0"
         child.send(
@@ -409,6 +431,7 @@ class Runtime:
         with self._exec_lock:
             for name in list(self._kernels):
                 self._stop_kernel(name)
+            self._join_replenish()
             if self._warm is not None:
                 self._warm.kill()
                 self._warm = None
