@@ -36,8 +36,9 @@ from ..environment import scrubbed_environ
 from ..tools.registry import Registry, ToolContext, default_registry
 from ..transcript import Transcript
 from .dispatcher import CallScope, Dispatcher
+from .outcome import build_result
 from .rpc.server import RpcServer
-from .sandbox.process import ChildProcess, Collected, drain_fd
+from .sandbox.process import ChildProcess, drain_fd
 from .sandbox.remote import RemoteChild
 from .sandbox.remote_setup import RemoteSandbox
 from .sandbox.result import ExecutionResult
@@ -306,7 +307,7 @@ class Runtime:
             stdout.close()
             stderr.close()
             self._replenish()
-        return self._result(collected, scope, stdout, stderr, started, timeout)
+        return build_result(collected, scope, stdout, stderr, started, timeout)
 
     def _execute_in_kernel(
         self, code: str, name: str, reset: bool, timeout: float, max_calls: int
@@ -338,7 +339,7 @@ class Runtime:
             stderr.close()
         if not collected.alive:
             self._stop_kernel(name)
-        return self._result(
+        return build_result(
             collected, scope, stdout, stderr, started, timeout, session=name, state_lost=lost or not collected.alive
         )
 
@@ -365,61 +366,6 @@ class Runtime:
         if kernel is not None:
             self._unbind(kernel.token, kernel.binding)
             kernel.child.kill()
-
-    def _result(
-        self,
-        collected: Collected,
-        scope: CallScope,
-        stdout: CappedCapture,
-        stderr: CappedCapture,
-        started: float,
-        timeout: float,
-        *,
-        session: str | None = None,
-        state_lost: bool = False,
-    ) -> ExecutionResult:
-        notes: list[str] = []
-        status: str
-        if collected.reason == "timeout":
-            status = "timeout"
-            notes.append(
-                f"Timed out after {timeout:g} s: the script and every process it started were "
-                "killed. Output printed before that is kept. Make the script do less per run, or "
-                "pass a larger timeout."
-            )
-        elif collected.reason == "interrupted":
-            status = "interrupted"
-            notes.append("Interrupted: the script and every process it started were killed.")
-        elif collected.exit_code == 0:
-            status = "success"
-        else:
-            status = "error"
-            code = collected.exit_code
-            if code is not None and code < 0:
-                notes.append(f"The script was killed by signal {-code}.")
-            elif not stderr.total:
-                notes.append(f"The script exited with status {code}.")
-        if session is not None and state_lost and collected.reason != "done":
-            notes.append(f"Kernel session '{session}' was stopped: its state (variables, imports) is lost; the next run starts fresh.")
-        elif session is not None and state_lost:
-            notes.append(f"Kernel session '{session}' was restarted: earlier state is gone.")
-        if scope.refused:
-            notes.append(f"{scope.refused} tool call(s) were refused: the limit is {scope.max_calls} per run.")
-        error = stderr.text("stderr")
-        if notes:
-            error = (error.rstrip("\n") + "\n" if error.strip() else "") + "\n".join(notes)
-        return ExecutionResult(
-            status=status,  # type: ignore[arg-type]
-            output=stdout.text("output"),
-            error=error,
-            exit_code=collected.exit_code,
-            tool_calls_made=scope.calls,
-            duration_seconds=round(time.monotonic() - started, 6),
-            output_spill_path=str(stdout.spill_path) if stdout.spill_path else None,
-            error_spill_path=str(stderr.spill_path) if stderr.spill_path else None,
-            session=session,
-            state_lost=state_lost,
-        )
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -1,0 +1,66 @@
+"""Turn what a run produced into the one ExecutionResult: status, capped text, notes."""
+
+from __future__ import annotations
+
+import time
+
+from ..capture import CappedCapture
+from .dispatcher import CallScope
+from .sandbox.process import Collected
+from .sandbox.result import ExecutionResult
+
+
+def build_result(
+    collected: Collected,
+    scope: CallScope,
+    stdout: CappedCapture,
+    stderr: CappedCapture,
+    started: float,
+    timeout: float,
+    *,
+    session: str | None = None,
+    state_lost: bool = False,
+) -> ExecutionResult:
+    """The result of a run that began at `started` (time.monotonic()) with `timeout` seconds."""
+    notes: list[str] = []
+    status: str
+    if collected.reason == "timeout":
+        status = "timeout"
+        notes.append(
+            f"Timed out after {timeout:g} s: the script and every process it started were "
+            "killed. Output printed before that is kept. Make the script do less per run, or "
+            "pass a larger timeout."
+        )
+    elif collected.reason == "interrupted":
+        status = "interrupted"
+        notes.append("Interrupted: the script and every process it started were killed.")
+    elif collected.exit_code == 0:
+        status = "success"
+    else:
+        status = "error"
+        code = collected.exit_code
+        if code is not None and code < 0:
+            notes.append(f"The script was killed by signal {-code}.")
+        elif not stderr.total:
+            notes.append(f"The script exited with status {code}.")
+    if session is not None and state_lost and collected.reason != "done":
+        notes.append(f"Kernel session '{session}' was stopped: its state (variables, imports) is lost; the next run starts fresh.")
+    elif session is not None and state_lost:
+        notes.append(f"Kernel session '{session}' was restarted: earlier state is gone.")
+    if scope.refused:
+        notes.append(f"{scope.refused} tool call(s) were refused: the limit is {scope.max_calls} per run.")
+    error = stderr.text("stderr")
+    if notes:
+        error = (error.rstrip("\n") + "\n" if error.strip() else "") + "\n".join(notes)
+    return ExecutionResult(
+        status=status,  # type: ignore[arg-type]
+        output=stdout.text("output"),
+        error=error,
+        exit_code=collected.exit_code,
+        tool_calls_made=scope.calls,
+        duration_seconds=round(time.monotonic() - started, 6),
+        output_spill_path=str(stdout.spill_path) if stdout.spill_path else None,
+        error_spill_path=str(stderr.spill_path) if stderr.spill_path else None,
+        session=session,
+        state_lost=state_lost,
+    )
