@@ -9,6 +9,7 @@ cannot fill the disk.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 HEAD_SHARE = 0.4
@@ -22,8 +23,11 @@ class CappedCapture:
         spill_dir: Path | None,
         spill_name: str,
         spill_limit: int = 256 * 1024 * 1024,
+        tee: Callable[[bytes], None] | None = None,
     ) -> None:
         self.limit = max(0, limit)
+        # Sees every byte as it arrives, before any cap: a live view (herald exec) shows it all.
+        self.tee = tee
         self.head_size = int(self.limit * HEAD_SHARE)
         self.tail_size = self.limit - self.head_size
         self.total = 0
@@ -46,6 +50,8 @@ class CappedCapture:
     def feed(self, data: bytes) -> None:
         if not data:
             return
+        if self.tee is not None:
+            self.tee(data)
         self.total += len(data)
         if not self._overflowing:
             if self.total <= self.limit:

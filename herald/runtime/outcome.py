@@ -63,4 +63,5 @@ def build_result(
         error_spill_path=str(stderr.spill_path) if stderr.spill_path else None,
         session=session,
         state_lost=state_lost,
+        notes=notes,
     )

@@ -25,7 +25,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +45,8 @@ from .sandbox.result import ExecutionResult
 from .sandbox.stubgen import write_sandbox
 
 READY_TIMEOUT = 30.0
+# on_output(stream, data): "stdout" or "stderr", and the bytes as the script produced them.
+OutputListener = Callable[[str, bytes], None]
 EXEC_MODES = ("host", "backend")
 log = logging.getLogger(__name__)
 
@@ -113,7 +115,7 @@ class Runtime:
             self._bindings_lock = threading.Lock()
             self._sandbox_dir = tempfile.mkdtemp(prefix="herald-sandbox-")
             undo.callback(shutil.rmtree, self._sandbox_dir, ignore_errors=True)
-            write_sandbox(Path(self._sandbox_dir), self.dispatcher.script_tools)
+            write_sandbox(Path(self._sandbox_dir), self.dispatcher.script_tools, self._elsewhere())
             self._server: RpcServer[_Binding] = RpcServer(
                 self._authenticate,
                 lambda binding, message: self.dispatcher.handle(binding.scope, message),
@@ -147,6 +149,15 @@ class Runtime:
             undo.pop_all()
 
     # -- plumbing --------------------------------------------------------------------------
+
+    def _elsewhere(self) -> dict[str, str]:
+        """Registered tools a script of this Runtime cannot call, and why (for import errors)."""
+        here = {t.name for t in self.dispatcher.script_tools}
+        return {
+            t.name: "can only be called directly by the model, not from a script"
+            if not t.sandbox else "is not enabled in this session"
+            for t in self.registry if t.name not in here
+        }
 
     def _authenticate(self, token: str) -> _Binding | None:
         with self._bindings_lock:
@@ -230,7 +241,11 @@ class Runtime:
         max_tool_calls: int | None = None,
         session: str | None = None,
         reset: bool = False,
+        on_output: OutputListener | None = None,
     ) -> ExecutionResult:
+        """Run `code` and return its result. `on_output` sees the script's stdout and stderr
+        while it runs (the script's streams are then line-buffered); it is called on the
+        thread that called `execute`, and whatever it raises is logged and ignored."""
         if not isinstance(code, str):
             raise TypeError(f"code must be a str of Python source, not {type(code).__name__}")
         limits = self.settings.sandbox
@@ -267,8 +282,8 @@ class Runtime:
             drain_fd(self._interrupt_r)
             try:
                 if session is not None:
-                    return self._execute_in_kernel(code, session, reset, timeout, max_calls)
-                return self._execute_once(code, timeout, max_calls)
+                    return self._execute_in_kernel(code, session, reset, timeout, max_calls, on_output)
+                return self._execute_once(code, timeout, max_calls, on_output)
             finally:
                 if self.transcript is not None:
                     try:
@@ -276,23 +291,30 @@ class Runtime:
                     except OSError:  # a full disk must not cost the caller the run's result
                         log.exception("could not flush the transcript %s", self.transcript.path)
 
-    def _captures(self, scope: CallScope) -> tuple[CappedCapture, CappedCapture]:
+    def _captures(
+        self, scope: CallScope, on_output: OutputListener | None
+    ) -> tuple[CappedCapture, CappedCapture]:
         limits, spill = self.settings.sandbox, self.settings.spill_dir
         tag = f"{os.getpid()}-{scope.run_id}-{secrets.token_hex(3)}"
         return (
-            CappedCapture(limits.max_stdout_bytes, spill_dir=spill, spill_name=f"{tag}-stdout.txt"),
-            CappedCapture(limits.max_stderr_bytes, spill_dir=spill, spill_name=f"{tag}-stderr.txt"),
+            CappedCapture(limits.max_stdout_bytes, spill_dir=spill, spill_name=f"{tag}-stdout.txt",
+                          tee=_listener(on_output, "stdout")),
+            CappedCapture(limits.max_stderr_bytes, spill_dir=spill, spill_name=f"{tag}-stderr.txt",
+                          tee=_listener(on_output, "stderr")),
         )
 
-    def _execute_once(self, code: str, timeout: float, max_calls: int) -> ExecutionResult:
+    def _execute_once(
+        self, code: str, timeout: float, max_calls: int, on_output: OutputListener | None
+    ) -> ExecutionResult:
         started = time.monotonic()
         child = self._take_child()
         scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout)
         token, binding = self._bind(scope)
-        stdout, stderr = self._captures(scope)
+        stdout, stderr = self._captures(scope, on_output)
         try:
             child.send(
-                {"mode": "oneshot", "socket": self._server.path, "token": token, "cwd": self._script_cwd(), "code": code}
+                {"mode": "oneshot", "socket": self._server.path, "token": token, "cwd": self._script_cwd(),
+                 "code": code, "line_buffered": on_output is not None}
             )
             collected = child.collect(
                 stdout,
@@ -310,7 +332,8 @@ class Runtime:
         return build_result(collected, scope, stdout, stderr, started, timeout)
 
     def _execute_in_kernel(
-        self, code: str, name: str, reset: bool, timeout: float, max_calls: int
+        self, code: str, name: str, reset: bool, timeout: float, max_calls: int,
+        on_output: OutputListener | None,
     ) -> ExecutionResult:
         started = time.monotonic()
         lost = False
@@ -323,9 +346,9 @@ class Runtime:
             kernel = self._start_kernel(name)
         scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout)
         kernel.binding.scope = scope
-        stdout, stderr = self._captures(scope)
+        stdout, stderr = self._captures(scope, on_output)
         try:
-            kernel.child.send({"code": code})
+            kernel.child.send({"code": code, "line_buffered": on_output is not None})
             collected = kernel.child.collect(
                 stdout,
                 stderr,
@@ -402,3 +425,15 @@ class Runtime:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+def _listener(on_output: OutputListener | None, stream: str) -> Callable[[bytes], None] | None:
+    if on_output is None:
+        return None
+
+    def tee(data: bytes) -> None:
+        try:
+            on_output(stream, data)
+        except Exception:  # a broken display must not cost the run or its result
+            log.exception("on_output listener failed")
+
+    return tee

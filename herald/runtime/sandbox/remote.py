@@ -181,9 +181,10 @@ class RemoteChild(Generic[S]):
         if "mode" in message:
             token = message.get("token")
             self._session = self._authenticate(token) if isinstance(token, str) else None
-            frame = {"type": "start", **{k: message.get(k) for k in ("mode", "cwd", "code", "sentinel")}}
+            keys = ("mode", "cwd", "code", "sentinel", "line_buffered")
+            frame = {"type": "start", **{k: message.get(k) for k in keys}}
         else:
-            frame = {"type": "code", "code": message.get("code", "")}
+            frame = {"type": "code", "code": message.get("code", ""), "line_buffered": message.get("line_buffered")}
         self._send(encode_frame(frame))
 
     def collect(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 Status = Literal["success", "error", "timeout", "interrupted"]
@@ -20,6 +20,9 @@ class ExecutionResult:
     error_spill_path: str | None = None  # full stderr when it was cut
     session: str | None = None  # kernel session name, if any
     state_lost: bool = False  # the kernel session's variables are gone (timeout, crash, reset)
+    # What Herald itself says about the run (timeout, refused calls, lost state); also at the end
+    # of `error`. Kept apart so a live view that already streamed stderr can show just these.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

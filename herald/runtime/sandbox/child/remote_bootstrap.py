@@ -7,8 +7,8 @@ carry length-prefixed JSON frames (protocol.py) both ways, multiplexing everythi
 
     Herald -> here   {"type": "prepare", "env": {...}, "loader": "..."}  spawn the script interpreter
     here -> Herald   {"type": "ready"}                                   it waits for a script
-    Herald -> here   {"type": "start", "mode": "oneshot"|"kernel", "cwd", "code"|"sentinel"}
-    Herald -> here   {"type": "code", "code": "..."}                     the next kernel cell
+    Herald -> here   {"type": "start", "mode": "oneshot"|"kernel", "cwd", "code"|"sentinel", "line_buffered"}
+    Herald -> here   {"type": "code", "code": "...", "line_buffered"}    the next kernel cell
     here -> Herald   {"type": "out"|"err", "data": "..."}  output bytes, as latin-1 text
     here -> Herald   {"id", "tool", "args", "conn": n}     a tool call from connection n
     Herald -> here   {"id", "result"|"error", "conn": n}   its reply
@@ -227,11 +227,11 @@ class Supervisor:
         elif kind == "prepare" and self.child is None:
             self.prepare(message)
         elif kind == "start" and self.ctl is not None:
-            start = {key: message.get(key) for key in ("mode", "cwd", "code", "sentinel")}
+            start = {key: message.get(key) for key in ("mode", "cwd", "code", "sentinel", "line_buffered")}
             start.update(socket=self.socket_path, token=self.token)
             self.ctl.push(encode_frame(start))
         elif kind == "code" and self.ctl is not None:
-            self.ctl.push(encode_frame({"code": message.get("code", "")}))
+            self.ctl.push(encode_frame({"code": message.get("code", ""), "line_buffered": message.get("line_buffered")}))
         elif kind == "kill":
             self.terminate(float(message.get("grace", 0.0)))
         elif kind == "close":
