@@ -32,6 +32,11 @@ class ConnectionLost(ToolError):
     """The parent process went away or closed the connection (for example after a bad token)."""
 
 
+# Scripts know these as hermes_tools.ToolError / hermes_tools.ConnectionLost (they are exported
+# there): tracebacks and reprs should say so, not name this private module.
+ToolError.__module__ = ConnectionLost.__module__ = "hermes_tools"
+
+
 class _Slot:
     __slots__ = ("done", "reply")
 

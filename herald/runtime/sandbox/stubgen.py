@@ -12,7 +12,7 @@ from __future__ import annotations
 import keyword
 import shutil
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,9 @@ from . import child
 HELPERS = ["parallel", "json_parse", "shell_quote", "retry"]
 RUNTIME_PACKAGE = "_hermes_runtime"
 # Names the generated module defines itself: a tool by one of these names would replace it.
-RESERVED = frozenset([*HELPERS, "ToolError", "Any", "Dict", "List", "Optional", "Union", "_call"])
+RESERVED = frozenset(
+    [*HELPERS, "ToolError", "ConnectionLost", "Any", "Dict", "List", "Optional", "Union", "_call", "_ELSEWHERE"]
+)
 
 _PY_TYPES = {
     "string": "str",
@@ -104,9 +106,28 @@ def render_stub(tool: Tool) -> str:
     )
 
 
-def render_module(tools: Iterable[Tool]) -> str:
+_MISSING_NAME = '''
+
+_ELSEWHERE = {elsewhere!r}
+
+
+def __getattr__(name: str) -> Any:
+    # `from hermes_tools import x` for a tool this script cannot call: say why, and what it can.
+    if name.startswith("_"):
+        raise AttributeError("module 'hermes_tools' has no attribute %r" % name)
+    why = _ELSEWHERE.get(name)
+    what = "Tool %r %s." % (name, why) if why else "hermes_tools has no tool or helper named %r." % name
+    raise ImportError(
+        "%s Tools this script can call: %s. Helpers: %s." % (what, {tools!r}, {helpers!r}), name="hermes_tools"
+    )
+'''
+
+
+def render_module(tools: Iterable[Tool], elsewhere: Mapping[str, str] | None = None) -> str:
+    """The module's source. `elsewhere` maps tools the script cannot call to why, e.g.
+    {"web_search": "is not enabled in this session"}, for the error of importing one."""
     tools = list(tools)
-    exported = [t.name for t in tools] + HELPERS + ["ToolError"]
+    exported = [t.name for t in tools] + HELPERS + ["ToolError", "ConnectionLost"]
     header = (
         '"""Herald tools for this script, generated for this session; every call is an RPC to\n'
         "the Herald process, which runs the tool on the session's backend.\n\n"
@@ -114,12 +135,17 @@ def render_module(tools: Iterable[Tool]) -> str:
         f"Helpers: {', '.join(HELPERS)}\n"
         '"""\n\n'
         "from typing import Any, Dict, List, Optional, Union\n\n"
-        f"from {RUNTIME_PACKAGE}.client import ToolError\n"
+        f"from {RUNTIME_PACKAGE}.client import ConnectionLost, ToolError\n"
         f"from {RUNTIME_PACKAGE}.client import call as _call\n"
         f"from {RUNTIME_PACKAGE}.helpers import {', '.join(HELPERS)}\n\n"
         f"__all__ = {exported!r}\n"
     )
-    return header + "".join("\n\n" + render_stub(t) for t in tools)
+    missing = _MISSING_NAME.format(
+        elsewhere=dict(sorted((elsewhere or {}).items())),
+        tools=", ".join(t.name for t in tools) or "none",
+        helpers=", ".join(HELPERS),
+    )
+    return header + missing + "".join("\n\n" + render_stub(t) for t in tools)
 
 
 def signatures(tools: Iterable[Tool]) -> list[str]:
@@ -127,7 +153,7 @@ def signatures(tools: Iterable[Tool]) -> list[str]:
     return [f"{t.name}({_signature(t)[0]})" for t in tools]
 
 
-def write_sandbox(directory: Path, tools: Iterable[Tool]) -> Path:
+def write_sandbox(directory: Path, tools: Iterable[Tool], elsewhere: Mapping[str, str] | None = None) -> Path:
     """Write hermes_tools.py and the `_hermes_runtime` package into `directory`."""
     package = directory / RUNTIME_PACKAGE
     package.mkdir(parents=True, exist_ok=True)
@@ -139,5 +165,5 @@ def write_sandbox(directory: Path, tools: Iterable[Tool]) -> Path:
     for source in sources:
         shutil.copyfile(source, package / source.name)
     stub = directory / "hermes_tools.py"
-    stub.write_text(render_module(tools), encoding="utf-8")
+    stub.write_text(render_module(tools, elsewhere), encoding="utf-8")
     return stub

@@ -105,14 +105,55 @@ def _kill_descendants() -> None:
                 pass
 
 
+_INTERNAL_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _is_internal(filename: str) -> bool:
+    """Frames of hermes_tools.py and the _hermes_runtime package: plumbing, not the script."""
+    path = os.path.abspath(filename)
+    return os.path.dirname(path) == _INTERNAL_DIR or (
+        os.path.basename(path) == "hermes_tools.py" and os.path.dirname(path) == os.path.dirname(_INTERNAL_DIR)
+    )
+
+
+def _strip_internal_frames(exc: "Optional[BaseException]", seen: "Optional[set[int]]" = None) -> None:
+    # A failing tool call should point at the script's line, not at the stub and the RPC
+    # client below it: drop those frames from the exception and its chained causes.
+    seen = set() if seen is None else seen
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        kept = []
+        tb = exc.__traceback__
+        while tb is not None:
+            if not _is_internal(tb.tb_frame.f_code.co_filename):
+                kept.append(tb)
+            tb = tb.tb_next
+        for index, current in enumerate(kept):
+            current.tb_next = kept[index + 1] if index + 1 < len(kept) else None
+        exc.__traceback__ = kept[0] if kept else None
+        _strip_internal_frames(exc.__context__, seen)
+        exc = exc.__cause__
+
+
 def _report_exception(exc: BaseException) -> None:
     if isinstance(exc, SyntaxError):
         lines = traceback.format_exception_only(type(exc), exc)
     else:
         # Drop our own exec() frame so the traceback starts in the script.
         tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
-        lines = traceback.format_exception(type(exc), exc, tb)
+        exc.__traceback__ = tb
+        _strip_internal_frames(exc)
+        lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
     sys.stderr.write("".join(lines))
+
+
+def _set_line_buffering(enabled: bool) -> None:
+    """Line-buffer stdout and stderr while someone watches the run live (herald exec)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            getattr(stream, "reconfigure")(line_buffering=enabled)  # noqa: B009
+        except Exception:
+            pass
 
 
 def run_code(code: str, filename: str, namespace: Dict[str, Any]) -> int:
@@ -137,6 +178,7 @@ def run_code(code: str, filename: str, namespace: Dict[str, Any]) -> int:
 def _configure(message: Dict[str, Any]) -> None:
     from _hermes_runtime import client
 
+    _set_line_buffering(bool(message.get("line_buffered")))
     client.configure(client.unix_connector(message["socket"]), message["token"])
     cwd = message.get("cwd")
     if cwd:
@@ -179,6 +221,7 @@ def _kernel(message: Dict[str, Any], reader: _PipeReader, ctl_write: int) -> Non
             _flush()
             os._exit(0)
         counter += 1
+        _set_line_buffering(bool(request.get("line_buffered")))
         status = run_code(request["code"], "<cell %d>" % counter, namespace)
         _flush()
         os.write(1, sentinel)
