@@ -9,6 +9,7 @@ Unknown keys and badly typed values are errors that name the key and where it ca
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import sys
 import tomllib
@@ -16,6 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+# Durations where 0 would stop everything at once rather than mean "no limit".
+MUST_BE_POSITIVE = frozenset({"sandbox.timeout", "terminal.timeout", "agent.request_timeout"})
 
 
 class ConfigError(ValueError):
@@ -165,8 +169,9 @@ class Settings:
     def sessions_dir(self) -> Path:
         return self.data_dir / "sessions"
 
-    def with_overrides(self, overrides: Mapping[str, Any]) -> Settings:
-        """A copy with dotted keys replaced, e.g. {"sandbox.timeout": 5}."""
+    def with_overrides(self, overrides: Mapping[str, Any], *, source: str = "override") -> Settings:
+        """A copy with dotted keys replaced, e.g. {"sandbox.timeout": 5}; None values are skipped.
+        `source` names where they came from in error messages."""
         copy = dataclasses.replace(
             self,
             sandbox=dataclasses.replace(self.sandbox),
@@ -181,7 +186,7 @@ class Settings:
         )
         for key, value in overrides.items():
             if value is not None:
-                _assign(copy, key, value, "override")
+                _assign(copy, key, value, source)
         return copy
 
 
@@ -218,7 +223,8 @@ def load_settings(
         raise ConfigError(f"config file {config_path} does not exist")
     for key in _all_keys():
         name = "HERALD_" + key.replace(".", "_").upper()
-        if name in env and env[name] != "":
+        # An empty variable means "not set", except HERALD_TOOLS="": no tools (never all of them).
+        if name in env and (env[name] != "" or key == "tools"):
             _assign(settings, key, env[name], f"environment variable {name}")
     return settings.with_overrides(overrides or {})
 
@@ -279,6 +285,10 @@ def _coerce(key: str, value: Any, current: Any, source: str) -> Any:
             number = float(value) if isinstance(current, float) else int(value)
         except (TypeError, ValueError):
             raise bad("a number") from None
+        if not math.isfinite(number):
+            raise bad("a finite number")
+        if key in MUST_BE_POSITIVE and number <= 0:
+            raise bad("a number above 0")
         if number < 0:
             raise bad("zero or more")
         return number

@@ -1,0 +1,51 @@
+"""The `herald` command line: `exec | run | sessions | tools | doctor | demo`.
+
+One module per command family; `common.py` holds what they share (settings from the config file,
+`-c KEY=VALUE` and flags; usage errors; consoles; opening a backend). Exit code 2 is bad usage:
+the message says what to fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rich.markup import escape
+
+from .. import __version__
+from . import agent, doctor, exec, tools
+from .common import USAGE_ERROR, BackendUnavailable, UsageError, add_config_options, console
+from .signals import Stopped
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="herald", description="Sandboxed code execution with programmatic tool calling.")
+    parser.add_argument("--version", action="version", version=f"herald {__version__}")
+    add_config_options(parser, top=True)
+    shared = argparse.ArgumentParser(add_help=False)
+    add_config_options(shared, top=False)
+    sub = parser.add_subparsers(dest="command", required=True)
+    exec.add_parser(sub, [shared])
+    tools.add_parser(sub, [shared])
+    doctor.add_parser(sub, [shared])
+    agent.add_parsers(sub, [shared])
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+        return code
+    except UsageError as exc:
+        console(stderr=True).print(f"[red]herald: {escape(str(exc))}[/]")
+        return USAGE_ERROR
+    except BackendUnavailable as exc:
+        console(stderr=True).print(f"[red]herald: {escape(str(exc))}[/]")
+        return 1
+    except Stopped as exc:  # a stop signal before anything ran: nothing to report
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""`herald exec SCRIPT`: run one script against a backend and show it as it runs.
+
+Exit codes: 0 success, 1 error, 124 timeout, 130/143/129 stopped by SIGINT/SIGTERM/SIGHUP,
+2 bad usage (an unreadable script, an unknown tool, a bad setting).
+
+Output: the script's stdout and stderr are passed through as they are produced (the script's
+streams are line-buffered), with a status line on a terminal; then Herald's own notes and a
+one-line summary on stderr. `--json` prints the result object at the end instead; `--events` adds
+one JSON line per tool call and output chunk before it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.markup import escape
+
+from ..runtime.sandbox.result import ExecutionResult
+from .common import (
+    UsageError,
+    add_runtime_options,
+    console,
+    ensure_data_dir,
+    load,
+    open_backend,
+    runtime_flags,
+)
+from .live import EventStream, LiveView
+from .signals import stop_signals
+
+EXIT_CODES = {"success": 0, "error": 1, "timeout": 124, "interrupted": 130}
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: list[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("exec", parents=parents, help="run a Python script that calls Herald's tools")
+    p.add_argument("script", help="path of the script, or - for stdin")
+    add_runtime_options(p)
+    p.add_argument("--json", action="store_true", help="print the whole result object as JSON at the end")
+    p.add_argument("--events", action="store_true",
+                   help="with --json: first one JSON line per tool call and output chunk, as they happen")
+    p.set_defaults(func=cmd_exec)
+
+
+def read_script(source: str) -> str:
+    if source == "-":
+        return sys.stdin.read()
+    path = Path(source)
+    if path.is_dir():
+        raise UsageError(f"{source} is a directory: pass a Python file, or - to read the script from stdin")
+    if not path.is_file():
+        raise UsageError(f"script {source} not found (pass a Python file, or - to read from stdin)")
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read script {source}: {exc}") from None
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
+    from ..runtime import Runtime
+    from ..runtime.sandbox.process import SandboxStartError
+
+    if args.events and not args.json:
+        raise UsageError("--events goes with --json (the events are JSON lines before the result object)")
+    code = read_script(args.script)
+    settings = load(args, runtime_flags(args))
+    ensure_data_dir(settings)
+    with stop_signals() as stop:
+        backend = open_backend(settings.backend, settings, args.cwd)
+        try:
+            try:
+                runtime = Runtime(backend, settings=settings)
+            except (ValueError, SandboxStartError) as exc:  # unknown tool names; no python in the backend
+                raise UsageError(str(exc)) from None
+            with runtime:
+                view: LiveView | EventStream | None
+                if args.json:
+                    view = EventStream() if args.events else None
+                else:
+                    view = LiveView(status_line=sys.stderr.isatty())
+                if view is not None:
+                    runtime.dispatcher.on_script_call = view.tool_call
+                stop.interrupt = runtime.interrupt
+                try:
+                    result = runtime.execute(code, on_output=view.output if view is not None else None)
+                except SandboxStartError as exc:
+                    raise UsageError(str(exc)) from None
+                finally:
+                    stop.interrupt = _ignore  # from here on a signal must not break the clean-up
+                    if isinstance(view, LiveView):
+                        view.close()
+        finally:
+            backend.close()
+    exit_code = stop.exit_code if result.status == "interrupted" and stop.exit_code else EXIT_CODES[result.status]
+    if args.json:
+        text = json.dumps(result.to_dict(), ensure_ascii=False, indent=None if args.events else 2)
+        print(text, flush=True)
+        return exit_code
+    _summarise(result)
+    return exit_code
+
+
+def _ignore() -> None:
+    pass
+
+
+def _summarise(result: ExecutionResult) -> None:
+    """Herald's notes and the one-line summary, after the output already shown live."""
+    err = console(stderr=True)
+    for note in result.notes:
+        err.print(escape(note), style="yellow" if result.ok else "red")
+    style = "green" if result.ok else "red"
+    line = (f"[{style}]{result.status}[/] · exit {result.exit_code} · {result.tool_calls_made} tool call(s) · "
+            f"{result.duration_seconds:.2f} s")
+    if result.output_spill_path:
+        line += f" · full output: {escape(result.output_spill_path)}"
+    if result.error_spill_path:
+        line += f" · full stderr: {escape(result.error_spill_path)}"
+    err.print(line, style="dim")

@@ -1,0 +1,124 @@
+"""What `herald exec` shows while a script runs: its output as it comes, and on a terminal a
+status line (tool calls so far, elapsed time) kept below it on stderr.
+
+The status line is drawn only at the start of a line and erased before any output is written, so
+the script's own text is never interleaved with it; piped output never sees it. With `--json
+--events` the same happenings go to stdout as JSON lines instead.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from typing import IO, Any
+
+TICK_SECONDS = 0.2
+CLEAR_LINE = "\r\x1b[K"
+
+
+class LiveView:
+    def __init__(self, *, status_line: bool) -> None:
+        self._lock = threading.Lock()
+        self._started = time.monotonic()
+        self._calls = 0
+        self._failed = 0
+        self._last_tool = ""
+        self._status_line = status_line
+        self._shown = False
+        self._at_line_start = True
+        self._stdout_broken = False
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        if status_line:
+            self._ticker = threading.Thread(target=self._tick, name="herald-live", daemon=True)
+            self._ticker.start()
+
+    # -- what the runtime reports ----------------------------------------------------------
+
+    def output(self, stream: str, data: bytes) -> None:
+        with self._lock:
+            self._erase()
+            target = sys.stdout if stream == "stdout" else sys.stderr
+            if stream == "stdout" and self._stdout_broken:
+                return
+            try:
+                target.buffer.write(data)
+                target.flush()
+            except BrokenPipeError:  # `herald exec x.py | head`: stop writing, keep running
+                if stream == "stdout":
+                    self._stdout_broken = True
+                return
+            self._at_line_start = data.endswith(b"\n")
+            self._draw()
+
+    def tool_call(self, tool: str, ok: bool) -> None:
+        with self._lock:
+            self._calls += 1
+            self._failed += not ok
+            self._last_tool = tool
+            self._draw()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
+        with self._lock:
+            self._erase()
+            if not self._at_line_start:  # the summary starts on a line of its own
+                sys.stderr.write("\n")
+                sys.stderr.flush()
+
+    # -- the status line -------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        while not self._stop.wait(TICK_SECONDS):
+            with self._lock:
+                self._draw()
+
+    def _draw(self) -> None:
+        if not self._status_line or not self._at_line_start or self._stop.is_set():
+            return
+        elapsed = time.monotonic() - self._started
+        text = f"running · {self._calls} tool call(s)"
+        if self._failed:
+            text += f" ({self._failed} failed)"
+        if self._last_tool:
+            text += f" · last: {self._last_tool}"
+        text += f" · {elapsed:.1f} s"
+        sys.stderr.write(f"{CLEAR_LINE}\x1b[2m{text}\x1b[0m")
+        sys.stderr.flush()
+        self._shown = True
+
+    def _erase(self) -> None:
+        if self._shown:
+            sys.stderr.write(CLEAR_LINE)
+            sys.stderr.flush()
+            self._shown = False
+
+
+class EventStream:
+    """`--json --events`: one JSON object per line on stdout as things happen; the caller
+    prints the result object as the last line."""
+
+    def __init__(self, out: IO[str] | None = None) -> None:
+        self._out = out or sys.stdout
+        self._lock = threading.Lock()
+        self._started = time.monotonic()
+        self._calls = 0
+
+    def emit(self, event: dict[str, Any]) -> None:
+        event["elapsed"] = round(time.monotonic() - self._started, 3)
+        with self._lock:
+            self._out.write(json.dumps(event, ensure_ascii=False) + "\n")
+            self._out.flush()
+
+    def output(self, stream: str, data: bytes) -> None:
+        self.emit({"event": stream, "data": data.decode("utf-8", "replace")})
+
+    def tool_call(self, tool: str, ok: bool) -> None:
+        with self._lock:
+            self._calls += 1
+            calls = self._calls
+        self.emit({"event": "tool_call", "tool": tool, "ok": ok, "calls": calls})
