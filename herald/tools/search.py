@@ -1,20 +1,29 @@
 """`search_files`: regex search of file contents, or find files by name, on the active backend.
 
-ripgrep does the work when the backend has it (it is fast and honours .gitignore); otherwise a
-pure-Python walk over the Backend protocol gives the same result shape (it skips hidden and
-generated directories but does not read .gitignore). `files.search = "python"` forces the latter.
+Two engines, one answer: ripgrep when the backend has it (fast), else a pure-Python walk over
+the Backend protocol (`files.search = "python"` forces it). Both skip hidden entries and the
+generated directories of walk.SKIP_DIRS, honour .gitignore (and .ignore, .rgignore; ignore.py
+has the rules), sort by path like `rg --sort=path` and cut long lines alike. Globs (file_glob,
+and target='files' patterns) mean what globs.py says, anchored at the searched directory.
+
+ripgrep runs in the searched directory, so its paths are relative to it as the globs are. It
+is told a narrowing that selects at least the matching files (see `_narrowing`), and its output
+is filtered with the same matcher the Python engine uses; the caller's glob is never passed as
+is (ripgrep's `?` and classes match bytes, and a matching --glob overrides .gitignore).
 """
 
 from __future__ import annotations
 
-import fnmatch
 import posixpath
 import re
+from collections.abc import Callable
 from typing import Any
 
 from ..backends.base import resolve_path
 from ..backends.shell import shell_quote
 from .files import display_path, looks_binary, split_lines
+from .globs import Glob, GlobError, compile_glob, name_glob
+from .ignore import Reach
 from .registry import Tool, ToolContext, ToolError
 from .walk import SKIP_DIRS, walk_files
 
@@ -22,7 +31,14 @@ MAX_LINE_CHARS = 500
 # ripgrep previews lines over this many bytes; at 4 bytes per character at most, a preview still
 # holds MAX_LINE_CHARS characters, so both engines cut long lines to the same text.
 RG_MAX_COLUMNS = 4 * MAX_LINE_CHARS
-GLOB_CHARS = set("*?[")
+# --no-require-git: .gitignore counts without a .git directory, as in the Python engine;
+# --no-ignore-global: the user's global git excludes are not part of the answer; --no-config:
+# neither is a RIPGREP_CONFIG_PATH file. The globs are overrides that beat any ignore file's
+# `!` line: hidden entries and SKIP_DIRS stay skipped, as in the walk.
+RG_FLAGS = "--no-config --sort=path --no-require-git --no-ignore-global --color=never"
+# After any narrowing --glob on the command line: the later of two matching globs wins.
+RG_SKIP = " ".join(f"--glob {shell_quote(g)}" for g in ["!.*", *(f"!{name}/" for name in sorted(SKIP_DIRS))])
+RG_TYPE = "heraldglob"  # the file type that carries the glob narrowing
 
 
 def _use_ripgrep(ctx: ToolContext) -> bool:
@@ -30,101 +46,107 @@ def _use_ripgrep(ctx: ToolContext) -> bool:
         return False
     with ctx.cache_lock:
         if "ripgrep" not in ctx.cache:
-            probe = ctx.backend.run("command -v rg >/dev/null 2>&1", timeout=10)
+            # An rg too old for the flags both engines' agreement needs (11.0 added
+            # --no-require-git) counts as missing: the Python engine gives the same answer.
+            probe = ctx.backend.run(f"rg {RG_FLAGS} --version >/dev/null 2>&1", timeout=10)
             ctx.cache["ripgrep"] = probe.exit_code == 0
         return bool(ctx.cache["ripgrep"])
 
 
-def _name_glob(pattern: str) -> str:
-    return pattern if GLOB_CHARS & set(pattern) else f"*{pattern}*"
-
-
-def _expand_braces(glob: str) -> list[str]:
-    """`*.{py,md}` -> [`*.py`, `*.md`]: the alternation ripgrep's globs have and fnmatch lacks."""
-    open_at = glob.find("{")
-    close_at = glob.find("}", open_at + 1)
-    if open_at < 0 or close_at < 0:
-        return [glob]
-    head, body, tail = glob[:open_at], glob[open_at + 1 : close_at], glob[close_at + 1 :]
-    return [expanded for option in body.split(",") for expanded in _expand_braces(head + option + tail)]
-
-
-def _glob_matches(glob: str, absolute: str, root: str) -> bool:
-    subject = posixpath.relpath(absolute, root) if "/" in glob else posixpath.basename(absolute)
-    return any(fnmatch.fnmatchcase(subject, option) for option in _expand_braces(glob))
+def _compile(text: str, what: str) -> Glob:
+    try:
+        return compile_glob(text)
+    except GlobError as exc:
+        raise ToolError(
+            f"search_files: {what} {text!r} is not a valid glob: {exc}. Globs: '*.py' (a name, any depth), "
+            "'src/**/*.py' (a path below `path`), '*.{py,md}'."
+        ) from None
 
 
 def _clip(text: str) -> str:
     return text[:MAX_LINE_CHARS] + " [...]" if len(text) > MAX_LINE_CHARS else text
 
 
+def _relative(base: str, absolute: str) -> str:
+    return absolute[len(base.rstrip("/")) + 1 :]
+
+
 def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    pattern, target, glob = args["pattern"], args["target"], args["file_glob"]
+    pattern, target, glob_text = args["pattern"], args["target"], args["file_glob"]
     limit, offset = args["limit"], args["offset"]
     if not pattern:
         raise ToolError("search_files: pattern is empty. Pass a regex (target='content') or a file-name glob (target='files').")
+    globs = [_compile(name_glob(pattern), "pattern")] if target == "files" else []
+    if glob_text:
+        globs.append(_compile(glob_text, "file_glob"))
+    regex = None
+    if target == "content":
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise ToolError(f"search_files: invalid regular expression {pattern!r}: {exc}.") from None
     info = ctx.backend.stat(resolve_path(ctx.backend.cwd, args["path"] or "."))
     if info is None:
         raise ToolError(f"search_files: path {args['path']} does not exist (cwd is {ctx.backend.cwd}).", "FileNotFound")
     root = info.path
+    # Globs are matched on paths relative to `base`: the searched directory, or for a single
+    # file the directory holding it (ripgrep is handed that file as `start`).
+    base, start = (root, ".") if info.is_dir else (posixpath.dirname(root), "./" + posixpath.basename(root))
+
+    def keep(relative: str) -> bool:
+        return all(glob.matches(relative) for glob in globs)
+
     wanted = offset + limit + 1  # one extra tells whether there is a next page
     engine = "ripgrep" if _use_ripgrep(ctx) else "python"
     if target == "files":
-        name_glob = _name_glob(pattern)
-        found: list[str] | None = None
-        first = 0  # found[i] is result number first + i
+        files: list[str] | None = None
+        first = 0  # files[i] is result number first + i
         if engine == "ripgrep":
-            if glob:
-                # Several --glob options are OR-ed by ripgrep: list by file_glob, filter by name here.
-                lines = _rg_lines(ctx, f"rg --files --sort=path {_rg_globs(glob)} -- {shell_quote(root)}")
-                if lines is not None:
-                    found = [p for p in lines if _glob_matches(name_glob, _absolute(ctx, p), root)][:wanted]
-            else:
-                command = f"rg --files --sort=path {_rg_globs(name_glob)} -- {shell_quote(root)}"
-                lines = _rg_lines(ctx, command, offset, wanted)
-                if lines is not None:
-                    found, first = lines, offset
-            if found is None:
+            def listing(narrowing: str) -> str:
+                return f"rg --files {RG_FLAGS} {narrowing} {RG_SKIP} -- {shell_quote(start)}"
+
+            got = _ripgrep(ctx, listing, base, globs, keep, offset, wanted, not info.is_dir)
+            if got is None:
                 engine = "python"  # ripgrep's listing was too big to capture: walk instead
             else:
-                found = [_absolute(ctx, p) for p in found]
-        if found is None:
-            found = []
-            for path in walk_files(ctx.backend, root):
-                if _glob_matches(name_glob, path, root) and (not glob or _glob_matches(glob, path, root)):
-                    found.append(path)
-                    if len(found) >= wanted:
+                files, first = [_strip_dot(line) for line in got[0]], got[1]
+        if files is None:
+            files = []
+            for path in walk_files(ctx.backend, root, ignore_files=True):
+                if keep(_relative(base, path)):
+                    files.append(_relative(base, path))
+                    if len(files) >= wanted:
                         break
-        page = [display_path(ctx, p) for p in found[offset - first : offset - first + limit]]
-        return _page({"files": page}, first + len(found), offset, limit, engine)
+        page = [display_path(ctx, posixpath.join(base, f)) for f in files[offset - first : offset - first + limit]]
+        return _page({"files": page}, first + len(files), offset, limit, engine)
 
-    try:
-        regex = re.compile(pattern)
-    except re.error as exc:
-        raise ToolError(f"search_files: invalid regular expression {pattern!r}: {exc}.") from None
+    assert regex is not None
     matches: list[dict[str, Any]] | None = None
     first = 0
     if engine == "ripgrep":
-        command = (
-            "rg --line-number --no-heading --color=never --with-filename --null --sort=path "
-            f"--max-columns={RG_MAX_COLUMNS} --max-columns-preview {_rg_globs(glob)} "
-            f"-e {shell_quote(pattern)} -- {shell_quote(root)}"
-        )
-        lines = _rg_lines(ctx, command, offset, wanted)
-        if lines is None:
+        def command(narrowing: str) -> str:
+            return (
+                f"rg --line-number --no-heading --with-filename --null {RG_FLAGS} "
+                f"--max-columns={RG_MAX_COLUMNS} --max-columns-preview {narrowing} {RG_SKIP} "
+                f"-e {shell_quote(pattern)} -- {shell_quote(start)}"
+            )
+
+        got = _ripgrep(ctx, command, base, globs, keep, offset, wanted, not info.is_dir)
+        if got is None:
             engine = "python"  # ripgrep's output was too big to capture: search here instead
         else:
-            matches, first = [], offset
-            for line in lines:
+            matches, first = [], got[1]
+            for line in got[0]:
                 path, _, rest = line.partition("\0")
                 number, _, text = rest.partition(":")
                 if number.isdigit():
                     text = text[:-1] if text.endswith("\r") else text
-                    matches.append({"path": display_path(ctx, path), "line": int(number), "text": _clip(text)})
+                    where = display_path(ctx, posixpath.join(base, _strip_dot(path)))
+                    matches.append({"path": where, "line": int(number), "text": _clip(text)})
     if matches is None:
         matches = []
-        for path in walk_files(ctx.backend, root):
-            if glob and not _glob_matches(glob, path, root):
+        for path in walk_files(ctx.backend, root, ignore_files=True):
+            if not keep(_relative(base, path)):
                 continue
             try:
                 data = ctx.backend.read_bytes(path)
@@ -143,22 +165,74 @@ def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     return _page({"matches": page_matches}, first + len(matches), offset, limit, engine)
 
 
-def _absolute(ctx: ToolContext, path: str) -> str:
-    return path if path.startswith("/") else resolve_path(ctx.backend.cwd, path)
+def _strip_dot(path: str) -> str:
+    return path[2:] if path.startswith("./") else path
 
 
-def _rg_globs(glob: str | None) -> str:
-    """--glob options: the caller's glob (if any), then the directories the Python walk skips.
+def _narrowing(globs: list[Glob]) -> tuple[str, bool, bool]:
+    """ripgrep options selecting at least the files `globs` all match; whether exactly those;
+    and whether what it finds must be checked against ignore files.
 
-    Later globs win in ripgrep, so the skipped directories stay skipped whatever `glob` says.
+    One glob narrows: the file_glob when there is one (it comes last). A name glob becomes a
+    file type, which ripgrep applies after ignore files (exact when it is the only glob and
+    needed no widening). A path glob becomes --glob options, which select by path but
+    override ignore files for what they match: those results are checked again here.
     """
-    globs = [glob] if glob else []
-    globs += [f"!{name}/" for name in sorted(SKIP_DIRS)]
-    return " ".join(f"--glob {shell_quote(g)}" for g in globs)
+    for glob in reversed(globs):
+        if glob.anchored and (paths := glob.path_narrowing()) is not None:
+            return " ".join(f"--glob {shell_quote(g)}" for g in paths), False, True
+        if not glob.anchored and (named := glob.name_narrowing()) is not None:
+            names, exact = named
+            options = [f"--type-add {shell_quote(f'{RG_TYPE}:{name}')}" for name in names]
+            return " ".join([*options, f"--type {RG_TYPE}"]), exact and len(globs) == 1, False
+    return "", not globs, False
 
 
-def _rg_lines(ctx: ToolContext, command: str, skip: int = 0, stop: int | None = None) -> list[str] | None:
-    """Run ripgrep through the backend's shell; its output lines number `skip` to `stop` - 1.
+def _ripgrep(
+    ctx: ToolContext,
+    command: Callable[[str], str],
+    base: str,
+    globs: list[Glob],
+    keep: Callable[[str], bool],
+    offset: int,
+    wanted: int,
+    single_file: bool,
+) -> tuple[list[str], int] | None:
+    """ripgrep's output lines for results `first` to `wanted` - 1, and `first`; None when the
+    output is too big to capture. `command` makes the command line from the narrowing options.
+
+    When the narrowing is exact only the page's lines cross the shell. Otherwise the lines are
+    filtered here from the first one, fetching more until `wanted` are kept.
+    """
+    options, exact, recheck = _narrowing(globs)
+    command_line = command(options)
+    # A single file given to ripgrep is searched whether or not it is ignored (as in the walk).
+    reach = Reach(ctx.backend, base) if recheck and not single_file else None
+
+    def kept(line: str) -> bool:
+        relative = _strip_dot(line.partition("\0")[0])
+        return keep(relative) and (reach is None or reach.file(relative))
+
+    if exact:
+        lines = _rg_lines(ctx, command_line, base, offset, wanted)
+        if lines is None:
+            return None
+        if all(kept(line) for line in lines):
+            return lines, offset
+        # Not exact after all (a single file given to ripgrep is searched whatever its type).
+    stop = wanted
+    while True:
+        lines = _rg_lines(ctx, command_line, base, 0, stop)
+        if lines is None:
+            return None
+        selected = [line for line in lines if kept(line)]
+        if len(selected) >= wanted or len(lines) < stop:
+            return selected[:wanted], 0
+        stop *= 4
+
+
+def _rg_lines(ctx: ToolContext, command: str, workdir: str, skip: int = 0, stop: int | None = None) -> list[str] | None:
+    """Run ripgrep through the backend's shell in `workdir`; its output lines `skip` to `stop` - 1.
 
     Only those lines cross the shell (head/tail), so a deep page stays small. None when the
     output was still too big for the shell's capture (it would come back cut in the middle).
@@ -166,14 +240,16 @@ def _rg_lines(ctx: ToolContext, command: str, skip: int = 0, stop: int | None = 
     it must not `exit`); rg exits 1 for no match and 2 for an error such as a bad pattern.
     """
     window = (f" | head -n {stop}" if stop is not None else "") + (f" | tail -n +{skip + 1}" if skip else "")
-    result = ctx.backend.run(f"{command} 2>/dev/null{window}; printf '\\n%s' \"${{PIPESTATUS[0]}}\"", timeout=120)
+    result = ctx.backend.run(
+        f"{command} 2>/dev/null{window}; printf '\\n%s' \"${{PIPESTATUS[0]}}\"", timeout=120, workdir=workdir
+    )
     if result.truncated:
         return None
     body, _, status = result.output.rpartition("\n")
     code = int(status) if status.strip().isdigit() else result.exit_code
     lines = [line for line in body.split("\n") if line]
     if code == 2 and not lines:
-        why = ctx.backend.run(f"{command} 2>&1 >/dev/null | head -c 1000", timeout=60).output.strip()
+        why = ctx.backend.run(f"{command} 2>&1 >/dev/null | head -c 1000", timeout=60, workdir=workdir).output.strip()
         # Unreadable files or directories ("... (os error 13)") are skipped, as the walk does.
         problems = [line for line in why.splitlines() if "(os error" not in line]
         if problems:
@@ -196,7 +272,7 @@ TOOLS = [
         description=(
             "Search file contents with a regex (target='content': results give path, line and text) "
             "or find files by name glob (target='files'). Searches `path` recursively, skipping hidden "
-            "and generated directories; paginate with offset."
+            "and generated directories and what .gitignore excludes; paginate with offset."
         ),
         parameters={
             "type": "object",
@@ -204,7 +280,13 @@ TOOLS = [
                 "pattern": {"type": "string", "description": "Regex for content, or a file-name glob such as '*.py' for files."},
                 "path": {"type": "string", "default": ".", "description": "Directory (or file) to search."},
                 "target": {"type": "string", "enum": ["content", "files"], "default": "content"},
-                "file_glob": {"type": ["string", "null"], "description": "Only files whose name matches this glob, e.g. '*.py'."},
+                "file_glob": {
+                    "type": ["string", "null"],
+                    "description": (
+                        "Only files matching this glob: '*.py' matches names at any depth, a glob with '/' "
+                        "('src/*.py', 'src/**/*.py') paths below `path`; ** crosses directories, {py,md} alternates."
+                    ),
+                },
                 "limit": {"type": "integer", "minimum": 1, "default": 50},
                 "offset": {"type": "integer", "minimum": 0, "default": 0},
             },

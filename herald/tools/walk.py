@@ -1,7 +1,8 @@
 """Walking a backend's directory tree the way a developer expects a search to.
 
-Hidden entries and the usual bulky, generated directories are skipped, as ripgrep does by
-default; the walk is bounded so a search from `/` cannot run away.
+Hidden entries and the usual bulky, generated directories are skipped, and (when asked) what
+.gitignore and ripgrep's other ignore files exclude, as ripgrep does; the walk is bounded so a
+search from `/` cannot run away.
 """
 
 from __future__ import annotations
@@ -10,15 +11,18 @@ import posixpath
 from collections.abc import Iterator
 
 from ..backends.base import Backend, DirEntry
+from .ignore import IgnoreDir, descend, rules_above
 
 SKIP_DIRS = frozenset({"node_modules", "__pycache__", ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".mypy_cache"})
 
 
-def walk_files(backend: Backend, root: str, *, max_entries: int = 200_000) -> Iterator[str]:
+def walk_files(backend: Backend, root: str, *, ignore_files: bool = False, max_entries: int = 200_000) -> Iterator[str]:
     """Absolute paths of regular files under `root` (or `root` itself if it is a file).
 
     The order is ripgrep's `--sort=path`: depth first, each directory's entries by name, files
     and subdirectories interleaved. Symlinks are not followed (ripgrep's default either).
+    `ignore_files` also skips what ignore files exclude (see ignore.py); `root` itself is
+    always walked, as ripgrep walks a path it is given.
     """
     info = backend.stat(root)
     if info is None:
@@ -27,34 +31,38 @@ def walk_files(backend: Backend, root: str, *, max_entries: int = 200_000) -> It
         yield root
         return
     seen = 0
-    # A stack of iterators, one per directory being listed, so files and subdirectories come
+    # One frame per directory being listed: its entries, its path and the ignore rules in
+    # force inside it. Entries are consumed one at a time so files and subdirectories come
     # out in one name order (a/x before a.txt, as ripgrep sorts).
-    stack: list[Iterator[DirEntry]] = []
-    directories = [root]
+    stack: list[tuple[Iterator[DirEntry], str, IgnoreDir | None]] = []
 
-    def listing(directory: str) -> Iterator[DirEntry]:
+    def enter(directory: str, rules: IgnoreDir | None) -> None:
         try:
             entries = backend.list_dir(directory)
         except OSError:
-            return iter(())
-        return iter(sorted(entries, key=lambda e: e.name))
+            entries = []
+        if ignore_files:
+            rules = descend(rules, backend, directory, entries)
+        stack.append((iter(sorted(entries, key=lambda e: e.name)), directory, rules))
 
-    stack.append(listing(root))
+    enter(root, rules_above(backend, root) if ignore_files else None)
     while stack:
-        entry = next(stack[-1], None)
+        entries, directory, rules = stack[-1]
+        entry = next(entries, None)
         if entry is None:
             stack.pop()
-            directories.pop()
             continue
         seen += 1
         if seen > max_entries:
             return
         if entry.name.startswith(".") or entry.is_symlink:
             continue
-        path = posixpath.join(directories[-1], entry.name)
+        if entry.is_dir and entry.name in SKIP_DIRS:
+            continue
+        path = posixpath.join(directory, entry.name)
+        if rules is not None and rules.ignored(path, entry.is_dir):
+            continue
         if entry.is_dir:
-            if entry.name not in SKIP_DIRS:
-                directories.append(path)
-                stack.append(listing(path))
+            enter(path, rules)
         elif entry.is_file:
             yield path

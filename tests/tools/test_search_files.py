@@ -3,6 +3,7 @@ with rg installed) and once with the pure-Python walk, and expects the same answ
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -275,6 +276,9 @@ def test_small_terminal_output_cap_does_not_lose_results(
     assert (result["count"], result["has_more"]) == (50, True)
     files = call("search_files", pattern="f0", target="files", limit=80)
     assert files["files"] == [f"f{i:03}.txt" for i in range(60) if f"{i:03}".startswith("0")]
+    write(workspace, {f"z/f{i:03}.txt": "needle here\n" for i in range(5)})  # filtered from a long output
+    globbed = call("search_files", pattern="needle", file_glob="z/*.txt", limit=3, offset=1)
+    assert ([m["path"] for m in globbed["matches"]], globbed["has_more"]) == ([f"z/f{i:03}.txt" for i in (1, 2, 3)], True)
 
 
 def test_engines_agree(make_call: Callable[..., CallTool], local_backend: LocalBackend, project: Path) -> None:
@@ -292,4 +296,219 @@ def test_engines_agree(make_call: Callable[..., CallTool], local_backend: LocalB
     for name, setting in ENGINES.items():
         call = make_call({"files.search": setting}, backend=local_backend)
         answers[name] = [{k: v for k, v in call("search_files", **args).items() if k != "engine"} for args in calls]
+    assert answers["ripgrep"] == answers["python"]
+
+
+# -- globs: one meaning for both engines (herald/tools/globs.py) -------------------------------
+
+GLOB_TREE = {
+    "top.py": "needle\n",
+    "README.md": "needle\n",
+    "notes.txt": "needle\n",
+    "docs/guide.md": "needle\n",
+    "lib/src/e.py": "needle\n",
+    "src/a.py": "needle\n",
+    "src/b.md": "needle\n",
+    "src/top.py": "needle\n",
+    "src/sub/c.py": "needle\n",
+    "src/sub/deep/d.py": "needle\n",
+    "café.txt": "needle\n",
+    "cafe.txt": "needle\n",
+}
+
+GLOB_CASES = {
+    # a glob with "/" is anchored at the searched directory; * and ? never cross "/"
+    "src/*.py": ["src/a.py", "src/top.py"],
+    "/src/*.py": ["src/a.py", "src/top.py"],
+    "*/*.py": ["src/a.py", "src/top.py"],
+    # ** crosses directories, and matches zero of them too
+    "**/*.py": ["lib/src/e.py", "src/a.py", "src/sub/c.py", "src/sub/deep/d.py", "src/top.py", "top.py"],
+    "src/**/*.py": ["src/a.py", "src/sub/c.py", "src/sub/deep/d.py", "src/top.py"],
+    "src/**": ["src/a.py", "src/b.md", "src/sub/c.py", "src/sub/deep/d.py", "src/top.py"],
+    "**/sub/*.py": ["src/sub/c.py"],
+    # without "/": the file name, at any depth
+    "*.py": ["lib/src/e.py", "src/a.py", "src/sub/c.py", "src/sub/deep/d.py", "src/top.py", "top.py"],
+    "top.py": ["src/top.py", "top.py"],
+    "/top.py": ["top.py"],
+    # braces, classes, ? (one character, not one byte), negation
+    "*.{py,md}": [
+        "README.md", "docs/guide.md", "lib/src/e.py", "src/a.py", "src/b.md",
+        "src/sub/c.py", "src/sub/deep/d.py", "src/top.py", "top.py",
+    ],
+    "{src,docs}/*.md": ["docs/guide.md", "src/b.md"],
+    "[a-c].py": ["src/a.py", "src/sub/c.py"],
+    "caf?.txt": ["cafe.txt", "café.txt"],
+    "!*.{py,md}": ["cafe.txt", "café.txt", "notes.txt"],
+}
+
+
+@pytest.mark.parametrize("glob", list(GLOB_CASES))
+def test_file_glob_semantics(search: Search, workspace: Path, glob: str) -> None:
+    write(workspace, GLOB_TREE)
+    expected = GLOB_CASES[glob]
+    assert [m["path"] for m in search(pattern="needle", file_glob=glob, limit=100)["matches"]] == expected
+    assert search(pattern="*", target="files", file_glob=glob, limit=100)["files"] == expected
+    if set("*?[") & set(glob):  # target="files" takes the same globs as its pattern (else: a text)
+        assert search(pattern=glob, target="files", limit=100)["files"] == expected
+
+
+def test_file_glob_is_anchored_at_the_searched_path(search: Search, call: CallTool, workspace: Path) -> None:
+    write(workspace, GLOB_TREE)
+    assert [m["path"] for m in search(pattern="needle", path="src", file_glob="sub/*.py")["matches"]] == ["src/sub/c.py"]
+    assert search(pattern="*", target="files", path="src", file_glob="*.md")["files"] == ["src/b.md"]
+    call("terminal", command="cd src")  # paths stay relative to the shell's cwd, globs to `path`
+    assert search(pattern="*", target="files", path="sub", file_glob="deep/*.py")["files"] == ["sub/deep/d.py"]
+    # A single file is matched from the directory holding it.
+    assert [m["path"] for m in search(pattern="needle", path="a.py", file_glob="*.py")["matches"]] == ["a.py"]
+    assert search(pattern="needle", path="a.py", file_glob="*.md")["matches"] == []
+
+
+def test_file_glob_pages(search: Search, workspace: Path) -> None:
+    # Many files that ripgrep's name narrowing lets through sort before the wanted ones:
+    # pages must count only files the glob matches.
+    write(workspace, {f"a/{i:02}.txt": "needle\n" for i in range(30)})
+    write(workspace, {f"d/{i:02}.txt": "needle\n" for i in range(7)})
+    expected = [f"d/{i:02}.txt" for i in range(7)]
+    first = search(pattern="needle", file_glob="d/*.txt", limit=3)
+    assert [m["path"] for m in first["matches"]] == expected[:3]
+    assert (first["has_more"], first["next_offset"]) == (True, 3)
+    last = search(pattern="needle", file_glob="d/*.txt", limit=3, offset=6)
+    assert ([m["path"] for m in last["matches"]], last["has_more"]) == (expected[6:], False)
+    files = search(pattern="*.txt", target="files", file_glob="d/*", limit=4, offset=4)
+    assert (files["files"], files["has_more"]) == (expected[4:], False)
+
+
+@pytest.mark.parametrize(
+    ("glob", "why"),
+    [("*.{py,md", "'{' is never closed"), ("src/", "for everything under it write 'src/\\*\\*'"), ("a}b", "'}' without")],
+)
+def test_invalid_globs_are_clear_errors(search: Search, workspace: Path, glob: str, why: str) -> None:
+    write(workspace, GLOB_TREE)
+    with pytest.raises(ToolError, match=rf"file_glob '{re.escape(glob)}' is not a valid glob: .*{why}"):
+        search(pattern="needle", file_glob=glob)
+
+
+# -- ignore files (herald/tools/ignore.py) ------------------------------------------------------
+
+IGNORED_TREE: dict[str, str | bytes] = {
+    ".gitignore": "*.log\nbuild/\n/dist\n# a comment\n",
+    "src/.gitignore": "!keep.log\ngenerated/\n",
+    "app.py": "needle\n",
+    "app.log": "needle\n",
+    "keep.log": "needle\n",  # re-included only below src/
+    "build/out.py": "needle\n",
+    "dist/bundle.js": "needle\n",
+    "src/dist/ok.js": "needle\n",  # /dist is anchored at the root
+    "src/main.py": "needle\n",
+    "src/debug.log": "needle\n",
+    "src/keep.log": "needle\n",
+    "src/build/x.py": "needle\n",  # build/ is not anchored
+    "src/generated/g.py": "needle\n",
+}
+NOT_IGNORED = ["app.py", "src/dist/ok.js", "src/keep.log", "src/main.py"]
+
+
+def test_gitignore_root_and_nested_with_negation(search: Search, workspace: Path) -> None:
+    write(workspace, IGNORED_TREE)
+    assert [m["path"] for m in search(pattern="needle")["matches"]] == NOT_IGNORED
+    assert search(pattern="*", target="files")["files"] == NOT_IGNORED
+    # A path glob (which ripgrep gets as --glob, overriding ignore files) changes nothing.
+    assert search(pattern="*", target="files", file_glob="src/**")["files"] == ["src/dist/ok.js", "src/keep.log", "src/main.py"]
+    assert [m["path"] for m in search(pattern="needle", file_glob="*/*.py")["matches"]] == ["src/main.py"]
+
+
+def test_gitignore_applies_without_a_git_directory_and_with_info_exclude(search: Search, workspace: Path) -> None:
+    write(workspace, {"a.py": "needle\n", "b.tmp": "needle\n", "c.tmp": "needle\n", ".gitignore": "b.tmp\n"})
+    assert search(pattern="*", target="files")["files"] == ["a.py", "c.tmp"]
+    write(workspace, {".git/info/exclude": "*.tmp\n", ".git/HEAD": "ref: refs/heads/main\n"})
+    assert search(pattern="*", target="files")["files"] == ["a.py"]
+
+
+def test_file_glob_does_not_bring_back_ignored_or_hidden_files(search: Search, workspace: Path) -> None:
+    # (ripgrep's own --glob would: a matching --glob overrides .gitignore and hiding.)
+    write(workspace, IGNORED_TREE)
+    write(workspace, {".hidden.log": "needle\n", ".env": "needle\n", ".gitignore": "*.log\n!.env\n!.hidden.log\n"})
+    assert search(pattern="*", target="files", file_glob="*.log")["files"] == ["src/keep.log"]
+    assert [m["path"] for m in search(pattern="needle", file_glob="**/*.log")["matches"]] == ["src/keep.log"]
+    below_src = ["src/build/x.py", "src/dist/ok.js", "src/keep.log", "src/main.py"]  # not generated/, debug.log
+    assert search(pattern="*", target="files", file_glob="src/**")["files"] == below_src
+    assert search(pattern="*.log", target="files")["files"] == ["src/keep.log"]
+    assert search(pattern="env", target="files")["files"] == []
+
+
+def test_ignore_files_of_parent_directories_apply(search: Search, workspace: Path) -> None:
+    write(workspace, IGNORED_TREE)
+    assert search(pattern="*", target="files", path="src")["files"] == ["src/dist/ok.js", "src/keep.log", "src/main.py"]
+
+
+def test_a_path_given_inside_an_ignored_directory_is_searched(search: Search, workspace: Path) -> None:
+    # As with the skipped generated directories: asked for explicitly, it is searched.
+    write(workspace, IGNORED_TREE)
+    assert search(pattern="*", target="files", path="build")["files"] == ["build/out.py"]
+    assert [m["path"] for m in search(pattern="needle", path="src/generated")["matches"]] == ["src/generated/g.py"]
+    assert search(pattern="needle", path="app.log")["matches"] == [{"path": "app.log", "line": 1, "text": "needle"}]
+
+
+def test_ignore_and_rgignore_files_and_the_repository_boundary(search: Search, workspace: Path) -> None:
+    write(
+        workspace,
+        {
+            ".gitignore": "*.md\n",
+            ".ignore": "*.bak\n",
+            "top.md": "x\n",
+            "top.bak": "x\n",
+            # .ignore beats .gitignore; .rgignore beats .ignore
+            "r/.gitignore": "!r.txt\n",
+            "r/.ignore": "*.txt\n!s.txt\n",
+            "r/.rgignore": "s.txt\n",
+            "r/r.txt": "x\n",
+            "r/s.txt": "x\n",
+            "r/t.py": "x\n",
+            # a repository inside: the outer .gitignore stops at its root, .ignore does not
+            "repo/.git/HEAD": "ref: refs/heads/main\n",
+            "repo/doc.md": "x\n",
+            "repo/old.bak": "x\n",
+        },
+    )
+    assert search(pattern="*", target="files")["files"] == ["r/t.py", "repo/doc.md"]
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("!", ["a.log", "d.py", "s/b.log", "s/c.py"]),  # ripgrep reads a lone "!" as re-including everything
+        ("[z-a]", ["d.py", "s/c.py"]),  # a line that cannot mean anything is skipped
+        ("**/", ["d.py"]),  # every directory
+        ("!*/", ["d.py", "s/c.py"]),
+        ("\\ ", ["d.py", "s/c.py"]),
+    ],
+)
+def test_odd_gitignore_lines(search: Search, workspace: Path, line: str, expected: list[str]) -> None:
+    write(workspace, {"a.log": "x\n", "s/b.log": "x\n", "s/c.py": "x\n", "d.py": "x\n", ".gitignore": f"*.log\n{line}\n"})
+    assert search(pattern="*", target="files")["files"] == expected
+
+
+# -- both engines, many shapes, one answer ------------------------------------------------------
+
+
+def test_engines_agree_on_globs_and_ignore_files(
+    make_call: Callable[..., CallTool], local_backend: LocalBackend, workspace: Path
+) -> None:
+    if shutil.which("rg") is None:
+        pytest.skip("ripgrep (rg) is not installed")
+    write(workspace, GLOB_TREE)
+    write(workspace, {f"x/{name}": content for name, content in IGNORED_TREE.items()})
+    write(workspace, {".hid.py": "needle\n", "src/.h/q.py": "needle\n", "a,b.txt": "needle\n", "we{ird}.txt": "needle\n"})
+    globs = [None, *GLOB_CASES, "x/**", "**/*.log", "we\\{ird\\}.txt", "a,b.txt", "[!c]*.txt", "s*/**/d.py"]
+    answers: dict[str, list[Any]] = {}
+    for name, setting in ENGINES.items():
+        call = make_call({"files.search": setting}, backend=local_backend)
+        answers[name] = [
+            call("search_files", pattern=pattern, path=path, file_glob=glob, target=target, limit=200)
+            for path in (".", "src", "x", "x/build", "src/a.py", "x/app.log")
+            for glob in globs
+            for target, pattern in (("content", "needle"), ("files", "*"))
+        ]
+        for answer in answers[name]:
+            assert answer.pop("engine") == ("ripgrep" if name == "ripgrep" else "python")
     assert answers["ripgrep"] == answers["python"]
