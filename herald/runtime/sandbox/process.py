@@ -64,7 +64,9 @@ class OutputStream:
             self.seen = True
             self.pending = b""
             return
-        keep = len(self.sentinel) - 1
+        # Hold back only a tail that could be the start of the sentinel, so live output of a
+        # kernel cell is not delayed until the cell ends.
+        keep = _sentinel_prefix_at_end(buf, self.sentinel)
         if len(buf) > keep:
             self.capture.feed(buf[: len(buf) - keep])
             buf = buf[len(buf) - keep :]
@@ -75,6 +77,16 @@ class OutputStream:
         if self.pending:
             self.capture.feed(self.pending)
             self.pending = b""
+
+
+def _sentinel_prefix_at_end(buf: bytes, sentinel: bytes) -> int:
+    """Length of the longest end of `buf` that is a proper prefix of `sentinel`."""
+    if sentinel[:1] not in buf[-(len(sentinel) - 1) :]:
+        return 0  # the usual case: no byte that could start the sentinel
+    for size in range(min(len(buf), len(sentinel) - 1), 0, -1):
+        if sentinel.startswith(buf[-size:]):
+            return size
+    return 0
 
 
 class ChildProcess:
