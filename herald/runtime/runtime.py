@@ -38,7 +38,8 @@ from ..transcript import Transcript
 from .dispatcher import CallScope, Dispatcher
 from .outcome import build_result
 from .rpc.server import RpcServer
-from .sandbox.process import ChildProcess, drain_fd
+from .sandbox import forkserver
+from .sandbox.process import ChildProcess, SandboxStartError, drain_fd
 from .sandbox.remote import RemoteChild
 from .sandbox.remote_setup import RemoteSandbox
 from .sandbox.result import ExecutionResult
@@ -134,6 +135,10 @@ class Runtime:
                 undo.callback(self._remote.close)
             self._child_env = scrubbed_environ(os.environ, self.settings.sandbox.env_passthrough)
             self._child_env.update({"HERALD_SANDBOX": "1", "PYTHONIOENCODING": "utf-8"})
+            self._forks: forkserver.Lease | None = None
+            if self._remote is None and self.settings.sandbox.fork_server:
+                self._forks = forkserver.Lease(self.settings.sandbox.python, self._child_env)
+                undo.callback(self._forks.close)
             self._interrupt_r, self._interrupt_w = os.pipe()
             undo.callback(os.close, self._interrupt_r)
             undo.callback(os.close, self._interrupt_w)
@@ -144,9 +149,13 @@ class Runtime:
             self._warm: ChildProcess | RemoteChild[_Binding] | None = None
             self._replenishing: threading.Thread | None = None
             self._closed = False
-            if self.settings.sandbox.warm:
-                self._warm = self._spawn()
+            if self._remote is not None and self.settings.sandbox.warm:
+                self._warm = self._spawn()  # probes the backend's python: fail here, not in a run
+            elif self._remote is None:
+                _check_interpreter(self.settings.sandbox.python)
             undo.pop_all()
+        if self._remote is None:
+            self._replenish()  # the first warm child starts in the background: no wait here
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -177,11 +186,11 @@ class Runtime:
     def _spawn(self) -> ChildProcess | RemoteChild[_Binding]:
         if self._remote is not None:
             return self._remote.spawn()
-        return ChildProcess(self.settings.sandbox.python, self._sandbox_dir, self._child_env)
+        server = self._forks.server() if self._forks is not None else None
+        return ChildProcess(self.settings.sandbox.python, self._sandbox_dir, self._child_env, forkserver=server)
 
     def _replenish(self) -> None:
-        """Spawn the next warm child on a helper thread: forking a large parent costs about
-        half a millisecond, which must not sit between a script's end and its result."""
+        """Make the next warm child on a helper thread, so no run waits for its start-up."""
         if not self.settings.sandbox.warm or self._closed:
             return
 
@@ -206,6 +215,9 @@ class Runtime:
             if child is not None:
                 child.kill()
             child = self._spawn()
+        # The next run's child is made now, while this one runs, so back-to-back runs find it
+        # ready; forking it after the run would put its start-up between two runs.
+        self._replenish()
         child.wait_ready(READY_TIMEOUT)
         return child
 
@@ -328,7 +340,6 @@ class Runtime:
             child.kill()
             stdout.close()
             stderr.close()
-            self._replenish()
         return build_result(collected, scope, stdout, stderr, started, timeout)
 
     def _execute_in_kernel(
@@ -368,7 +379,6 @@ class Runtime:
 
     def _start_kernel(self, name: str) -> _Kernel:
         child = self._take_child()
-        self._replenish()
         token, binding = self._bind(self.dispatcher.new_scope(0))
         sentinel = f"\0__HERALD_KERNEL_{secrets.token_hex(8)}__\0"
         child.send(
@@ -405,6 +415,8 @@ class Runtime:
                 self._warm.kill()
                 self._warm = None
             self._server.close()
+            if self._forks is not None:
+                self._forks.close()
             self.dispatcher.ctx.close()  # session resources the tools opened (a browser, ...)
             if self._remote is not None:
                 self._remote.close()
@@ -424,6 +436,14 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check_interpreter(python: str) -> None:
+    if not (shutil.which(python) or (os.path.isfile(python) and os.access(python, os.X_OK))):
+        raise SandboxStartError(
+            f"could not start the sandbox interpreter {python}: no such executable "
+            "(setting sandbox.python; Python 3.8 or newer)"
+        )
 
 
 def _listener(on_output: OutputListener | None, stream: str) -> Callable[[bytes], None] | None:

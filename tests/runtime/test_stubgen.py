@@ -90,6 +90,7 @@ def test_sandbox_layout(tmp_path: Path) -> None:
         "helpers.py",
         "protocol.py",
         "remote_bootstrap.py",
+        "zygote.py",
     ]
 
 
@@ -110,7 +111,7 @@ print(json.dumps(out))
 """,
     )
     names = [t.name for t in tools]
-    assert info["all"] == [*names, *HELPERS, "ToolError"]
+    assert info["all"] == [*names, *HELPERS, "ToolError", "ConnectionLost"]
     assert sorted(info["tools"]) == sorted(names)
     for name in names:
         assert info["tools"][name]["doc"], f"{name} has no docstring"

@@ -8,6 +8,7 @@ pipe, so a timeout or an interrupt can never be missed while output keeps draini
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import signal
@@ -19,6 +20,7 @@ from typing import Any, Literal
 from ...capture import CappedCapture
 from ...procs import descendants, signal_pids
 from ..rpc.protocol import HEADER, ProtocolError, decode_body, encode_frame
+from .forkserver import ForkServer, ForkServerError
 from .stubgen import RUNTIME_PACKAGE
 
 LOADER = (
@@ -27,6 +29,7 @@ LOADER = (
 )
 EXIT_SETTLE_SECONDS = 2.0
 Reason = Literal["exited", "done", "timeout", "interrupted"]
+log = logging.getLogger(__name__)
 
 
 class SandboxStartError(RuntimeError):
@@ -89,32 +92,81 @@ def _sentinel_prefix_at_end(buf: bytes, sentinel: bytes) -> int:
     return 0
 
 
+class _Spawned:
+    """A child started as a fresh interpreter: ours to wait for."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def exited(self) -> bool:
+        """Exited, without reaping it (its pid, the group's id, stays reserved)."""
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return info is not None
+
+    def wait(self, timeout: float | None) -> int | None:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def release(self) -> None:
+        self.proc.wait()
+
+
+class _Forked:
+    """A child forked by the fork server: it reaps the child and reports its status."""
+
+    def __init__(self, server: ForkServer, pid: int) -> None:
+        self.server = server
+        self.pid = pid
+
+    def poll(self) -> int | None:
+        return self.server.status(self.pid)
+
+    def exited(self) -> bool:
+        return self.server.status(self.pid) is not None
+
+    def wait(self, timeout: float | None) -> int | None:
+        return self.server.wait(self.pid, timeout)
+
+    def release(self) -> None:
+        self.server.release(self.pid)
+
+
 class ChildProcess:
-    def __init__(self, python: str, sandbox_dir: str, env: dict[str, str]) -> None:
+    def __init__(self, python: str, sandbox_dir: str, env: dict[str, str], forkserver: ForkServer | None = None) -> None:
         to_child_r, self._to_child = os.pipe()
         self._from_child, from_child_w = os.pipe()
+        self.stdout_fd, stdout_w = os.pipe()
+        self.stderr_fd, stderr_w = os.pipe()
+        self.forked = False
         try:
-            self.proc = subprocess.Popen(
-                [python, "-I", "-B", "-c", LOADER, sandbox_dir, str(to_child_r), str(from_child_w)],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=(to_child_r, from_child_w),
-                start_new_session=True,
-                env=env,
-                cwd=sandbox_dir,
-            )
+            forked = self._fork(forkserver, sandbox_dir, (stdout_w, stderr_w, to_child_r, from_child_w))
+            self._process: _Spawned | _Forked = forked or _Spawned(subprocess.Popen(
+                    [python, "-I", "-B", "-c", LOADER, sandbox_dir, str(to_child_r), str(from_child_w)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=stdout_w,
+                    stderr=stderr_w,
+                    pass_fds=(to_child_r, from_child_w),
+                    start_new_session=True,
+                    env=env,
+                    cwd=sandbox_dir,
+            ))
         except OSError as exc:
-            for fd in (self._to_child, self._from_child):
+            for fd in (self._to_child, self._from_child, self.stdout_fd, self.stderr_fd):
                 os.close(fd)
             raise SandboxStartError(f"could not start the sandbox interpreter {python}: {exc}") from None
         finally:
-            os.close(to_child_r)
-            os.close(from_child_w)
-        self.pid = self.proc.pid
-        assert self.proc.stdout is not None and self.proc.stderr is not None
-        self.stdout_fd = self.proc.stdout.fileno()
-        self.stderr_fd = self.proc.stderr.fileno()
+            for fd in (to_child_r, from_child_w, stdout_w, stderr_w):
+                os.close(fd)
+        self.pid = self._process.pid
         for fd in (self.stdout_fd, self.stderr_fd, self._from_child):
             os.set_blocking(fd, False)
         try:
@@ -124,6 +176,19 @@ class ChildProcess:
         self._ctl_buffer = b""
         self.ready = False
         self.closed = False
+
+    def _fork(
+        self, server: ForkServer | None, sandbox_dir: str, fds: tuple[int, int, int, int]
+    ) -> _Forked | None:
+        if server is None:
+            return None
+        try:
+            pid = server.fork(sandbox_dir, fds)
+        except ForkServerError as exc:
+            log.warning("fork server failed (%s); spawning an interpreter instead", exc)
+            return None
+        self.forked = True
+        return _Forked(server, pid)
 
     # -- control channel -------------------------------------------------------------------
 
@@ -163,16 +228,16 @@ class ChildProcess:
                     raise SandboxStartError(self._startup_failure())
 
     def _startup_failure(self) -> str:
+        status = self._process.wait(5)
         try:
-            self.proc.wait(timeout=5)
             err = os.read(self.stderr_fd, 20000).decode("utf-8", "replace").strip()
-        except (OSError, subprocess.TimeoutExpired):
+        except OSError:
             err = ""
-        return f"the sandbox interpreter exited during start-up (status {self.proc.returncode}): {err or 'no output'}"
+        return f"the sandbox interpreter exited during start-up (status {status}): {err or 'no output'}"
 
     def poll(self) -> int | None:
         """The exit status once the child is gone, else None."""
-        return self.proc.poll()
+        return self._process.poll()
 
     def send(self, message: dict[str, Any]) -> None:
         data = encode_frame(message)
@@ -185,11 +250,7 @@ class ChildProcess:
     def _exited(self) -> bool:
         if self._pidfd is not None:
             return bool(select.select([self._pidfd], [], [], 0)[0])
-        try:
-            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return True
-        return info is not None
+        return self._process.exited()
 
     def collect(
         self,
@@ -217,6 +278,7 @@ class ChildProcess:
         known: set[int] = set()
         kill_deadline = 0.0
         done_status: int | None = None
+        reported: int | None = None  # the exit status the child sent just before exiting
         done = False
         while True:
             now = time.monotonic()
@@ -235,6 +297,8 @@ class ChildProcess:
                     for message in self._read_control():
                         if message.get("type") == "done":
                             done, done_status = True, int(message.get("exit_code", 1))
+                        elif message.get("type") == "exit":
+                            reported = int(message.get("exit_code", 1))
                         elif message.get("type") == "eof":
                             poller.unregister(self._from_child)
                 elif fd == interrupt_fd:
@@ -255,7 +319,10 @@ class ChildProcess:
         for stream in streams.values():
             self._pump(stream, None, drain=True)
             stream.finish()
-        status = self.proc.wait()
+        for message in self._read_control():
+            if message.get("type") == "exit":
+                reported = int(message.get("exit_code", 1))
+        status = reported if reported is not None and killing is None else self._process.wait(None)
         if killing is not None:
             return Collected(killing, status)
         if done:
@@ -289,33 +356,27 @@ class ChildProcess:
         """Stop the child and everything it started; reap it."""
         if self.closed:
             return
-        if self.proc.poll() is None:
+        if not self._exited():
             known = self._terminate() if grace > 0 else set(descendants(self.pid)) | {self.pid}
-            try:
-                self.proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                pass
+            self._process.wait(grace)
             signal_pids(known | set(descendants(self.pid)), signal.SIGKILL)
-        try:
+        try:  # stragglers left in its group; the pid is not reaped yet, so it is still ours
             os.killpg(self.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        self.proc.wait()
+        self._process.release()
         self.close()
 
     def close(self) -> None:
         if self.closed:
             return
         self.closed = True
-        for fd in (self._to_child, self._from_child, self._pidfd):
+        for fd in (self._to_child, self._from_child, self._pidfd, self.stdout_fd, self.stderr_fd):
             if fd is not None:
                 try:
                     os.close(fd)
                 except OSError:
                     pass
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
 
 
 def drain_fd(fd: int) -> None:

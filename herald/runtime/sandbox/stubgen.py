@@ -9,7 +9,9 @@ execution, remote_bootstrap) copied next to it, and must import in any Python >=
 
 from __future__ import annotations
 
+import importlib.util
 import keyword
+import py_compile
 import shutil
 import textwrap
 from collections.abc import Iterable, Mapping
@@ -24,7 +26,8 @@ HELPERS = ["parallel", "json_parse", "shell_quote", "retry"]
 RUNTIME_PACKAGE = "_hermes_runtime"
 # Names the generated module defines itself: a tool by one of these names would replace it.
 RESERVED = frozenset(
-    [*HELPERS, "ToolError", "ConnectionLost", "Any", "Dict", "List", "Optional", "Union", "_call", "_ELSEWHERE"]
+    [*HELPERS, "ToolError", "ConnectionLost", "Any", "Dict", "List", "Optional", "Union", "_call", "_ELSEWHERE",
+     "_importing"]
 )
 
 _PY_TYPES = {
@@ -113,13 +116,25 @@ _ELSEWHERE = {elsewhere!r}
 
 def __getattr__(name: str) -> Any:
     # `from hermes_tools import x` for a tool this script cannot call: say why, and what it can.
+    # Plain attribute access (hasattr) gets the AttributeError it expects; only an import
+    # statement gets the ImportError that carries the explanation.
     if name.startswith("_"):
         raise AttributeError("module 'hermes_tools' has no attribute %r" % name)
     why = _ELSEWHERE.get(name)
     what = "Tool %r %s." % (name, why) if why else "hermes_tools has no tool or helper named %r." % name
-    raise ImportError(
-        "%s Tools this script can call: %s. Helpers: %s." % (what, {tools!r}, {helpers!r}), name="hermes_tools"
-    )
+    message = "%s Tools this script can call: %s. Helpers: %s." % (what, {tools!r}, {helpers!r})
+    if _importing():
+        raise ImportError(message, name="hermes_tools")
+    raise AttributeError(message)
+
+
+def _importing() -> bool:
+    import opcode
+    import sys
+
+    frame = sys._getframe(2)
+    code, at = frame.f_code.co_code, frame.f_lasti
+    return 0 <= at < len(code) and code[at] == opcode.opmap.get("IMPORT_FROM", -1)
 '''
 
 
@@ -153,17 +168,26 @@ def signatures(tools: Iterable[Tool]) -> list[str]:
     return [f"{t.name}({_signature(t)[0]})" for t in tools]
 
 
-def write_sandbox(directory: Path, tools: Iterable[Tool], elsewhere: Mapping[str, str] | None = None) -> Path:
-    """Write hermes_tools.py and the `_hermes_runtime` package into `directory`."""
+def write_runtime_package(directory: Path) -> Path:
+    """Copy the `_hermes_runtime` package (what runs inside the sandbox) into `directory`."""
     package = directory / RUNTIME_PACKAGE
     package.mkdir(parents=True, exist_ok=True)
     (package / "__init__.py").write_text('"""Herald sandbox runtime (generated copy)."""\n')
     rpc_dir = Path(rpc.__file__).parent
     child_dir = Path(child.__file__).parent
     sources = [rpc_dir / "protocol.py", rpc_dir / "client.py"]
-    sources += [child_dir / name for name in ("helpers.py", "bootstrap.py", "remote_bootstrap.py")]
+    sources += [child_dir / name for name in ("helpers.py", "bootstrap.py", "remote_bootstrap.py", "zygote.py")]
     for source in sources:
         shutil.copyfile(source, package / source.name)
+    return package
+
+
+def write_sandbox(directory: Path, tools: Iterable[Tool], elsewhere: Mapping[str, str] | None = None) -> Path:
+    """Write hermes_tools.py and the `_hermes_runtime` package into `directory`."""
+    write_runtime_package(directory)
     stub = directory / "hermes_tools.py"
     stub.write_text(render_module(tools, elsewhere), encoding="utf-8")
+    # Children run with -B (they never write bytecode) but read it: compile the stubs once here
+    # so each child does not. A child on another Python version ignores the file and compiles.
+    py_compile.compile(str(stub), cfile=importlib.util.cache_from_source(str(stub)), doraise=True)
     return stub

@@ -1,6 +1,7 @@
 """Entry point of a sandbox child. Stdlib only, Python >= 3.8.
 
-Started as `python -I -B -c <loader> SANDBOX_DIR CTL_READ_FD CTL_WRITE_FD`. It blocks `herald`
+Started as `python -I -B -c <loader> SANDBOX_DIR CTL_READ_FD CTL_WRITE_FD`, or forked by the fork
+server (zygote.py), which calls `serve` with the same fds. It blocks `herald`
 imports, pre-imports `hermes_tools`, says "ready" on the control pipe and waits: a warm child
 costs nothing until the parent hands it a script. Then:
 
@@ -111,9 +112,10 @@ _INTERNAL_DIR = os.path.dirname(os.path.abspath(__file__))
 def _is_internal(filename: str) -> bool:
     """Frames of hermes_tools.py and the _hermes_runtime package: plumbing, not the script."""
     path = os.path.abspath(filename)
-    return os.path.dirname(path) == _INTERNAL_DIR or (
-        os.path.basename(path) == "hermes_tools.py" and os.path.dirname(path) == os.path.dirname(_INTERNAL_DIR)
-    )
+    if os.path.dirname(path) == _INTERNAL_DIR:
+        return True
+    stubs = getattr(sys.modules.get("hermes_tools"), "__file__", None)
+    return stubs is not None and path == os.path.abspath(stubs)
 
 
 def _strip_internal_frames(exc: "Optional[BaseException]", seen: "Optional[set[int]]" = None) -> None:
@@ -188,7 +190,7 @@ def _configure(message: Dict[str, Any]) -> None:
             sys.stderr.write("warning: could not enter %s: %s\n" % (cwd, exc))
 
 
-def _oneshot(message: Dict[str, Any]) -> None:
+def _oneshot(message: Dict[str, Any], ctl_write: int) -> None:
     namespace = {"__name__": "__main__", "__builtins__": builtins, "__file__": "<script>"}
     status = run_code(message["code"], "<script>", namespace)
     try:
@@ -205,7 +207,12 @@ def _oneshot(message: Dict[str, Any]) -> None:
         pass
     _flush()
     _kill_descendants()
-    os._exit(status & 0xFF if status >= 0 else 1)
+    code = status & 0xFF if status >= 0 else 1
+    try:  # the parent learns the status now, without waiting to reap us
+        os.write(ctl_write, encode_frame({"type": "exit", "exit_code": code}))
+    except OSError:
+        pass
+    os._exit(code)
 
 
 def _kernel(message: Dict[str, Any], reader: _PipeReader, ctl_write: int) -> None:
@@ -230,7 +237,12 @@ def _kernel(message: Dict[str, Any], reader: _PipeReader, ctl_write: int) -> Non
 
 
 def main() -> None:
-    ctl_read, ctl_write = int(sys.argv[2]), int(sys.argv[3])
+    serve(int(sys.argv[2]), int(sys.argv[3]))
+
+
+def serve(ctl_read: int, ctl_write: int) -> None:
+    """Be a sandbox child on these control fds: say ready, take one run, never return.
+    Started fresh (`main`) or forked from the fork server (zygote.py)."""
     sys.meta_path.insert(0, _HeraldBlocker())
     signal.signal(signal.SIGTERM, _on_sigterm)
     for stream in (sys.stdout, sys.stderr):
@@ -253,4 +265,4 @@ def main() -> None:
     if message.get("mode") == "kernel":
         _kernel(message, reader, ctl_write)
     else:
-        _oneshot(message)
+        _oneshot(message, ctl_write)

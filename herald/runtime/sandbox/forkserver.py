@@ -1,0 +1,229 @@
+"""Herald's side of the fork server (child/zygote.py): start it, ask it for children, learn
+how they exit.
+
+Policy: one zygote per (interpreter, environment), shared by every Runtime of this process that
+asks for the same pair and closed when the last of them lets go. A fork costs a fraction of a
+millisecond where starting an interpreter costs ~35 ms. If the zygote cannot start or dies, the
+caller falls back to spawning an interpreter (process.py), and the next request starts a new
+zygote; a run never fails because the fork server did.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import logging
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .stubgen import RUNTIME_PACKAGE, write_runtime_package
+
+LOADER = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    f"from {RUNTIME_PACKAGE}.zygote import main; main()"
+)
+READY_TIMEOUT = 30.0
+REPLY_TIMEOUT = 10.0
+LOST_STATUS = -signal.SIGKILL  # the zygote died before it could report a child's exit
+log = logging.getLogger(__name__)
+
+
+class ForkServerError(RuntimeError):
+    """The fork server could not give a child; spawn an interpreter instead."""
+
+
+class ForkServer:
+    def __init__(self, python: str, env: Mapping[str, str]) -> None:
+        self.python = python
+        self._dir = tempfile.mkdtemp(prefix="herald-zygote-")
+        write_runtime_package(Path(self._dir))
+        self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.proc = subprocess.Popen(
+                [python, "-I", "-B", "-c", LOADER, self._dir, str(theirs.fileno())],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),), start_new_session=True, env=dict(env), cwd=self._dir,
+            )
+        except OSError as exc:
+            self._sock.close()
+            shutil.rmtree(self._dir, ignore_errors=True)
+            raise ForkServerError(f"could not start the fork server with {python}: {exc}") from None
+        finally:
+            theirs.close()
+        self._request = threading.Lock()  # one fork request in flight at a time
+        self._cond = threading.Condition()
+        self._replies: list[dict[str, Any]] = []
+        self._statuses: dict[int, int] = {}
+        self._ready = False
+        self.dead: str | None = None
+        self._closed = False
+        self._reader = threading.Thread(target=self._read_loop, name="herald-forkserver", daemon=True)
+        self._reader.start()
+
+    # -- the zygote's messages -------------------------------------------------------------
+
+    def _read_loop(self) -> None:
+        while True:
+            try:
+                data = self._sock.recv(65536)
+            except OSError as exc:
+                data, why = b"", f"its socket failed: {exc}"
+            else:
+                why = "it exited"
+            if not data:
+                with self._cond:
+                    self.dead = self.dead or why
+                    self._cond.notify_all()
+                return
+            try:
+                message = json.loads(data)
+            except ValueError:
+                continue
+            with self._cond:
+                op = message.get("op")
+                if op == "exit":
+                    self._statuses[int(message["pid"])] = int(message["status"])
+                elif op == "ready":
+                    self._ready = True
+                else:
+                    self._replies.append(message)
+                self._cond.notify_all()
+
+    # -- what ChildProcess uses ------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        return self.dead is None and self.proc.poll() is None
+
+    def fork(self, sandbox_dir: str, fds: tuple[int, int, int, int]) -> int:
+        """A new child running the sandbox bootstrap in `sandbox_dir` on these fds (stdout,
+        stderr, control read, control write); its pid. ForkServerError if it cannot."""
+        with self._request:
+            with self._cond:
+                if not self._cond.wait_for(lambda: self._ready or self.dead is not None, READY_TIMEOUT):
+                    raise ForkServerError(f"the fork server did not start within {READY_TIMEOUT:.0f} s")
+                if self.dead is not None:
+                    raise ForkServerError(f"the fork server is gone ({self.dead})")
+            request = json.dumps({"op": "fork", "sandbox_dir": sandbox_dir}).encode()
+            try:
+                self._sock.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+            except OSError as exc:
+                raise ForkServerError(f"could not reach the fork server: {exc}") from None
+            with self._cond:
+                if not self._cond.wait_for(lambda: bool(self._replies) or self.dead is not None, REPLY_TIMEOUT):
+                    raise ForkServerError("the fork server did not answer")
+                if not self._replies:
+                    raise ForkServerError(f"the fork server is gone ({self.dead})")
+                reply = self._replies.pop(0)
+        if reply.get("op") != "forked":
+            raise ForkServerError(str(reply.get("message", "the fork server refused")))
+        return int(reply["pid"])
+
+    def status(self, pid: int) -> int | None:
+        """The child's exit status once it has exited (as Popen.returncode), else None."""
+        with self._cond:
+            if pid in self._statuses:
+                return self._statuses[pid]
+            return LOST_STATUS if self.dead is not None and not _alive(pid) else None
+
+    def wait(self, pid: int, timeout: float | None) -> int | None:
+        with self._cond:
+            self._cond.wait_for(lambda: pid in self._statuses or self.dead is not None, timeout)
+        return self.status(pid)
+
+    def release(self, pid: int) -> None:
+        """Herald is done with `pid`: the zygote may reap it (its pid can be reused after)."""
+        with self._cond:
+            self._statuses.pop(pid, None)
+        try:
+            self._sock.send(json.dumps({"op": "reap", "pid": pid}).encode())
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(timeout=5)
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X")
+
+
+# -- the pool: one zygote per (interpreter, environment) ---------------------------------------
+
+Key = tuple[str, tuple[tuple[str, str], ...]]
+_servers: dict[Key, ForkServer] = {}
+_users: dict[Key, int] = {}
+_failed: set[Key] = set()
+_pool_lock = threading.Lock()
+
+
+class Lease:
+    """A Runtime's claim on the shared fork server for its interpreter and environment. The
+    zygote starts on first use, is replaced when it has died, and closes with its last lease."""
+
+    def __init__(self, python: str, env: Mapping[str, str]) -> None:
+        self.python = python
+        self.env = dict(env)
+        self._key: Key = (python, tuple(sorted(self.env.items())))
+        self._closed = False
+        with _pool_lock:
+            _users[self._key] = _users.get(self._key, 0) + 1
+
+    def server(self) -> ForkServer | None:
+        """The live fork server, or None when none can be started here (then spawn)."""
+        with _pool_lock:
+            if self._closed or self._key in _failed:
+                return None
+            server = _servers.get(self._key)
+            if server is not None and server.alive:
+                return server
+            if server is not None:  # died: replace it, and let the old one go in the background
+                threading.Thread(target=server.close, name="herald-forkserver-close", daemon=True).start()
+            try:
+                server = _servers[self._key] = ForkServer(self.python, self.env)
+            except ForkServerError:
+                _servers.pop(self._key, None)
+                _failed.add(self._key)
+                log.warning("no fork server for %s: sandbox children will be spawned", self.python, exc_info=True)
+                return None
+            return server
+
+    def close(self) -> None:
+        with _pool_lock:
+            if self._closed:
+                return
+            self._closed = True
+            _users[self._key] -= 1
+            if _users[self._key] > 0:
+                return
+            del _users[self._key]
+            server = _servers.pop(self._key, None)
+        if server is not None:
+            server.close()
