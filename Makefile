@@ -14,7 +14,7 @@ APT_PACKAGES += openssh-server
 export DEBIAN_FRONTEND := noninteractive
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup system-deps demo test lint bench clean
+.PHONY: setup system-deps demo test lint lowest-deps bench clean
 
 setup: $(STAMP) system-deps
 
@@ -43,7 +43,14 @@ lint: setup
 	$(BIN)/ruff check herald tests bench examples
 	$(BIN)/mypy
 
-test: lint
+# A fresh install as a new machine makes it: a new venv with its own pip (not upgraded: old pips
+# resolve extras differently), Herald with every runtime extra and every direct dependency at the
+# minimum pyproject.toml declares, then a smoke run of each extra through Herald's real code paths.
+# The venv is cached in ~/.cache/herald-tests, keyed on pyproject.toml: a rerun takes seconds.
+lowest-deps: setup
+	$(PYTHON) tests/install/lowest_deps.py --python $(PYTHON)
+
+test: lint lowest-deps
 	$(BIN)/python -m pytest
 
 bench: setup
