@@ -7,12 +7,14 @@ reused by every later call and script of the session, closed with the session. R
 
 from __future__ import annotations
 
+import importlib.util
 import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..config import Settings
 from .registry import Tool, ToolContext, ToolError
 
 if TYPE_CHECKING:
@@ -81,6 +83,19 @@ def browser_close(args: Result, ctx: ToolContext) -> Result:
     return {"closed": closed, "note": "the next browser call starts a new browser" if closed else "no browser was open"}
 
 
+def browser_unavailable(settings: Settings) -> str | None:
+    """Why the browser tools cannot work with these settings, or None. Cheap: nothing is imported
+    or launched (a Chromium that is found but will not start is reported by the first call)."""
+    from ..browser.launch import find_chromium
+
+    if importlib.util.find_spec("playwright") is None:
+        return "the playwright package is not installed (pip install 'herald[browser]')"
+    if settings.browser.cdp_url or find_chromium(settings.browser.executable) is not None:
+        return None
+    wanted = settings.browser.executable or "Chromium"
+    return f"no browser: {wanted} is not installed (apt-get install chromium, or set browser.cdp_url)"
+
+
 def _schema(properties: dict[str, Any] | None = None, required: list[str] | None = None) -> dict[str, Any]:
     return {"type": "object", "properties": properties or {}, "required": required or []}
 
@@ -97,6 +112,7 @@ TOOLS = [
         ),
         parameters=_schema({"url": {"type": "string", "description": "Full URL; 'example.com' means https://example.com."}}, ["url"]),
         handler=_browser_call("browser_navigate", lambda s, a: s.navigate(a["url"])),
+        unavailable=browser_unavailable,
         returns=PAGE + ", 'status': int | None (HTTP status), 'note'?: str}",
     ),
     Tool(
@@ -110,6 +126,7 @@ TOOLS = [
         ),
         parameters=_schema({"full": {"type": "boolean", "default": False, "description": "Keep every node of the tree."}}),
         handler=_browser_call("browser_snapshot", lambda s, a: s.snapshot(a["full"])),
+        unavailable=browser_unavailable,
         returns=PAGE + ", 'snapshot': str, 'refs': int, 'truncated'?: True, 'spill_path'?: str, 'note'?: str}",
     ),
     Tool(
@@ -117,6 +134,7 @@ TOOLS = [
         description="Click the element with this ref (waits for a page load it starts).",
         parameters=_schema({"ref": REF}, ["ref"]),
         handler=_browser_call("browser_click", lambda s, a: s.click(a["ref"])),
+        unavailable=browser_unavailable,
         returns=PAGE + ", 'clicked': str, 'note'?: str}",
         mutates=True,
     ),
@@ -135,6 +153,7 @@ TOOLS = [
             ["ref", "text"],
         ),
         handler=_browser_call("browser_type", lambda s, a: s.type(a["ref"], a["text"], a["submit"])),
+        unavailable=browser_unavailable,
         returns=PAGE + ", 'typed': str, 'submitted': bool, 'note'?: str}",
         mutates=True,
     ),
@@ -143,6 +162,7 @@ TOOLS = [
         description="Scroll the page by about one screen (up, down) or to its top or bottom.",
         parameters=_schema({"direction": {"type": "string", "enum": ["down", "up", "top", "bottom"], "description": "down, up, top or bottom."}}, ["direction"]),
         handler=_browser_call("browser_scroll", lambda s, a: s.scroll(a["direction"])),
+        unavailable=browser_unavailable,
         returns=PAGE + ", 'scroll_y': int, 'page_height': int, 'viewport_height': int, 'at_top': bool, 'at_bottom': bool}",
     ),
     Tool(
@@ -150,6 +170,7 @@ TOOLS = [
         description="Go back to the previous page in the tab's history.",
         parameters=_schema(),
         handler=_browser_call("browser_back", lambda s, a: s.back()),
+        unavailable=browser_unavailable,
         returns=PAGE + ", 'note'?: str}",
     ),
     Tool(
@@ -160,6 +181,7 @@ TOOLS = [
         ),
         parameters=_schema({"key": {"type": "string", "description": "A key name or combination."}}, ["key"]),
         handler=_browser_call("browser_press", lambda s, a: s.press(a["key"])),
+        unavailable=browser_unavailable,
         returns=PAGE + ", 'pressed': str, 'note'?: str}",
         mutates=True,
     ),
@@ -173,6 +195,7 @@ TOOLS = [
             }
         ),
         handler=browser_screenshot,
+        unavailable=browser_unavailable,
         returns=PAGE + ", 'path': str, 'bytes': int}",
         sandbox=False,
         mutates=True,
@@ -182,6 +205,7 @@ TOOLS = [
         description="Close the session's browser (or detach from an attached one); the next browser call starts afresh.",
         parameters=_schema(),
         handler=browser_close,
+        unavailable=browser_unavailable,
         returns="{'closed': bool, 'note': str}",
         sandbox=False,
         mutates=True,

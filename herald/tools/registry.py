@@ -70,6 +70,18 @@ class Tool:
     mutates: bool = False  # changes files, processes or remote state (permission profiles)
     # Arguments a script may not pass, with the reason given to the script.
     script_refused_args: Mapping[str, str] = field(default_factory=dict)
+    # Why this tool cannot work with these settings (no provider key, no browser), or None when it
+    # can. An unavailable tool is not offered to the model unless the session names it explicitly.
+    unavailable: Callable[[Settings], str | None] | None = None
+
+    def unavailable_reason(self, settings: Settings) -> str | None:
+        """None when the tool can work in a session with `settings`, else the reason it cannot."""
+        if self.unavailable is None:
+            return None
+        try:
+            return self.unavailable(settings)
+        except Exception as exc:  # a broken check must not hide the tool without saying why
+            return f"its availability check failed: {type(exc).__name__}: {exc}"
 
     def __post_init__(self) -> None:
         if self.parameters.get("type") != "object":
