@@ -14,21 +14,53 @@ On timeout the command's processes and the shell that runs them are killed toget
 only the children would let the rest of a command list (`sleep 100; rm -rf build`) carry on.
 A new shell then starts in the last directory with the last exported variables (from the state
 file), so the session goes on. The same happens when the shell exits (`exit`) or dies.
+
+Cancellation: a caller that may have to stop a command early (an interrupted agent) runs it
+inside `cancellable(event)`. Setting the event then ends the command as a timeout does (the
+whole tree is killed, the next command gets a new shell in the same place), at once rather than
+at the deadline. The event travels in a context variable, not as an argument, so it passes
+through every backend's `run` (and any other code between a tool and the shell) unchanged; a
+long tool of another kind can honour the same event through `current_cancel()`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import posixpath
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..capture import CappedCapture
 from .base import BackendError, Channel, CommandResult
 
 TIMEOUT_EXIT_CODE = 124
+INTERRUPTED_EXIT_CODE = 130  # as a shell reports a command stopped by Ctrl-C
+CANCEL_POLL_SECONDS = 0.05  # how often a cancellable wait looks at its event
+
+_cancel: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("herald_cancel", default=None)
+
+
+@contextlib.contextmanager
+def cancellable(event: threading.Event | None) -> Iterator[None]:
+    """Let `event` stop what this thread runs until the block ends (commands in any persistent
+    shell, and any tool that asks `current_cancel()`). None leaves things as they are."""
+    if event is None:
+        yield
+        return
+    token = _cancel.set(event)
+    try:
+        yield
+    finally:
+        _cancel.reset(token)
+
+
+def current_cancel() -> threading.Event | None:
+    """The event that cancels the work this thread is doing now, if someone may cancel it."""
+    return _cancel.get()
 
 
 def shell_quote(text: str) -> str:
@@ -134,18 +166,26 @@ class PersistentShell:
                 spill_name=f"terminal-{self._nonce}-{self._runs}.txt",
             )
             self._runs += 1
+            cancel = current_cancel()
             try:
                 assert self._channel is not None
                 self._channel.send(script.encode("utf-8", "surrogateescape"))
-                record = self._read_record(self._done, started + timeout, capture)
-                timed_out = record is None
+                record = self._read_record(self._done, started + timeout, capture, cancel)
+                interrupted = record is None and cancel is not None and cancel.is_set()
+                timed_out = record is None and not interrupted
                 if record is None:
                     self._discard_channel()  # kills the command, everything it started, the shell
-                    notes.append(
-                        f"Command timed out after {timeout:g} s and was killed with every process "
-                        f"it started. {self._restart_note()}"
-                    )
-                    exit_code = TIMEOUT_EXIT_CODE
+                    if interrupted:
+                        notes.append(
+                            f"Command interrupted after {time.monotonic() - started:.1f} s: it was "
+                            f"killed with every process it started. {self._restart_note()}"
+                        )
+                    else:
+                        notes.append(
+                            f"Command timed out after {timeout:g} s and was killed with every process "
+                            f"it started. {self._restart_note()}"
+                        )
+                    exit_code = INTERRUPTED_EXIT_CODE if interrupted else TIMEOUT_EXIT_CODE
                 else:
                     exit_code = int(record[0]) if record[0].lstrip("-").isdigit() else -1
                     self.cwd = record[1] or self.cwd
@@ -181,9 +221,14 @@ class PersistentShell:
         return f"The next command runs in a new shell with the same {kept}."
 
     def _read_record(
-        self, marker: bytes, deadline: float, capture: CappedCapture | None
+        self,
+        marker: bytes,
+        deadline: float,
+        capture: CappedCapture | None,
+        cancel: threading.Event | None = None,
     ) -> list[str] | None:
-        """Feed output to `capture` until `marker ... \\0`; return its fields, None on deadline."""
+        """Feed output to `capture` until `marker ... \\0`; return its fields, None on deadline
+        or once `cancel` is set."""
         assert self._channel is not None
         buffer = self._pending
         self._pending = b""
@@ -204,6 +249,8 @@ class PersistentShell:
                     capture.feed(buffer[:-keep])
                 buffer = buffer[-keep:]
             remaining = deadline - time.monotonic()
+            if cancel is not None:  # wake up now and then to look at the event
+                remaining = 0.0 if cancel.is_set() else min(remaining, CANCEL_POLL_SECONDS)
             if remaining <= 0:
                 if capture is not None:  # no record is coming: what was held back is output
                     capture.feed(buffer)

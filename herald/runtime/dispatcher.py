@@ -16,10 +16,21 @@ Policy, in order:
 `call_direct` is the path of a model's direct (non-script) tool call: any enabled tool, the same
 argument binding (without the script-only refusals), lock, error mapping and logging, no budget.
 Errors are data: `{"error": {"type", "message"}}`, never an exception out of `handle`.
+
+Which tools a session offers at all is decided once, by `offer_tools`: a tool that cannot work
+with the session's settings (`Tool.unavailable_reason`) is left out unless the session named it
+in its enabled list, in which case it stays with the reason in its description. The agent's tool
+list, execute_code's description, the script stubs and `herald tools` all read that one answer.
+
+Cancellation: a call may carry a `threading.Event` (`call_direct(cancel=...)`, or a scope's
+`cancel`). Once it is set, a call not yet started is refused and a running one is asked to stop:
+the handler runs inside `cancellable(event)`, which the persistent shell (so `terminal` on every
+backend) honours by killing the command's tree at once; other tools may poll `current_cancel()`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import logging
@@ -30,11 +41,87 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..backends.base import BackendError
+from ..backends.shell import CANCEL_POLL_SECONDS, cancellable
+from ..config import Settings
 from ..tools.arguments import bind_arguments
 from ..tools.registry import Registry, Tool, ToolContext, ToolError
 from ..transcript import Transcript, preview
 
 log = logging.getLogger(__name__)
+
+
+UNAVAILABLE_NOTE = "Unavailable in this session: "
+
+# Modules a tool may import lazily -> what to install. Keys are top-level module names.
+_EXTRAS = {
+    "playwright": "herald[browser]",
+    "firecrawl": "herald[web]",
+    "trafilatura": "herald[web]",
+    "lxml_html_clean": "herald[web]",
+    "lxml": "herald[web]",
+    "paramiko": "herald[ssh]",
+    "docker": "herald[docker]",
+    "modal": "herald[modal]",
+}
+
+
+@dataclass(frozen=True)
+class ToolOffer:
+    """What a session offers: the tools (unavailable ones that were named explicitly carry the
+    reason in their description) and the tools withheld, each with the reason."""
+
+    tools: list[Tool]
+    withheld: dict[str, str]
+
+    @property
+    def script_tools(self) -> list[Tool]:
+        return [t for t in self.tools if t.sandbox]
+
+
+def offer_tools(registry: Registry, enabled: list[str] | None, settings: Settings) -> ToolOffer:
+    """The one decision on which tools a session offers (see the module docstring).
+
+    `enabled` None means "every tool", so a tool that cannot work is quietly left out; a list
+    is the session's explicit choice, so its tools stay, marked, and a call says why it fails.
+    Unknown names in `enabled` raise ValueError, as `Registry.select` does."""
+    offered: list[Tool] = []
+    withheld: dict[str, str] = {}
+    for tool in registry.select(enabled):
+        reason = tool.unavailable_reason(settings)
+        if reason is None:
+            offered.append(tool)
+        elif enabled is None:
+            withheld[tool.name] = reason
+        else:
+            offered.append(_marked_unavailable(tool, reason))
+    return ToolOffer(offered, withheld)
+
+
+def _marked_unavailable(tool: Tool, reason: str) -> Tool:
+    # The note ends the first line: every surface that shows only a tool's summary line (the
+    # execute_code description, `herald tools`) shows it too.
+    first, sep, rest = tool.description.strip().partition("\n")
+    note = f"{UNAVAILABLE_NOTE}{reason.strip().rstrip('.')}."
+    return dataclasses.replace(tool, description=f"{first.rstrip()} {note}{sep}{rest}")
+
+
+def missing_dependency(tool: str, exc: ImportError) -> str:
+    """What to tell a model (and through it a person) when a tool's import failed."""
+    module = (exc.name or "").split(".")[0]
+    if not module:  # an ImportError without a module name: say what Python said
+        return f"{tool} cannot run: a Python package it needs is missing or broken ({exc})."
+    extra = _EXTRAS.get(module)
+    install = f"pip install '{extra}'" if extra else f"pip install {module}"
+    if not isinstance(exc, ModuleNotFoundError):  # there, but not the version the tool needs
+        return (
+            f"{tool} cannot run here: the Python package '{module}' in Herald's environment could "
+            f"not be imported ({exc}). Reinstall it with: {install.replace('pip install', 'pip install --upgrade')} "
+            f"(then start Herald again), or do this without {tool}."
+        )
+    return (
+        f"{tool} cannot run here: the Python package '{module}' is not installed in Herald's "
+        f"environment. Install it with: {install} (then start Herald again), or do this without {tool}."
+    )
 
 
 @dataclass
@@ -47,6 +134,8 @@ class CallScope:
     calls: int = 0
     refused: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Set when the run is over (interrupted, timed out): calls still running are asked to stop.
+    cancel: threading.Event = field(default_factory=threading.Event)
 
     def take(self) -> bool:
         with self.lock:
@@ -69,9 +158,11 @@ class Dispatcher:
         self.registry = registry
         self.ctx = ctx
         self.transcript = transcript
-        self.script_tools: list[Tool] = registry.sandbox_tools(enabled)
+        self.offer = offer_tools(registry, enabled, ctx.settings)
+        self.tools: list[Tool] = self.offer.tools  # what a model may call directly (execute_code aside)
+        self.script_tools: list[Tool] = self.offer.script_tools
         self._allowed = {t.name: t for t in self.script_tools}
-        self._enabled = {t.name for t in registry.select(enabled)}
+        self._offered = {t.name: t for t in self.tools}
         self._serial = threading.Lock()
         self._ids = itertools.count(1)
         # Called after each script call with (tool name, succeeded): live progress for a UI.
@@ -89,7 +180,9 @@ class Dispatcher:
             return _error("UnknownTool", message)
         if name == "execute_code":
             message = "execute_code cannot be called from inside a script (no nested sandboxes)."
-        elif name in self.registry and name not in self._enabled:
+        elif name in self.offer.withheld:
+            message = f"Tool '{name}' is not available in this session: {self.offer.withheld[name]}."
+        elif name in self.registry and name not in self._offered:
             message = f"Tool '{name}' is not enabled in this session."
         elif name in self.registry:
             message = (
@@ -119,7 +212,7 @@ class Dispatcher:
                 "rest in another execute_code run.",
             )
         else:
-            reply = self._with_backend_note(self._run(tool, args, scope))
+            reply = self._with_backend_note(self._run(tool, args, scope, scope.cancel))
         self._log(scope.run_id, "sandbox_tool_call", name, args, reply, time.perf_counter() - started)
         if self.on_script_call is not None:
             try:
@@ -128,20 +221,40 @@ class Dispatcher:
                 log.exception("on_script_call hook failed")
         return reply
 
-    def call_direct(self, name: str, args: Any, *, call_id: str = "direct") -> dict[str, Any]:
-        """Run one direct tool call from the model; always returns a reply dict."""
-        tool = self.registry.get(name) if name in self._enabled else None
+    def call_direct(
+        self, name: str, args: Any, *, call_id: str = "direct", cancel: threading.Event | None = None
+    ) -> dict[str, Any]:
+        """Run one direct tool call from the model; always returns a reply dict. Setting
+        `cancel` (from any thread) stops the call: see the module docstring."""
+        tool = self._offered.get(name)
         started = time.perf_counter()
         if tool is None:
-            known = ", ".join(sorted(self._enabled)) or "none"
-            message = f"Tool '{name}' is not enabled in this session." if name in self.registry else f"Unknown tool: '{name}'."
+            known = ", ".join(sorted(self._offered)) or "none"
+            if name in self.offer.withheld:
+                message = f"Tool '{name}' is not available in this session: {self.offer.withheld[name]}."
+            elif name in self.registry:
+                message = f"Tool '{name}' is not enabled in this session."
+            else:
+                message = f"Unknown tool: '{name}'."
             reply = _error("UnknownTool", f"{message} Enabled tools: {known}.")
         else:
-            reply = self._with_backend_note(self._run(tool, args, None))
+            reply = self._with_backend_note(self._run(tool, args, None, cancel))
         self._log(call_id, "tool_call", name, args, reply, time.perf_counter() - started)
         return reply
 
-    def _run(self, tool: Tool, args: Any, scope: CallScope | None) -> dict[str, Any]:
+    def _take_serial(self, cancel: threading.Event | None) -> bool:
+        """The lock of tools that are not parallel_safe; False if `cancel` was set while waiting
+        (a script's long command may hold it)."""
+        if cancel is None:
+            self._serial.acquire()
+            return True
+        while not self._serial.acquire(timeout=CANCEL_POLL_SECONDS):
+            if cancel.is_set():
+                return False
+        return True
+
+    def _run(self, tool: Tool, args: Any, scope: CallScope | None, cancel: threading.Event | None) -> dict[str, Any]:
+        interrupted = _error("Interrupted", f"{tool.name}: not run: the session was interrupted before it started.")
         try:
             bound = bind_arguments(tool, args, in_script=scope is not None)
             if scope is not None and scope.deadline is not None and "timeout" in tool.properties:
@@ -150,11 +263,19 @@ class Dispatcher:
                 if limit is None:  # None means the configured command timeout
                     limit = self.ctx.settings.terminal.timeout
                 bound["timeout"] = min(limit, left)
+            if cancel is not None and cancel.is_set():
+                return interrupted
             if tool.parallel_safe:
-                result = tool.handler(bound, self.ctx)
-            else:
-                with self._serial:
+                with cancellable(cancel):
                     result = tool.handler(bound, self.ctx)
+            else:
+                if not self._take_serial(cancel):
+                    return interrupted
+                try:
+                    with cancellable(cancel):
+                        result = tool.handler(bound, self.ctx)
+                finally:
+                    self._serial.release()
         except ToolError as exc:
             return _error(exc.error_type, str(exc))
         except FileNotFoundError as exc:
@@ -165,6 +286,8 @@ class Dispatcher:
             return _error("OSError", f"{tool.name}: {exc}")
         except BackendError as exc:
             return _error("BackendError", f"{tool.name}: the {self.ctx.backend.name} backend failed: {exc}")
+        except ImportError as exc:  # an optional extra is not installed (ModuleNotFoundError too)
+            return _error("MissingDependency", missing_dependency(tool.name, exc))
         except Exception as exc:
             return _error("InternalError", f"{tool.name} failed unexpectedly: {type(exc).__name__}: {exc}")
         return {"result": result}

@@ -162,9 +162,11 @@ class Runtime:
     def _elsewhere(self) -> dict[str, str]:
         """Registered tools a script of this Runtime cannot call, and why (for import errors)."""
         here = {t.name for t in self.dispatcher.script_tools}
+        withheld = self.dispatcher.offer.withheld
         return {
-            t.name: "can only be called directly by the model, not from a script"
-            if not t.sandbox else "is not enabled in this session"
+            t.name: "can only be called directly by the model, not from a script" if not t.sandbox
+            else f"is not available in this session: {withheld[t.name]}" if t.name in withheld
+            else "is not enabled in this session"
             for t in self.registry if t.name not in here
         }
 
@@ -336,6 +338,7 @@ class Runtime:
                 kill_grace=self.settings.sandbox.kill_grace,
             )
         finally:
+            scope.cancel.set()  # tool calls the script left running (a long terminal command) stop now
             self._unbind(token, binding)
             child.kill()
             stdout.close()
@@ -369,6 +372,7 @@ class Runtime:
                 sentinel=kernel.sentinel,
             )
         finally:
+            scope.cancel.set()  # the cell is over: calls it left running stop, later ones are refused
             stdout.close()
             stderr.close()
         if not collected.alive:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..backends.base import BackendError
+from ..backends.shell import INTERRUPTED_EXIT_CODE, current_cancel
 from .registry import Tool, ToolContext, ToolError
 
 FOREGROUND_ONLY = (
@@ -18,6 +19,9 @@ def terminal(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     command: str = args["command"]
     if not command.strip():
         raise ToolError("terminal: command is empty. Pass the shell command to run, e.g. terminal('ls -la').")
+    # The dispatcher runs a cancellable call (a model's direct call that an interrupt may stop)
+    # inside `cancellable(event)`; the backend's persistent shell honours that event itself.
+    cancel = current_cancel()
     try:
         result = ctx.backend.run(command, timeout=args["timeout"], workdir=args["workdir"])
     except BackendError as exc:
@@ -25,6 +29,8 @@ def terminal(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     reply: dict[str, Any] = {"output": result.output, "exit_code": result.exit_code}
     if result.timed_out:
         reply["timed_out"] = True
+    if cancel is not None and cancel.is_set() and result.exit_code == INTERRUPTED_EXIT_CODE:
+        reply["interrupted"] = True
     if result.truncated:
         reply["truncated"] = True
     if result.note:
@@ -57,7 +63,10 @@ TOOLS = [
             "required": ["command"],
         },
         handler=terminal,
-        returns="{'output': str, 'exit_code': int, 'timed_out'?: True, 'truncated'?: True, 'note'?: str}",
+        returns=(
+            "{'output': str, 'exit_code': int, 'timed_out'?: True, 'interrupted'?: True, "
+            "'truncated'?: True, 'note'?: str}"
+        ),
         parallel_safe=False,
         mutates=True,
         script_refused_args={
