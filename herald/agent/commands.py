@@ -1,45 +1,195 @@
 """`herald run` and `herald sessions`: the command-line side of the agent (parsing stays in
-herald/cli.py). Exit codes of `herald run`: 0 answered, 1 the model call failed, 3 the turn
-budget ran out (a summary was given), 130 interrupted (Ctrl-C)."""
+herald/cli). Exit codes of `herald run`: 0 answered, 1 the model call failed or the backend
+cannot be reached, 3 the turn budget ran out (a summary was given), 130 interrupted (Ctrl-C).
+
+Order of checks, so the first error shown is the one to fix and nothing is started for a run
+that cannot happen: the session (`--resume`), then the provider (keys, model), then the backend
+and its working directory (connected, so an unreachable host fails here, not mid-task).
+
+`--resume ID` continues a session with the provider, model, base URL, backend and working
+directory it last ran with; what the person chose on this command line (`explicit`) wins.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import signal
+import sys
 import time
+from collections.abc import Collection
 from types import FrameType
-from typing import Any
+from typing import IO, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..config import Settings
-from .events import AgentResult
+from ..backends.base import Backend, BackendError
+from ..config import ConfigError, Settings
+from .jsonevents import JsonEvents
 from .loop import Agent
-from .sessions import SessionNotFound, list_sessions
-from .view import AgentView, print_answer
+from .providers.resolve import ProviderSetupError, resolve_fallbacks, resolve_primary
+from .sessions import SessionNotFound, SessionState, find_session, list_sessions, read_session
+from .view import AgentView, make_console, print_answer
 
 EXIT_CODES = {"completed": 0, "error": 1, "budget_exhausted": 3, "interrupted": 130}
+BACKEND_UNAVAILABLE = 1
+# The settings a resumed session brings back (unless chosen again on the command line).
+RESUMED_KEYS = ("agent.provider", "agent.model", "agent.base_url", "agent.api_mode", "backend")
 
 
 class CommandUsageError(Exception):
     """Something the person running herald must fix; the message says what."""
 
 
-def _open_agent(settings: Settings, *, cwd: str | None, resume: str | None, view: AgentView | None) -> Agent:
+class BackendUnavailableError(Exception):
+    """The backend cannot be reached or started; the message says why (exit 1)."""
+
+
+# -- resuming -----------------------------------------------------------------------------------
+
+
+def _value(settings: Settings, key: str) -> Any:
+    target: Any = settings
+    for part in key.split("."):
+        target = getattr(target, part)
+    return target
+
+
+def resume_setup(
+    settings: Settings, state: SessionState, *, explicit: Collection[str] | None, cwd: str | None
+) -> tuple[Settings, str | None]:
+    """Settings and working directory to continue `state` with.
+
+    `explicit`: the dotted setting keys given on this command line (flags and `-c`); None when
+    unknown, and then every setting that differs from its default counts as chosen. A chosen
+    provider that is not the session's drops the session's model, base URL and API mode too
+    (they belong to the other provider). The session's directory is reused only on the session's
+    own backend and when no --cwd was given."""
+    saved = state.resume_settings()
+    defaults = Settings()
+    chosen = set(explicit) if explicit is not None else {
+        key for key in RESUMED_KEYS if _value(settings, key) != _value(defaults, key)
+    }
+    other_provider = "agent.provider" in chosen and settings.agent.provider != saved.get("agent.provider")
+    overrides = {
+        key: value for key, value in saved.items()
+        if key not in chosen and not (other_provider and key.startswith("agent."))
+    }
     try:
-        return Agent(settings=settings, cwd=cwd, session=resume, on_event=view.handle if view else None)
-    except (ValueError, SessionNotFound) as exc:  # no provider, bad fallback, unknown tool or backend
+        resumed = settings.with_overrides(overrides, source=f"session {state.id}")
+    except ConfigError as exc:  # a session file edited by hand
         raise CommandUsageError(str(exc)) from None
+    if cwd is None and state.cwd is not None and _kind(resumed.backend) == state.setup.get("backend", "local"):
+        cwd = state.cwd
+    return resumed, cwd
 
 
-def run_command(settings: Settings, *, task: str | None, resume: str | None, cwd: str | None, as_json: bool) -> int:
+def _kind(spec: str) -> str:
+    """The backend name a spec opens: local, docker, ssh, modal."""
+    return (spec.split(":", 1)[0].strip().lower() or "local") if spec else "local"
+
+
+# -- the backend --------------------------------------------------------------------------------
+
+
+def open_run_backend(spec: str, settings: Settings, cwd: str | None, *, from_session: bool = False) -> Backend:
+    """The backend `spec` names, connected, with `cwd` checked where it matters: on this machine
+    for the local backend, on the host / in the container for the others (as `herald exec`)."""
+    from ..backends.factory import BackendSpecError, open_backend
+
+    where = f"the session's working directory {cwd}" if from_session else f"--cwd {cwd}"
+    fix = " (pass --cwd to continue the session elsewhere)" if from_session else ""
+    local = spec.strip().lower() in ("", "local")
+    if local:
+        if cwd is not None and not os.path.isdir(cwd):
+            raise CommandUsageError(f"{where}: no such directory{fix}")
+        cwd = os.path.abspath(cwd or os.getcwd())
+    try:
+        backend = open_backend(spec, settings=settings, cwd=cwd)
+    except (BackendSpecError, ConfigError) as exc:
+        raise CommandUsageError(str(exc)) from None
+    if local:
+        return backend
+    try:
+        connect = getattr(backend, "connect", None)  # remote backends: fail here, not mid-task
+        if callable(connect):
+            connect()
+        if cwd is not None:  # where the session's shell starts (a relative --cwd resolved there)
+            found = backend.stat(backend.cwd)
+            if found is None or not found.is_dir:
+                raise CommandUsageError(f"{where}: no such directory on the {backend.name} backend{fix}")
+    except BackendError as exc:
+        backend.close()
+        raise BackendUnavailableError(f"the {backend.name} backend is not usable: {exc}") from None
+    except BaseException:
+        backend.close()
+        raise
+    return backend
+
+
+# -- herald run ---------------------------------------------------------------------------------
+
+
+def run_command(
+    settings: Settings,
+    *,
+    task: str | None,
+    resume: str | None,
+    cwd: str | None,
+    as_json: bool,
+    explicit: Collection[str] | None = None,
+    out: IO[str] | None = None,
+) -> int:
+    """`herald run`. `explicit`: the dotted setting keys this command line set (see
+    `resume_setup`). `out`: where the answer (or, with `as_json`, the JSON lines) go."""
+    out = out or sys.stdout
     if not task and not resume:
         raise CommandUsageError('pass a task: herald run "what to do" (or --resume ID to continue a session)')
+    state: SessionState | None = None
+    if resume is not None:
+        try:
+            state = read_session(find_session(settings.sessions_dir, resume))
+        except SessionNotFound as exc:
+            raise CommandUsageError(str(exc)) from None
+        if not task and state.messages and _answered(state):
+            raise CommandUsageError(
+                f"nothing to continue: session {state.id} ended with an answer; pass a task: "
+                f'herald run --resume {state.id} "follow-up"'
+            )
+        settings, cwd = resume_setup(settings, state, explicit=explicit, cwd=cwd)
+    try:  # the Agent resolves them again; here only to fail before a backend is started
+        resolve_primary(settings.agent, os.environ)
+        resolve_fallbacks(settings.agent, os.environ)
+    except ProviderSetupError as exc:
+        raise CommandUsageError(str(exc)) from None
+    try:
+        backend = open_run_backend(settings.backend, settings, cwd, from_session=state is not None and cwd == state.cwd)
+    except BackendUnavailableError as exc:
+        make_console(stderr=True).print(f"[red]herald: {escape(str(exc))}[/]")
+        return BACKEND_UNAVAILABLE
+    try:
+        return _run(settings, backend, task=task, session=state.id if state else None, as_json=as_json, out=out)
+    finally:
+        backend.close()
+
+
+def _answered(state: SessionState) -> bool:
+    last = state.messages[-1]
+    return last.get("role") == "assistant" and not last.get("tool_calls")
+
+
+def _run(settings: Settings, backend: Backend, *, task: str | None, session: str | None, as_json: bool,
+         out: IO[str]) -> int:
+    stream = JsonEvents(out) if as_json else None
     view = None if as_json else AgentView()
-    agent = _open_agent(settings, cwd=cwd, resume=resume, view=view)
+    on_event = stream.handle if stream is not None else view.handle if view is not None else None
+    try:
+        agent = Agent(settings=settings, backend=backend, session=session, on_event=on_event)
+    except (ValueError, SessionNotFound) as exc:  # no provider, bad fallback, unknown tool
+        raise CommandUsageError(str(exc)) from None
     previous = signal.getsignal(signal.SIGINT)
 
     def on_sigint(signum: int, frame: FrameType | None) -> None:
@@ -59,26 +209,13 @@ def run_command(settings: Settings, *, task: str | None, resume: str | None, cwd
     finally:
         signal.signal(signal.SIGINT, previous)
         agent.close()
-    if as_json:
-        print(json.dumps(_result_json(result), ensure_ascii=False, indent=2))
+    if stream is not None:
+        stream.finish(result)
     else:
         assert view is not None
-        print_answer(Console(highlight=False), result)
+        print_answer(make_console(file=out), result)
         view.summary(result)
     return EXIT_CODES[result.status]
-
-
-def _result_json(result: AgentResult) -> dict[str, Any]:
-    return {
-        "status": result.status,
-        "final_text": result.final_text,
-        "session_id": result.session_id,
-        "turns": result.turns,
-        "usage": result.usage.to_dict(),
-        "tool_calls": [dataclasses.asdict(c) for c in result.tool_calls],
-        "error": result.error,
-        "seconds": result.seconds,
-    }
 
 
 def sessions_command(settings: Settings, *, as_json: bool, limit: int) -> int:
@@ -89,7 +226,7 @@ def sessions_command(settings: Settings, *, as_json: bool, limit: int) -> int:
         return 0
     console = Console(highlight=False)
     if not infos:
-        console.print(f'No sessions in {settings.sessions_dir} yet: start one with herald run "task".')
+        console.print(escape(f'No sessions in {settings.sessions_dir} yet: start one with herald run "task".'))
         return 0
     rows = [
         (i.id, time.strftime("%Y-%m-%d %H:%M", time.localtime(i.started)), f"{i.provider}:{i.model}",
@@ -100,12 +237,13 @@ def sessions_command(settings: Settings, *, as_json: bool, limit: int) -> int:
         for row in rows:
             print("\t".join(" ".join(field.split()) for field in row))
         return 0
-    table = Table(caption=f"in {settings.sessions_dir}")
+    # Table cells and captions are read as markup: a task about `Optional[str]` must stay whole.
+    table = Table(caption=escape(f"in {settings.sessions_dir}"))
     for column in ("id", "started", "model", "turns", "status"):
         table.add_column(column, no_wrap=True, overflow="ellipsis" if column == "model" else "fold")
     table.add_column("task", overflow="ellipsis", ratio=1, min_width=12)
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(escape(cell) for cell in row))
     console.print(table)
     console.print(escape('Continue one with: herald run --resume ID ["follow-up"]'), style="dim")
     return 0

@@ -14,7 +14,8 @@ Loop policy (one `run(task)`):
 5. Budget used up: one note and one grace call; if that still calls tools, they are not run and
    a last call with tools disabled asks for a summary; if even that fails, Herald writes the
    summary itself. A run always ends with text.
-6. `interrupt()` (any thread) abandons the model call in flight and kills a running script; the
+6. `interrupt()` (any thread) abandons the model call in flight, kills a running script and
+   cancels a running direct tool call (a terminal command is killed with its process tree); the
    run returns at once with status "interrupted", and the history stays valid for a resume.
 Everything (messages, tool calls, inner script calls, usage, timings) goes to the session's
 JSONL transcript.
@@ -106,19 +107,23 @@ class Agent:
         self.settings = base.with_overrides(overrides)
         env = os.environ if env is None else env
         agent = self.settings.agent
+        state: SessionState | None = None
+        if session is not None:  # first: a wrong id is the error to report, not a missing key
+            state = read_session(find_session(self.settings.sessions_dir, session))
         chain: list[ProviderConfig] = [resolve_primary(agent, env), *resolve_fallbacks(agent, env)]
         self._on_event = on_event
+        # Set by interrupt(): stops the model call, a running script, and a running direct tool
+        # call (the dispatcher hands it to the tool as its cancel event).
         self._interrupted = threading.Event()
         self._run_lock = threading.Lock()
         self._usage, self._turns = Usage(), 0  # of the current run
         self._calls: list[ToolCallRecord] = []
-        state: SessionState | None = None
-        if session is not None:
-            state = read_session(find_session(self.settings.sessions_dir, session))
         self.todo = TodoList(state.todos if state else None)
         # A constructor that fails half-way must not leave a shell, a sandbox or an empty session file.
         with contextlib.ExitStack() as undo:
             self._own_backend = not isinstance(backend, Backend)
+            # The spec is saved with the session so that a resume opens the same kind of backend.
+            backend_spec = _backend_spec(backend, self.settings.backend)
             if isinstance(backend, Backend):
                 self.backend = backend
             else:
@@ -139,7 +144,7 @@ class Agent:
                 transcript=self.session.transcript,
             )
             undo.callback(self.runtime.close)
-            direct_tools = tools_registry.select(enabled)
+            direct_tools = self.runtime.dispatcher.tools  # without tools that cannot work here
             execute_tool = execute_code_tool(self.runtime.dispatcher.script_tools, self.settings)
             self.tool_schemas = [execute_tool.llm_schema(), *(t.llm_schema() for t in direct_tools)]
             if state is not None and isinstance(state.meta.get("system"), str):
@@ -152,10 +157,11 @@ class Agent:
             self.executor = ToolExecutor(
                 runtime=self.runtime, execute_tool=execute_tool, direct_tools=direct_tools, settings=self.settings,
                 guard=LoopGuard(warn_after=agent.guard_warn_after, block_after=agent.guard_block_after),
-                emit=self._emit, record=self.session.record, interrupted=self._interrupted.is_set,
+                emit=self._emit, record=self.session.record, cancel=self._interrupted,
             )
             head = {"provider": chain[0].provider, "model": chain[0].model, "api_mode": chain[0].api_mode,
-                    "backend": self.backend.name, "cwd": self.backend.cwd}
+                    "base_url": chain[0].base_url, "backend": self.backend.name, "backend_spec": backend_spec,
+                    "cwd": self.backend.cwd}
             if state is None:
                 self.session.record("session", id=self.session.id, **head, system=self.system,
                                     tools=[s["function"]["name"] for s in self.tool_schemas])
@@ -330,7 +336,8 @@ class Agent:
             pass
 
     def interrupt(self) -> None:
-        """Stop the model call in flight and any running script; `run` returns "interrupted"."""
+        """Stop the model call in flight, any running script and any running direct tool call
+        (a terminal command's whole process tree is killed); `run` returns "interrupted"."""
         self._interrupted.set()
         self._emit(Notice("interrupt", "interrupting"))
         self.caller.interrupt()
@@ -350,6 +357,15 @@ class Agent:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _backend_spec(backend: Backend | str | None, configured: str) -> str:
+    """The spec that opens this kind of backend again: the configured one when an opened
+    backend is of its kind (`docker:IMAGE`, `ssh://USER@HOST`), else the backend's name."""
+    if not isinstance(backend, Backend):
+        return backend or configured
+    kind = configured.split(":", 1)[0].strip().lower() or "local"
+    return configured if kind == backend.name else backend.name
 
 
 def _is_final(message: Message) -> bool:
@@ -387,5 +403,7 @@ def _failure_text(error: ClassifiedError) -> str:
         "context_overflow": "The conversation no longer fits the model's context window; start a new session.",
         "payload_too_large": "The request is too large for the provider; start a new session.",
     }
+    if error.reason.value == "connection_refused":  # the message itself says where and what to do
+        return f"Stopped: the model call failed: {error.message}."
     hint = hints.get(error.reason.value, "Retries and fallbacks were used up; try again later.")
     return f"Stopped: the model call failed: {error.describe()}. {hint}"

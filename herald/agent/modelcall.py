@@ -3,8 +3,10 @@
 Policy for a failed call (read from `ClassifiedError`, never from the exception):
 - context overflow / payload too large: compress the history and retry (at most
   MAX_COMPACTIONS times per turn); never a reason to switch provider;
-- retryable (rate limit, overload, 5xx, timeout, unknown): wait (the provider's Retry-After, else
-  jittered exponential backoff) and retry, up to `agent.max_retries` times per provider;
+- retryable (rate limit, overload, 5xx, timeout, unknown, or whatever the server's
+  `x-should-retry: true` says): wait (the provider's Retry-After, else jittered exponential
+  backoff) and retry, up to `agent.max_retries` times per provider (a refused connection: once,
+  after half a second: nothing listens there, so it fails fast);
 - then, or at once for auth / billing / unknown model: the next provider in the fallback chain,
   which keeps the conversation;
 - otherwise (a malformed request, or the chain is used up): `ModelCallFailed`.
@@ -131,7 +133,8 @@ class ModelCaller:
                     continue
                 self._record("model_error", **fields, action="give_up")
                 raise ModelCallFailed(error, "compressing the history could not make it fit") from None
-            if error.retryable and attempt < self.settings.max_retries:
+            retries = self.settings.max_retries if error.max_retries is None else min(error.max_retries, self.settings.max_retries)
+            if error.retryable and attempt < retries:
                 attempt += 1
                 delay = error.retry_after if error.retry_after is not None else jittered_backoff(
                     attempt, base=self.settings.retry_base_delay, cap=self.settings.retry_max_delay
@@ -139,7 +142,7 @@ class ModelCaller:
                 delay = min(max(0.0, delay), self.settings.retry_max_delay)
                 self._record("model_error", **fields, action="retry", attempt=attempt, delay=round(delay, 3))
                 self._emit(Notice("retry", f"{config.label}: {error.describe()}; retry {attempt}/"
-                                  f"{self.settings.max_retries} in {delay:.1f} s"))
+                                  f"{retries} in {delay:.1f} s"))
                 self._sleep(delay)
                 continue
             if error.should_fallback and self._index + 1 < len(self.chain):

@@ -1,7 +1,9 @@
 """Session transcripts: one JSONL file per session in `<data_dir>/sessions/`.
 
 Records (one JSON object per line, each with `type` and `ts`):
-    session       id, provider, model, backend, cwd (first line)
+    session       id, provider, model, api_mode, base_url, backend (name), backend_spec, cwd
+                  (first line)
+    resume        the same fields, as a resumed run set them up
     run_start     task                       run_end   status, final, turns, usage, seconds
     message       one history message        history   the whole history after a compaction
     model_call    turn, provider, model, seconds, usage, stop_reason
@@ -66,6 +68,23 @@ class SessionState:
     status: str = "incomplete"  # the last run's status; incomplete when it never ended
     task: str = ""  # the first task
     final: str = ""
+    setup: dict[str, Any] = field(default_factory=dict)  # provider, model, backend, cwd: as last run
+
+    def resume_settings(self) -> dict[str, str]:
+        """The settings this session last ran with, as dotted keys (what `--resume` reuses):
+        agent.provider, agent.model, agent.base_url, agent.api_mode, backend. Missing in old
+        session files: left out."""
+        keys = {"provider": "agent.provider", "model": "agent.model", "base_url": "agent.base_url",
+                "api_mode": "agent.api_mode", "backend_spec": "backend"}
+        saved = {key: str(self.setup[name]) for name, key in keys.items() if self.setup.get(name)}
+        if "backend" not in saved and self.setup.get("backend") in ("local", "docker", "modal"):
+            saved["backend"] = str(self.setup["backend"])  # older files: the name is a spec for these
+        return saved
+
+    @property
+    def cwd(self) -> str | None:
+        value = self.setup.get("cwd")
+        return value if isinstance(value, str) and value else None
 
 
 @dataclass(frozen=True)
@@ -104,6 +123,9 @@ def read_session(path: Path) -> SessionState:
             state.messages.append(record["message"])
         elif kind == "history" and isinstance(record.get("messages"), list):
             state.messages = list(record["messages"])
+        elif kind in ("session", "resume"):
+            fields = ("provider", "model", "api_mode", "base_url", "backend", "backend_spec", "cwd")
+            state.setup.update({k: record[k] for k in fields if k in record})
         elif kind == "todo" and isinstance(record.get("todos"), list):
             state.todos = record["todos"]
         elif kind == "run_start":
@@ -122,7 +144,10 @@ def find_session(directory: Path, ref: str) -> Path:
     """`ref`: a session id, a unique prefix of one, or `last`."""
     paths = sorted(directory.glob("*.jsonl")) if directory.is_dir() else []
     if not paths:
-        raise SessionNotFound(f"no sessions in {directory}: start one with `herald run \"task\"`.")
+        raise SessionNotFound(
+            f"no such session {ref!r}: there are no saved sessions in {directory} yet (start one with "
+            '`herald run "task"`; `herald sessions` lists them)'
+        )
     if ref == "last":
         return max(paths, key=lambda p: p.stat().st_mtime)
     exact = directory / f"{ref}.jsonl"
@@ -132,8 +157,11 @@ def find_session(directory: Path, ref: str) -> Path:
     if len(matches) == 1:
         return matches[0]
     if matches:
-        raise SessionNotFound(f"session id {ref!r} is ambiguous: {', '.join(p.stem for p in matches[:5])}")
-    raise SessionNotFound(f"no session {ref!r} in {directory}; `herald sessions` lists them.")
+        raise SessionNotFound(
+            f"session id {ref!r} is ambiguous: it starts {', '.join(p.stem for p in matches[:5])}; "
+            "give more of the id (`herald sessions` lists them)"
+        )
+    raise SessionNotFound(f"no such session {ref!r} in {directory}: `herald sessions` lists the saved ones")
 
 
 def list_sessions(directory: Path) -> list[SessionInfo]:

@@ -66,7 +66,7 @@ class ToolExecutor:
         guard: LoopGuard,
         emit: Callable[[AgentEvent], None],
         record: Callable[..., None],
-        interrupted: Callable[[], bool],
+        cancel: threading.Event,
     ) -> None:
         self.runtime = runtime
         self.execute_tool = execute_tool
@@ -75,7 +75,7 @@ class ToolExecutor:
         self.guard = guard
         self._emit = emit
         self._record = record
-        self._interrupted = interrupted
+        self._cancel = cancel  # set by the agent's interrupt(): direct calls stop, none start
         self._inner = 0
         self._inner_lock = threading.Lock()
         runtime.dispatcher.on_script_call = self._on_inner_call
@@ -124,13 +124,17 @@ class ToolExecutor:
         self._emit(ToolStarted(call.id, call.name, call.arguments))
         tool = self._tool(call.name)
         inner = 0
-        if self._interrupted():
+        if self._cancel.is_set():
             return self._refused(call, "Not run: the session was interrupted before this call started.", started)
         if call.error:
             return self._refused(call, call.error, started)
         if tool is None:
             known = ", ".join(sorted([EXECUTE_CODE, *self._direct]))
-            what = "is not enabled in this session" if call.name in self.runtime.registry else "does not exist"
+            withheld = self.runtime.dispatcher.offer.withheld
+            if call.name in withheld:
+                what = f"is not available in this session: {withheld[call.name]}"
+            else:
+                what = "is not enabled in this session" if call.name in self.runtime.registry else "does not exist"
             return self._refused(call, f"Tool '{call.name}' {what}. Available tools: {known}.", started)
         decision = self.guard.before_call(call.name, call.arguments)
         if not decision.allows_execution:
@@ -139,9 +143,10 @@ class ToolExecutor:
         if call.name == EXECUTE_CODE:
             text, failed, inner = self._execute_code(call)
         else:
-            reply = self.runtime.dispatcher.call_direct(call.name, call.arguments, call_id=call.id)
-            failed = "error" in reply
-            text = _render_error(reply["error"]) if failed else _render(reply.get("result"))
+            reply = self.runtime.dispatcher.call_direct(call.name, call.arguments, call_id=call.id, cancel=self._cancel)
+            result = reply.get("result")
+            failed = "error" in reply or (isinstance(result, dict) and result.get("interrupted") is True)
+            text = _render_error(reply["error"]) if "error" in reply else _render(result)
         read_only = not tool.mutates and call.name != "todo"
         decision = self.guard.after_call(call.name, call.arguments, text, failed=failed, read_only=read_only)
         if decision.action == "warn":

@@ -8,9 +8,10 @@ agent's threads; one lock keeps the state consistent.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
-from typing import Any
+from typing import IO, Any
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -33,6 +34,15 @@ from .providers.base import TextDelta, ToolCallDelta
 STREAM_LINES = 6
 
 
+def make_console(*, stderr: bool = False, file: IO[str] | None = None) -> Console:
+    """A console that wraps to a terminal's width, and never hard-wraps piped output (logs and
+    grep see whole lines)."""
+    stream = file or (sys.stderr if stderr else sys.stdout)
+    if stream.isatty():
+        return Console(file=file, stderr=stderr, highlight=False)
+    return Console(file=file, stderr=stderr, highlight=False, soft_wrap=True, width=10_000)
+
+
 def _args_preview(name: str, arguments: dict[str, Any], limit: int = 80) -> str:
     if name == "execute_code" and isinstance(arguments.get("code"), str):
         lines = arguments["code"].count("\n") + 1
@@ -43,7 +53,7 @@ def _args_preview(name: str, arguments: dict[str, Any], limit: int = 80) -> str:
 
 class AgentView:
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True, highlight=False)
+        self.console = console or make_console(stderr=True)
         self._lock = threading.Lock()
         self._live: Live | None = None
         self._streamed = ""
@@ -129,7 +139,7 @@ class AgentView:
         self._print(
             f"[{style}]{result.status}[/] · {result.turns} turn(s) · {len(result.tool_calls)} tool call(s) · "
             f"tokens in {usage.input_tokens:,}{cached}{written}, out {usage.output_tokens:,} · "
-            f"{result.seconds:.1f} s · session {result.session_id}"
+            f"{result.seconds:.1f} s · session {escape(result.session_id)}"
         )
 
 

@@ -72,7 +72,7 @@ def test_run_anthropic_with_key_from_the_config_file(workspace: Path, home: Path
     llm.script(reply("hello from claude"))
     proc = herald(["run", "hi", "--json"], workspace, _env(home))
     assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout)
+    result = json.loads(proc.stdout.splitlines()[-1])  # JSON lines: events, then the result
     assert result["status"] == "completed" and result["final_text"] == "hello from claude" and result["turns"] == 1
     assert result["usage"]["input_tokens"] > 0
     headers = llm.requests[0].headers  # this SDK version sends the key as a bearer token, older ones as x-api-key
@@ -88,7 +88,7 @@ def test_run_anthropic_with_key_from_the_config_file(workspace: Path, home: Path
 
     llm.script(reply("and again"))
     resumed = herald(["run", "--resume", "last", "follow-up", "--json"], workspace, _env(home))
-    assert json.loads(resumed.stdout)["session_id"] == result["session_id"]
+    assert json.loads(resumed.stdout.splitlines()[-1])["session_id"] == result["session_id"]
     assert "follow-up" in json.dumps(llm.requests[-1].messages) and "hello from claude" in json.dumps(llm.requests[-1].messages)
     finished = herald(["run", "--resume", result["session_id"]], workspace, _env(home))
     assert finished.returncode == 2 and "pass a task" in finished.stderr
@@ -97,7 +97,7 @@ def test_run_anthropic_with_key_from_the_config_file(workspace: Path, home: Path
 def test_unknown_session_and_bad_backend(workspace: Path, home: Path, llm: FakeLLMServer) -> None:
     env = _env(home, OPENAI_API_KEY="k")
     proc = herald(["run", "--resume", "nope", "x", "--base-url", llm.openai_base_url, "--model", "m"], workspace, env)
-    assert proc.returncode == 2 and "no sessions" in proc.stderr
+    assert proc.returncode == 2 and "no such session 'nope'" in proc.stderr and "herald sessions" in proc.stderr
     proc = herald(["run", "x", "--base-url", llm.openai_base_url, "--model", "m", "--backend", "floppy"], workspace, env)
     assert proc.returncode == 2 and "unknown backend" in proc.stderr
 

@@ -3,8 +3,10 @@ provider resolution, budget, guardrails, compression, todo."""
 
 from __future__ import annotations
 
+import email.utils
 import itertools
 import json
+import socket
 import threading
 from pathlib import Path
 
@@ -15,7 +17,12 @@ from herald.agent.compression import compress, estimate_tokens, prune_tool_resul
 from herald.agent.guardrails import LoopGuard
 from herald.agent.jsonrepair import repair_arguments
 from herald.agent.providers.base import ModelRequest, ProviderConfig
-from herald.agent.providers.errors import FailoverReason, classify, jittered_backoff
+from herald.agent.providers.errors import (
+    FailoverReason,
+    classify,
+    jittered_backoff,
+    retry_after_seconds,
+)
 from herald.agent.providers.resolve import (
     ProviderSetupError,
     make_provider,
@@ -114,11 +121,33 @@ def test_classification_of_real_sdk_errors(error_server: FakeLLMServer, protocol
 
 
 def test_transport_errors_are_timeouts() -> None:
-    provider = make_provider(ProviderConfig("custom", "m", "chat_completions", base_url="http://127.0.0.1:9/v1", api_key="k"))
-    with pytest.raises(Exception) as caught:
-        provider.complete(ModelRequest("s", [{"role": "user", "content": "hi"}], []), lambda e: None, threading.Event())
+    """A server that accepts the connection and hangs up without answering: retried as a timeout."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def hang_up() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.close()
+
+    threading.Thread(target=hang_up, daemon=True).start()
+    port = listener.getsockname()[1]
+    provider = make_provider(ProviderConfig("custom", "m", "chat_completions", base_url=f"http://127.0.0.1:{port}/v1", api_key="k"))
+    try:
+        with pytest.raises(Exception) as caught:
+            provider.complete(ModelRequest("s", [{"role": "user", "content": "hi"}], []), lambda e: None, threading.Event())
+    finally:
+        provider.close()
+        listener.close()
     classified = classify(caught.value)
-    assert classified.reason == FailoverReason.timeout and classified.retryable
+    assert classified.reason == FailoverReason.timeout and classified.retryable and classified.max_retries is None
+
+
+def test_retry_after_in_seconds_and_as_an_http_date() -> None:
+    now = 1_700_000_000.0
+    assert retry_after_seconds("2.5", now) == 2.5
+    assert retry_after_seconds(email.utils.formatdate(now + 7, usegmt=True), now) == 7.0
+    assert retry_after_seconds(email.utils.formatdate(now - 30, usegmt=True), now) == 0.0  # past: at once
+    assert retry_after_seconds("soon", now) is None
 
 
 def test_backoff_grows_is_capped_and_jittered() -> None:

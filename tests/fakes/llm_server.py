@@ -16,6 +16,7 @@ raw body, headers and helpers to read the conversation in either protocol.
 
 from __future__ import annotations
 
+import email.utils
 import itertools
 import json
 import threading
@@ -65,7 +66,13 @@ def calls(*tool_calls: FakeToolCall, text: str = "", **kwargs: Any) -> Turn:
 
 
 def error(status: int, message: str, *, kind: str = "", headers: dict[str, str] | None = None) -> Turn:
+    """An error response; `headers` such as {"retry-after": "2"} or {"x-should-retry": "false"}."""
     return Turn(status=status, error_message=message, error_type=kind, headers=headers or {})
+
+
+def http_date(seconds_from_now: float) -> str:
+    """A Retry-After value in its HTTP-date form (whole seconds, GMT), as servers send it."""
+    return email.utils.formatdate(time.time() + seconds_from_now, usegmt=True)
 
 
 @dataclass

@@ -4,12 +4,18 @@ The loop never looks at exceptions itself: it reads the flags of `ClassifiedErro
 
 Order of evidence: the HTTP status, refined by the error body and message (a 400 that says the
 prompt is too long is a context overflow, a 429 that talks about credits is billing, a 402 that
-says "try again in" is a rate limit); then transport failures by exception type; else unknown,
-which is retried with backoff.
+says "try again in" is a rate limit); then transport failures by exception type (a refused
+connection is its own reason: nothing listens at the URL, so waiting will not help); else
+unknown, which is retried with backoff.
+
+The server's own advice wins over the status: `x-should-retry: true|false` decides whether the
+call is retried, and `Retry-After` (seconds or an HTTP date) or `retry-after-ms` sets the wait.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import email.utils
 import enum
 import random
 import time
@@ -24,6 +30,7 @@ class FailoverReason(enum.StrEnum):
     overloaded = "overloaded"
     server_error = "server_error"
     timeout = "timeout"
+    connection_refused = "connection_refused"
     context_overflow = "context_overflow"
     payload_too_large = "payload_too_large"
     model_not_found = "model_not_found"
@@ -40,6 +47,7 @@ class ClassifiedError:
     message: str
     status_code: int | None = None
     retry_after: float | None = None  # seconds, when the provider said
+    max_retries: int | None = None  # a cap below the configured retries for this reason
 
     def describe(self) -> str:
         status = f"HTTP {self.status_code} " if self.status_code else ""
@@ -54,6 +62,7 @@ _POLICY: dict[FailoverReason, tuple[bool, bool, bool]] = {
     FailoverReason.overloaded: (True, False, True),
     FailoverReason.server_error: (True, False, True),
     FailoverReason.timeout: (True, False, True),
+    FailoverReason.connection_refused: (True, False, True),
     FailoverReason.context_overflow: (False, True, False),
     FailoverReason.payload_too_large: (False, True, False),
     FailoverReason.model_not_found: (False, False, True),
@@ -74,9 +83,20 @@ _TIMEOUT_TYPES = ("APITimeoutError", "TimeoutException", "ReadTimeout", "Connect
 _TRANSPORT_TYPES = ("APIConnectionError", "ConnectError", "RemoteProtocolError", "ReadError", "ConnectionError", "ProtocolError")
 
 
+# A refused connection gets one quick retry (a local server that is just starting), then the
+# next provider or a clear error: the full backoff would only make someone wait to be told.
+REFUSED_RETRIES = 1
+REFUSED_DELAY = 0.5
+
+
 def _make(reason: FailoverReason, message: str, status: int | None = None, retry_after: float | None = None) -> ClassifiedError:
     retryable, compress, fallback = _POLICY[reason]
     return ClassifiedError(reason, retryable, compress, fallback, message, status, retry_after)
+
+
+def _headers(exc: BaseException) -> Any:
+    response = getattr(exc, "response", None)
+    return getattr(response, "headers", None)
 
 
 def _body_text(exc: BaseException) -> str:
@@ -93,22 +113,82 @@ def _body_text(exc: BaseException) -> str:
     return " ".join(p for p in parts if p).lower()
 
 
+def retry_after_seconds(value: str, now: float | None = None) -> float | None:
+    """A Retry-After value, seconds or an HTTP date, as seconds from `now` (never negative);
+    None when it is neither."""
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # HTTP dates are GMT; a date without a zone is taken as such
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
 def _retry_after(exc: BaseException) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
+    headers = _headers(exc)
     if headers is None:
         return None
     try:
         if headers.get("retry-after-ms"):
-            return float(headers["retry-after-ms"]) / 1000
-        if headers.get("retry-after"):
-            return float(headers["retry-after"])
-    except (TypeError, ValueError):  # an HTTP date: ignore it and use our own backoff
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+    except (TypeError, ValueError):
+        pass
+    value = headers.get("retry-after")
+    return retry_after_seconds(value) if isinstance(value, str) and value else None
+
+
+def _should_retry(exc: BaseException) -> bool | None:
+    """The server's `x-should-retry` verdict, when it gave one."""
+    headers = _headers(exc)
+    value = headers.get("x-should-retry") if headers is not None else None
+    if not isinstance(value, str):
         return None
-    return None
+    return {"true": True, "false": False}.get(value.strip().lower())
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether the connection was refused somewhere down the exception's chain (the SDKs wrap
+    httpx's ConnectError, which wraps the socket's ConnectionRefusedError)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError) or "connection refused" in str(current).lower():
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _url(exc: BaseException) -> str:
+    request = getattr(exc, "request", None)
+    url = getattr(request, "url", None)
+    return str(url) if url is not None else ""
+
+
+def refused_message(url: str) -> str:
+    where = url or "the provider's base URL"
+    return (
+        f"connection refused by {where}: nothing is listening there. Start the server (for Ollama: "
+        "`ollama serve`; for vLLM: `vllm serve MODEL`) or point --base-url / agent.base_url at "
+        "where it runs"
+    )
 
 
 def classify(exc: BaseException) -> ClassifiedError:
+    error = _classify(exc)
+    verdict = _should_retry(exc)
+    if verdict is not None and verdict != error.retryable:
+        error = dataclasses.replace(error, retryable=verdict)
+    return error
+
+
+def _classify(exc: BaseException) -> ClassifiedError:
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
     text = _body_text(exc)
@@ -116,6 +196,9 @@ def classify(exc: BaseException) -> ClassifiedError:
     wait = _retry_after(exc)
     if status is not None:
         return _make(_by_status(status, text), message, status, wait)
+    if _refused(exc):
+        error = _make(FailoverReason.connection_refused, refused_message(_url(exc)), retry_after=REFUSED_DELAY)
+        return dataclasses.replace(error, max_retries=REFUSED_RETRIES)
     name = type(exc).__name__
     if "overloaded" in text:
         return _make(FailoverReason.overloaded, message)

@@ -47,6 +47,13 @@ def _usage(raw: Any) -> Usage:
     )
 
 
+def _max_tokens_key(provider: str) -> str:
+    """OpenAI's own API wants `max_completion_tokens` (its reasoning models refuse the older
+    `max_tokens`); the compatible servers (vLLM, Ollama, OpenRouter, ...) all read `max_tokens`,
+    and some know nothing else."""
+    return "max_completion_tokens" if provider == "openai" else "max_tokens"
+
+
 class OpenAIChatProvider:
     def __init__(self, config: ProviderConfig) -> None:
         import openai
@@ -63,6 +70,7 @@ class OpenAIChatProvider:
         kwargs: dict[str, Any] = {
             "model": self.config.model,
             "messages": to_openai_messages(request.system, request.messages),
+            _max_tokens_key(self.config.provider): self.config.max_tokens,
         }
         if request.tools:
             kwargs["tools"] = request.tools
