@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .common import UsageError, add_runtime_options, ensure_data_dir, load, runtime_flags
+from .common import UsageError, add_runtime_options, ensure_data_dir, explicit_keys, load, runtime_flags
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: list[argparse.ArgumentParser]) -> None:
@@ -50,7 +50,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings = load(args, flags)
     ensure_data_dir(settings)
     try:
-        return run_command(settings, task=args.task, resume=args.resume, cwd=args.cwd, as_json=args.json)
+        return run_command(settings, task=args.task, resume=args.resume, cwd=args.cwd, as_json=args.json,
+                           explicit=explicit_keys(args, flags))
     except CommandUsageError as exc:
         raise UsageError(str(exc)) from None
 

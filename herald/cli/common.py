@@ -87,6 +87,13 @@ def load(args: argparse.Namespace, flags: dict[str, Any] | None = None) -> Setti
         raise UsageError(str(exc)) from None
 
 
+def explicit_keys(args: argparse.Namespace, flags: dict[str, Any]) -> set[str]:
+    """The dotted setting keys this command line chose (flags given and `-c` options): what a
+    resumed session must not override with what it saved."""
+    assignments = [*(getattr(args, "set_top", None) or []), *(getattr(args, "set_sub", None) or [])]
+    return set(parse_assignments(assignments)) | {key for key, value in flags.items() if value is not None}
+
+
 def ensure_data_dir(settings: Settings) -> None:
     """Herald writes transcripts, spill files and sessions under data_dir: fail early, in one
     line, when it cannot."""

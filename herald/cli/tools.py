@@ -22,44 +22,49 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents
     p.set_defaults(func=cmd_tools)
 
 
-def model_schemas(settings: Any, fmt: str) -> list[dict[str, Any]]:
-    """The schemas `herald run` gives the model: execute_code, then every enabled tool."""
-    from ..agent.prompts import execute_code_tool
-    from ..agent.providers.anthropic_messages import to_anthropic_tools
+def session_offer(settings: Any) -> Any:
+    """What a session with `settings` offers: the same `offer_tools` answer `herald run` uses."""
+    from ..runtime.dispatcher import offer_tools
     from ..tools.registry import default_registry
 
-    registry = default_registry()
     try:
-        tools = registry.select(settings.tools)
+        return offer_tools(default_registry(), settings.tools, settings)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    script_tools = [t for t in tools if t.sandbox]
-    schemas = [execute_code_tool(script_tools, settings).llm_schema(), *(t.llm_schema() for t in tools)]
+
+
+def model_schemas(settings: Any, fmt: str) -> list[dict[str, Any]]:
+    """The schemas `herald run` gives the model: execute_code, then every offered tool."""
+    from ..agent.prompts import execute_code_tool
+    from ..agent.providers.anthropic_messages import to_anthropic_tools
+
+    offer = session_offer(settings)
+    schemas = [execute_code_tool(offer.script_tools, settings).llm_schema(), *(t.llm_schema() for t in offer.tools)]
     return to_anthropic_tools(schemas) if fmt == "anthropic" else schemas
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
     from ..runtime.sandbox.stubgen import signatures
-    from ..tools.registry import default_registry
 
     settings = load(args, {"tools": args.tools})
     if args.json:
         print(json.dumps(model_schemas(settings, args.format), indent=2, ensure_ascii=False))
         return 0
-    try:
-        tools = default_registry().select(settings.tools)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    offer = session_offer(settings)
     out = console()
     out.print("[bold]hermes_tools[/] — callable from execute_code scripts:\n")
-    script_tools = [t for t in tools if t.sandbox]
+    script_tools = offer.script_tools
     for tool, line in zip(script_tools, signatures(script_tools), strict=True):
         out.print(f"  [cyan]{escape(line)}[/]")
         out.print(f"      {escape(tool.description.splitlines()[0])}", style="dim")
     if not script_tools:
         out.print("  (none enabled)")
-    direct = [t.name for t in tools if not t.sandbox]
+    direct = [t.name for t in offer.tools if not t.sandbox]
     if direct:
         out.print(f"\nDirect-call only: {escape(', '.join(direct))}")
+    if offer.withheld:
+        out.print("\nNot offered in this session (name one with --tools to offer it anyway):")
+        for name, reason in offer.withheld.items():
+            out.print(f"  [yellow]{escape(name)}[/]: {escape(reason)}")
     out.print("\nHelpers: parallel(*calls), json_parse(text), shell_quote(value), retry(fn, *args)")
     return 0

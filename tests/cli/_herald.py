@@ -13,7 +13,8 @@ HERALD = [sys.executable, "-m", "herald"]
 
 def herald_env(home: Path, **extra: str) -> dict[str, str]:
     env = dict(os.environ, HERALD_DATA_DIR=str(home / "data"), HERALD_CONFIG=str(home / "none.toml"))
-    env.pop("HERALD_TOOLS", None)
+    for key in ("HERALD_TOOLS", "FIRECRAWL_API_KEY", "FIRECRAWL_API_URL"):  # what the tester has set
+        env.pop(key, None)
     env.update(extra)
     return env
 

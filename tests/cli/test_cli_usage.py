@@ -139,6 +139,21 @@ def test_tools_json_includes_execute_code_in_both_formats(workspace: Path, home:
     assert [t["name"] for t in anthropic] == [t["function"]["name"] for t in openai]
 
 
+def test_tools_shows_what_a_session_offers_and_what_it_withholds(workspace: Path, home: Path) -> None:
+    # No search provider configured: web_search is not offered, and `herald tools` says why.
+    proc = run(["tools"], workspace, home)
+    assert "Not offered in this session" in proc.stdout
+    assert "web_search: no search provider is configured" in proc.stdout
+    assert "web_search(" not in proc.stdout
+    names = [s["function"]["name"] for s in json.loads(run(["tools", "--json"], workspace, home).stdout)]
+    assert "web_search" not in names and "web_extract" in names
+    # Named explicitly, it is offered, with the reason in its description (as `herald run` does).
+    named = json.loads(run(["tools", "--json", "--tools", "web_search,read_file"], workspace, home).stdout)
+    web_search = next(s["function"] for s in named if s["function"]["name"] == "web_search")
+    assert "Unavailable in this session: no search provider is configured" in web_search["description"]
+    assert "web_search(" in named[0]["function"]["description"]  # execute_code lists it for scripts
+
+
 def test_tools_prints_type_annotations_intact(workspace: Path, home: Path) -> None:
     proc = run(["tools"], workspace, home)
     assert "Optional[str]" in proc.stdout  # rich markup would eat the [str]

@@ -56,7 +56,7 @@ def test_listener_sees_everything_while_the_result_stays_capped(make_runtime: Ca
     seen: list[bytes] = []
     result = runtime.execute("for i in range(500):\n    print('line %03d' % i)\n",
                              on_output=lambda stream, data: seen.append(data))
-    assert b"".join(seen).decode() == "".join("line %03d\n" % i for i in range(500))
+    assert b"".join(seen).decode() == "".join(f"line {i:03d}\n" for i in range(500))
     assert len(result.output) < 1500 and "truncated" in result.output
     assert result.output_spill_path is not None
 
