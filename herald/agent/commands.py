@@ -15,11 +15,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import signal
 import sys
 import time
 from collections.abc import Collection
-from types import FrameType
 from typing import IO, Any
 
 from rich.console import Console
@@ -27,6 +25,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..backends.base import Backend, BackendError
+from ..cli.signals import stop_signals
 from ..config import ConfigError, Settings
 from .jsonevents import JsonEvents
 from .loop import Agent
@@ -190,14 +189,10 @@ def _run(settings: Settings, backend: Backend, *, task: str | None, session: str
         agent = Agent(settings=settings, backend=backend, session=session, on_event=on_event)
     except (ValueError, SessionNotFound) as exc:  # no provider, bad fallback, unknown tool
         raise CommandUsageError(str(exc)) from None
-    previous = signal.getsignal(signal.SIGINT)
-
-    def on_sigint(signum: int, frame: FrameType | None) -> None:
-        agent.interrupt()
-        signal.signal(signal.SIGINT, previous)  # a second Ctrl-C stops herald itself
-
-    try:
-        signal.signal(signal.SIGINT, on_sigint)
+    # SIGINT, SIGTERM and SIGHUP all interrupt the agent (the running call and script are killed,
+    # the session is saved); a second Ctrl-C stops herald itself.
+    with stop_signals() as stop:
+        stop.interrupt = agent.interrupt
         try:
             if view is not None:
                 with view:
@@ -206,15 +201,16 @@ def _run(settings: Settings, backend: Backend, *, task: str | None, session: str
                 result = agent.run(task)
         except ValueError as exc:  # --resume of a finished session without a follow-up task
             raise CommandUsageError(f"{exc} (session {agent.session_id})") from None
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        agent.close()
+        finally:
+            agent.close()
     if stream is not None:
         stream.finish(result)
     else:
         assert view is not None
         print_answer(make_console(file=out), result)
         view.summary(result)
+    if result.status == "interrupted" and stop.exit_code is not None:
+        return stop.exit_code  # 130, 143 or 129: which signal stopped it
     return EXIT_CODES[result.status]
 
 

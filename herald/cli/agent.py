@@ -6,7 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from .common import UsageError, add_runtime_options, ensure_data_dir, explicit_keys, load, runtime_flags
+from .common import (
+    UsageError,
+    add_runtime_options,
+    ensure_data_dir,
+    explicit_keys,
+    load,
+    runtime_flags,
+)
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: list[argparse.ArgumentParser]) -> None:

@@ -98,8 +98,9 @@ def test_events_stream_as_json_lines_then_the_result(workspace: Path, tmp_path: 
 
 
 @pytest.mark.timeout(180)
-def test_streamed_text_shows_during_a_stall_and_ctrl_c_still_ends_with_the_result(workspace: Path, tmp_path: Path,
-                                                                                 llm: FakeLLMServer) -> None:
+@pytest.mark.parametrize(("stop", "exit_code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_streamed_text_shows_during_a_stall_and_a_stop_signal_still_ends_with_the_result(
+        workspace: Path, tmp_path: Path, llm: FakeLLMServer, stop: signal.Signals, exit_code: int) -> None:
     llm.script(Turn(text="First words, then a very long pause before the rest.", stall=60))
     home = tmp_path / "home"
     home.mkdir()
@@ -113,11 +114,11 @@ def test_streamed_text_shows_during_a_stall_and_ctrl_c_still_ends_with_the_resul
     assert first["event"] == "model_call_started"
     text = json.loads(lines.get(timeout=60) or "null")  # held text is flushed by its timer, mid-stall
     assert text["event"] == "text" and text["text"] and "First words, then".startswith(text["text"])
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(stop)
     rest = []
     while (line := lines.get(timeout=60)) is not None:
         rest.append(json.loads(line))
-    assert proc.wait(timeout=60) == 130
+    assert proc.wait(timeout=60) == exit_code
     assert time.monotonic() - started < 40  # the stall was 60 s
     assert rest[-1]["event"] == "result" and rest[-1]["status"] == "interrupted"
     assert any(e["event"] == "notice" and e["kind"] == "interrupt" for e in rest)
