@@ -19,10 +19,10 @@ from herald.runtime.rpc.client import ConnectionLost, RpcClient, ToolError, unix
 from herald.runtime.rpc.protocol import (
     HEADER,
     MAX_FRAME_BYTES,
+    FrameReader,
     ProtocolError,
     decode_body,
     encode_frame,
-    read_frame,
 )
 from herald.runtime.rpc.server import RpcServer
 
@@ -44,8 +44,9 @@ def frames_over_socketpair(*messages: object) -> list[dict[str, Any] | None]:
     sender.start()
     with left, right:
         out = []
+        frames = FrameReader(right)
         while True:
-            frame = read_frame(right)
+            frame = frames.read()
             out.append(frame)
             if frame is None:
                 sender.join()
@@ -92,7 +93,7 @@ def test_oversize_frame_is_refused_when_reading() -> None:
     with left, right:
         left.sendall(HEADER.pack(MAX_FRAME_BYTES + 1) + b"{}")
         with pytest.raises(ProtocolError, match="exceeds"):
-            read_frame(right)
+            FrameReader(right).read()
 
 
 @pytest.mark.parametrize(
@@ -114,7 +115,7 @@ def test_truncated_frame_is_a_protocol_error() -> None:
         left.sendall(HEADER.pack(100) + b'{"partial": ')
         left.shutdown(socket.SHUT_WR)
         with pytest.raises(ProtocolError, match="middle of a frame"):
-            read_frame(right)
+            FrameReader(right).read()
 
 
 def test_truncated_header_is_a_protocol_error() -> None:
@@ -123,7 +124,7 @@ def test_truncated_header_is_a_protocol_error() -> None:
         left.sendall(b"\x00\x00")
         left.shutdown(socket.SHUT_WR)
         with pytest.raises(ProtocolError):
-            read_frame(right)
+            FrameReader(right).read()
 
 
 # -- server and client -----------------------------------------------------------------------

@@ -16,7 +16,7 @@ import socket
 import threading
 from typing import Any
 
-from .protocol import ProtocolError, encode_frame, read_frame
+from .protocol import FrameReader, ProtocolError, encode_frame
 
 
 class ToolError(Exception):
@@ -50,6 +50,7 @@ class RpcClient:
         self._connect = connect  # zero-argument callable returning a connected socket-like object
         self._token = token
         self._sock: Any = None
+        self._frames: Any = None
         self._pid = -1
         self._ids = itertools.count(1)
         self._send_lock = threading.Lock()
@@ -64,6 +65,7 @@ class RpcClient:
             sock = self._connect()
             sock.sendall(encode_frame({"type": "auth", "token": self._token}))
             self._sock = sock
+            self._frames = FrameReader(sock)  # read only by the thread that holds the reader role
             self._pid = os.getpid()
             self._pending = {}
             self._reading = False
@@ -74,6 +76,7 @@ class RpcClient:
         slot = _Slot()
         with self._cond:
             sock = self._ensure_connected()
+            frames = self._frames
             if self._broken:
                 raise ConnectionLost(self._broken, "ConnectionLost", tool)
             call_id = next(self._ids)
@@ -84,7 +87,7 @@ class RpcClient:
                 sock.sendall(frame)
         except OSError as exc:
             self._fail("lost the connection to Herald while sending: %s" % exc)
-        self._wait(call_id, slot, sock)
+        self._wait(call_id, slot, frames)
         reply = slot.reply or {}
         if "error" in reply:
             err = reply["error"] or {}
@@ -95,7 +98,7 @@ class RpcClient:
             raise ToolError(message, error_type, tool)
         return reply.get("result")
 
-    def _wait(self, call_id: int, slot: _Slot, sock: Any) -> None:
+    def _wait(self, call_id: int, slot: _Slot, frames: FrameReader) -> None:
         with self._cond:
             while not slot.done and self._reading:
                 self._cond.wait()
@@ -105,7 +108,7 @@ class RpcClient:
         try:
             while True:
                 try:
-                    message = read_frame(sock)
+                    message = frames.read()
                 except (OSError, ProtocolError) as exc:
                     message = None
                     reason = "lost the connection to Herald: %s" % exc

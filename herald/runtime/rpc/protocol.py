@@ -14,9 +14,8 @@ only and must stay importable by any Python >= 3.8.
 from __future__ import annotations
 
 import json
-import socket
 import struct
-from typing import Any
+from typing import Any, Dict, List, Optional
 
 HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 64 * 1024 * 1024
@@ -54,33 +53,26 @@ def decode_body(body: bytes) -> dict[str, Any]:
     return message
 
 
-def recv_exact(sock: socket.socket, size: int) -> bytes:
-    """Read exactly `size` bytes, or return b"" if the peer closed before sending any."""
-    chunks = []
-    remaining = size
-    while remaining:
-        chunk = sock.recv(min(remaining, 1 << 20))
-        if not chunk:
-            if remaining == size:
-                return b""
-            raise ProtocolError("connection closed in the middle of a frame")
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+class FrameReader:
+    """Frames from a socket (or anything with `recv`), usually one `recv` per frame: it reads
+    what is there (up to 256 KiB) and keeps what belongs to the next frame. One reader per
+    socket at a time; None means the peer closed cleanly between frames."""
 
+    def __init__(self, sock: Any) -> None:
+        self._sock = sock
+        self._frames = FrameBuffer()
+        self._ready: List[Dict[str, Any]] = []
 
-def read_frame(sock: socket.socket) -> dict[str, Any] | None:
-    """Read one message from a socket; None means the peer closed cleanly between frames."""
-    header = recv_exact(sock, HEADER.size)
-    if not header:
-        return None
-    (size,) = HEADER.unpack(header)
-    if size > MAX_FRAME_BYTES:
-        raise ProtocolError("frame of %d bytes exceeds the %d-byte limit" % (size, MAX_FRAME_BYTES))
-    body = recv_exact(sock, size) if size else b""
-    if size and not body:
-        raise ProtocolError("connection closed in the middle of a frame")
-    return decode_body(body)
+    def read(self) -> Optional[Dict[str, Any]]:
+        while not self._ready:
+            chunk = self._sock.recv(1 << 18)
+            if not chunk:
+                if self._frames.pending:
+                    raise ProtocolError("connection closed in the middle of a frame")
+                return None
+            self._ready = self._frames.feed(chunk)
+            self._ready.reverse()  # pop() from the end gives them in order
+        return self._ready.pop()
 
 
 class FrameBuffer:

@@ -5,7 +5,8 @@ thread at a time reads a frame; before it starts on the call it makes sure anoth
 to read the next frame, so calls from several script threads run concurrently (up to
 `max_concurrency` per connection) while a lone call is handled by the thread that read it, with no
 hand-off. Anything malformed closes that one connection (the server keeps running), as does sending
-no auth frame within `auth_timeout` seconds of connecting.
+no auth frame within `auth_timeout` seconds of connecting. `serve_call` is how a call becomes a
+reply frame, here and for in-backend runs alike.
 """
 
 from __future__ import annotations
@@ -16,14 +17,35 @@ import shutil
 import socket
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
-from .protocol import ProtocolError, encode_frame, read_frame
+from .protocol import FrameReader, ProtocolError, encode_frame
 
 log = logging.getLogger(__name__)
 
 S = TypeVar("S")
+Handler = Callable[[S, dict[str, Any]], dict[str, Any]]
+
+
+def serve_call(handle: Handler[S], session: S, message: dict[str, Any], *, echo: Iterable[str] = ("id",)) -> bytes:
+    """Run one call and encode its reply, copying the `echo` keys (the call id, ...) from the
+    request. Never raises: a handler bug or an unencodable result becomes an error reply."""
+    try:
+        reply = handle(session, message)
+    except Exception as exc:  # the handler promises data, but never let a bug kill the link
+        log.exception("RPC handler failed")
+        reply = {"error": {"type": "InternalError", "message": f"Herald failed to run the call: {exc}"}}
+    return reply_frame(message, reply, echo=echo)
+
+
+def reply_frame(message: dict[str, Any], reply: dict[str, Any], *, echo: Iterable[str] = ("id",)) -> bytes:
+    """`reply` to `message` as a frame; a result too large (or not JSON) becomes an error reply."""
+    ids = {key: message.get(key) for key in echo}
+    try:
+        return encode_frame({**reply, **ids})
+    except (ProtocolError, TypeError, ValueError) as exc:
+        return encode_frame({**ids, "error": {"type": "ResultTooLarge", "message": str(exc)}})
 
 
 class RpcServer(Generic[S]):
@@ -32,7 +54,7 @@ class RpcServer(Generic[S]):
     def __init__(
         self,
         authenticate: Callable[[str], S | None],
-        handle: Callable[[S, dict[str, Any]], dict[str, Any]],
+        handle: Handler[S],
         *,
         max_concurrency: int = 16,
         auth_timeout: float = 10.0,
@@ -111,7 +133,8 @@ class _Connection(Generic[S]):
         self.server = server
         self.sock = sock
         self.session: S | None = None
-        self._read_lock = threading.Lock()
+        self._read_lock = threading.Lock()  # the one thread reading frames holds it
+        self._frames = FrameReader(sock)
         self._send_lock = threading.Lock()
         self._state_lock = threading.Lock()
         self._threads = 0
@@ -157,7 +180,7 @@ class _Connection(Generic[S]):
 
     def _read(self) -> dict[str, Any] | None:
         try:
-            return read_frame(self.sock)
+            return self._frames.read()
         except ProtocolError as exc:
             log.warning("closing RPC connection after a malformed frame: %s", exc)
             return None
@@ -179,19 +202,7 @@ class _Connection(Generic[S]):
 
     def _serve(self, message: dict[str, Any]) -> None:
         assert self.session is not None
-        call_id = message.get("id")
-        try:
-            reply = self.server._handle(self.session, message)
-        except Exception as exc:  # the handler promises data, but never let a bug kill the link
-            log.exception("RPC handler failed")
-            reply = {"error": {"type": "InternalError", "message": f"Herald failed to run the call: {exc}"}}
-        reply["id"] = call_id
-        try:
-            frame = encode_frame(reply)
-        except (ProtocolError, TypeError, ValueError) as exc:
-            frame = encode_frame(
-                {"id": call_id, "error": {"type": "ResultTooLarge", "message": str(exc)}}
-            )
+        frame = serve_call(self.server._handle, self.session, message)
         try:
             with self._send_lock:
                 self.sock.sendall(frame)

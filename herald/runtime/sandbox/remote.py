@@ -37,6 +37,7 @@ from typing import Any, Generic, TypeVar
 from ...backends.base import Channel
 from ...capture import CappedCapture
 from ..rpc.protocol import FrameBuffer, ProtocolError, encode_frame
+from ..rpc.server import reply_frame, serve_call
 from .process import Collected, OutputStream, Reason, SandboxStartError, drain_fd
 
 POLL_SECONDS = 0.05  # how long the collect loop waits on a quiet stream before checking interrupts
@@ -46,6 +47,8 @@ OPEN_JOIN_SECONDS = 30.0  # closing a child whose channel is still opening waits
 FAILURE_TEXT_LIMIT = 4000
 
 GOODBYE = encode_frame({"type": "close"})
+# A call from the backend names its connection there as well as its id: the reply carries both.
+CALL_KEYS = ("id", "conn")
 S = TypeVar("S")
 log = logging.getLogger(__name__)
 
@@ -252,25 +255,12 @@ class RemoteChild(Generic[S]):
 
     def _serve(self, session: S | None, message: dict[str, Any]) -> None:
         if session is None:
-            reply = {"error": {"type": "ConnectionLost", "message": "This run is over; its tool calls are closed."}}
+            self._reply(message, {"error": {"type": "ConnectionLost", "message": "This run is over; its tool calls are closed."}})
         else:
-            try:
-                reply = self._handle(session, message)
-            except Exception as exc:  # the handler promises data, but never let a bug kill the link
-                log.exception("tool call from a script in the backend failed")
-                reply = {"error": {"type": "InternalError", "message": f"Herald failed to run the call: {exc}"}}
-        self._reply(message, reply)
+            self._send(serve_call(self._handle, session, message, echo=CALL_KEYS))
 
     def _reply(self, message: dict[str, Any], reply: dict[str, Any]) -> None:
-        reply["id"] = message.get("id")
-        reply["conn"] = message.get("conn")
-        try:
-            frame = encode_frame(reply)
-        except (ProtocolError, TypeError, ValueError) as exc:
-            frame = encode_frame(
-                {"id": reply["id"], "conn": reply["conn"], "error": {"type": "ResultTooLarge", "message": str(exc)}}
-            )
-        self._send(frame)
+        self._send(reply_frame(message, reply, echo=CALL_KEYS))
 
     def poll(self) -> int | None:
         """The script interpreter's exit status once it is gone (-1 if unknown), else None."""

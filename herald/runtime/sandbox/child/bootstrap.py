@@ -21,7 +21,7 @@ import traceback
 from typing import Any, Dict, Optional
 
 # The child package is laid out by stubgen.write_sandbox: protocol and client sit beside this file.
-from _hermes_runtime.protocol import ProtocolError, encode_frame, read_frame
+from _hermes_runtime.protocol import FrameReader, ProtocolError, encode_frame
 
 BLOCKED_MESSAGE = (
     "Herald's own package is not importable inside the sandbox; call tools through hermes_tools."
@@ -36,7 +36,7 @@ class _HeraldBlocker:
 
 
 class _PipeReader:
-    """Lets protocol.read_frame read frames from a pipe fd."""
+    """Lets protocol.FrameReader read frames from a pipe fd."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -215,13 +215,13 @@ def _oneshot(message: Dict[str, Any], ctl_write: int) -> None:
     os._exit(code)
 
 
-def _kernel(message: Dict[str, Any], reader: _PipeReader, ctl_write: int) -> None:
+def _kernel(message: Dict[str, Any], reader: FrameReader, ctl_write: int) -> None:
     sentinel = message["sentinel"].encode("ascii")
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     counter = 0
     while True:
         try:
-            request: Optional[Dict[str, Any]] = read_frame(reader)
+            request: Optional[Dict[str, Any]] = reader.read()
         except (OSError, ProtocolError):
             request = None
         if request is None:
@@ -253,9 +253,9 @@ def serve(ctl_read: int, ctl_write: int) -> None:
     import hermes_tools  # noqa: F401  (pre-import: the script's own import is then free)
 
     os.write(ctl_write, encode_frame({"type": "ready", "pid": os.getpid()}))
-    reader = _PipeReader(ctl_read)
+    reader = FrameReader(_PipeReader(ctl_read))
     try:
-        message = read_frame(reader)
+        message = reader.read()
     except (OSError, ProtocolError):
         message = None
     if message is None:  # the parent went away before using this warm child
