@@ -242,6 +242,34 @@ def test_interrupt(runtime: Runtime) -> None:
     assert run_ok(runtime, "print('next run')").output == "next run\n"
 
 
+def test_interrupt_stops_a_terminal_command_the_script_is_waiting_on(make_runtime: Any) -> None:
+    # A long timeout everywhere: only the interrupt can end the command.
+    runtime = make_runtime(overrides={"sandbox.timeout": 600, "terminal.timeout": 600})
+    marker = unique_sleep()
+    seen: list[int] = []
+
+    def interrupt_once_running() -> None:
+        wait_for(lambda: bool(pids_with_marker(marker)), timeout=60, step=0.05)
+        seen.extend(pids_with_marker(marker))
+        runtime.interrupt()
+
+    watcher = threading.Thread(target=interrupt_once_running, daemon=True)
+    watcher.start()
+    result = runtime.execute(
+        script(f"""
+            from hermes_tools import terminal
+            print(terminal("sleep {marker}; echo finished"))
+            """),
+        timeout=600,
+    )
+    watcher.join(timeout=60)
+    assert result.status == "interrupted", result
+    assert seen, "the command never started"
+    # The command is killed with the run, not left to hold the shell until its own timeout.
+    assert wait_for(lambda: not pids_with_marker(marker), timeout=30), pids_with_marker(marker)
+    assert "hello" in run_ok(runtime, "from hermes_tools import terminal\nprint(terminal('echo hello'))").output
+
+
 def test_interrupt_between_runs_does_not_hit_the_next_run(runtime: Runtime) -> None:
     runtime.interrupt()
     runtime.interrupt()
