@@ -47,7 +47,7 @@ from .events import (
 )
 from .guardrails import LoopGuard
 from .modelcall import ModelCaller, ModelCallFailed
-from .prompts import EXECUTE_CODE, execute_code_tool, system_prompt
+from .prompts import execute_code_tool, system_prompt
 from .providers.base import (
     Message,
     ModelCallCancelled,
@@ -217,7 +217,7 @@ class Agent:
             response = self._model_turn("auto")
             if response.tool_calls:
                 self._run_tools(response)
-                if len(response.tool_calls) == 1 and response.tool_calls[0].name == EXECUTE_CODE:
+                if len(response.tool_calls) == 1 and self.executor.refunds_turn(response.tool_calls[0].name):
                     budget.refund()
                 continue
             self._add(response.as_message())

@@ -15,6 +15,7 @@ from typing import Any
 from ..config import Settings
 from ..runtime.sandbox.stubgen import HELPERS, signatures
 from ..tools.registry import Tool, ToolContext
+from ..tools.resources import ANY_FILE, BROWSER, SANDBOX, SHELL, fixed
 
 EXECUTE_CODE = "execute_code"
 
@@ -67,8 +68,10 @@ def execute_code_tool(script_tools: list[Tool], settings: Settings) -> Tool:
         },
         handler=not_here,
         sandbox=False,
-        parallel_safe=False,
+        # A script may use the shell, the browser and any file (its own calls lock what they touch).
+        touches=fixed(SANDBOX, SHELL, BROWSER, ANY_FILE),
         mutates=True,
+        refunds_turn=True,
     )
 
 

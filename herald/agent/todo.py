@@ -12,6 +12,7 @@ import threading
 from typing import Any
 
 from ..tools.registry import Tool, ToolContext, ToolError
+from ..tools.resources import tool_wide
 
 STATES = ("pending", "in_progress", "completed", "cancelled")
 MARKS = {"pending": "[ ]", "in_progress": "[>]", "completed": "[x]", "cancelled": "[-]"}
@@ -103,5 +104,5 @@ def todo_tool(todo: TodoList) -> Tool:
         handler=handler,
         returns="{'todos': [{'id', 'content', 'status'}], 'counts': {state: int}}",
         sandbox=False,
-        parallel_safe=False,
+        touches=tool_wide("todo"),
     )

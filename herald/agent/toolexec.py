@@ -5,14 +5,14 @@ tool is not run); refuse unknown tools; ask the loop guard (a blocked call is no
 `execute_code` on the session's Runtime, every other tool through the dispatcher's direct path;
 let the guard append a warning; cut an oversized result (head + tail, full text in a spill file).
 
-Several calls in one turn run concurrently only when every one is `parallel_safe` and no two
-`path` arguments overlap; otherwise in order. Results always keep the order of the calls.
+Several calls in one turn run concurrently only when no two touch the same thing (a file or a
+directory holding it, the shell, the browser, tool-wide state: `Tool.touches`, the question the
+dispatcher's locks ask too); otherwise in order. Results always keep the order of the calls.
 """
 
 from __future__ import annotations
 
 import json
-import posixpath
 import secrets
 import threading
 import time
@@ -21,12 +21,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ..backends.base import resolve_path
 from ..capture import CappedCapture
 from ..config import Settings
 from ..runtime import Runtime
 from ..tools.arguments import bind_arguments
 from ..tools.registry import Tool, ToolError
+from ..tools.resources import Resource, conflicts
 from ..transcript import preview
 from .events import AgentEvent, InnerToolCall, Notice, ToolCallRecord, ToolFinished, ToolStarted
 from .guardrails import LoopGuard
@@ -93,6 +93,11 @@ class ToolExecutor:
             prepared.append(PreparedCall(call_id, call.name or "(no name)", repaired.arguments, repaired.error))
         return prepared
 
+    def refunds_turn(self, name: str) -> bool:
+        """A turn whose only call is to this tool is not charged (Tool.refunds_turn)."""
+        tool = self._tool(name)
+        return tool is not None and tool.refunds_turn
+
     def _tool(self, name: str) -> Tool | None:
         if name == EXECUTE_CODE:
             return self.execute_tool
@@ -107,17 +112,21 @@ class ToolExecutor:
         return [self._one(call) for call in calls]
 
     def _concurrent(self, calls: list[PreparedCall]) -> bool:
+        """Whether a turn's calls may run at once: no call is malformed or unknown and no two
+        touch the same thing (tools/resources.py), so running them together cannot change what
+        any of them sees compared with running them in the model's order."""
         if len(calls) < 2:
             return False
-        paths: list[str] = []
+        touched: list[list[Resource]] = []
         for call in calls:
             tool = self._tool(call.name)
-            if call.error or tool is None or not tool.parallel_safe or call.name == EXECUTE_CODE:
+            if call.error or tool is None:
                 return False
-            path = call.arguments.get("path")
-            if isinstance(path, str) and path.strip():
-                paths.append(resolve_path(self.runtime.backend.cwd, path))
-        return not any(_overlap(a, b) for i, a in enumerate(paths) for b in paths[i + 1 :])
+            resources = tool.resources(call.arguments, self.runtime.dispatcher.ctx)
+            if any(conflicts(resources, earlier) for earlier in touched):
+                return False
+            touched.append(resources)
+        return True
 
     def _one(self, call: PreparedCall) -> ToolOutcome:
         started = time.monotonic()
@@ -210,11 +219,6 @@ class ToolExecutor:
             message["is_error"] = True
         record = ToolCallRecord(call.id, call.name, call.arguments, ok, round(seconds, 6), inner, blocked)
         return ToolOutcome(message, record)
-
-
-def _overlap(a: str, b: str) -> bool:
-    a, b = posixpath.normpath(a), posixpath.normpath(b)
-    return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
 
 
 def _render(result: Any) -> str:

@@ -9,8 +9,9 @@ Policy, in order:
 3. The run's call budget: calls past `max_tool_calls` get an error the script can handle; the
    script keeps running. A `timeout` argument is cut to the time the run has left, so no
    command outlives the run that started it (and holds up the next one).
-4. The tool runs. Calls run concurrently on the RPC server's threads; tools that are not
-   `parallel_safe` take one shared lock, so they run one at a time.
+4. The tool runs. Calls run concurrently on the RPC server's threads; a call first takes a lock
+   on each resource it touches (`Tool.touches`: a file, the shell, the browser, tool-wide state;
+   tools/resources.py), so two patches of one file take turns while other calls go on.
 5. Every call is logged to the transcript (tool, args preview, duration, result size, error),
    never to the model's context.
 `call_direct` is the path of a model's direct (non-script) tool call: any enabled tool, the same
@@ -45,6 +46,7 @@ from ..backends.shell import CANCEL_POLL_SECONDS, cancellable
 from ..config import Settings
 from ..tools.arguments import bind_arguments
 from ..tools.registry import Registry, Tool, ToolContext, ToolError
+from ..tools.resources import KeyedLocks, Resource
 from ..transcript import Transcript, preview
 
 log = logging.getLogger(__name__)
@@ -163,7 +165,7 @@ class Dispatcher:
         self.script_tools: list[Tool] = self.offer.script_tools
         self._allowed = {t.name: t for t in self.script_tools}
         self._offered = {t.name: t for t in self.tools}
-        self._serial = threading.Lock()
+        self._locks = KeyedLocks()
         self._ids = itertools.count(1)
         # Called after each script call with (tool name, succeeded): live progress for a UI.
         self.on_script_call: Callable[[str, bool], None] | None = None
@@ -242,16 +244,13 @@ class Dispatcher:
         self._log(call_id, "tool_call", name, args, reply, time.perf_counter() - started)
         return reply
 
-    def _take_serial(self, cancel: threading.Event | None) -> bool:
-        """The lock of tools that are not parallel_safe; False if `cancel` was set while waiting
-        (a script's long command may hold it)."""
-        if cancel is None:
-            self._serial.acquire()
-            return True
-        while not self._serial.acquire(timeout=CANCEL_POLL_SECONDS):
-            if cancel.is_set():
-                return False
-        return True
+    def resources(self, name: str, args: Any) -> list[Resource]:
+        """What a call of tool `name` with `args` would touch (for callers that order calls, such
+        as the agent's concurrent direct calls); an unknown tool touches nothing."""
+        tool = self._offered.get(name)
+        if tool is None or not isinstance(args, dict):
+            return []
+        return tool.resources(args, self.ctx)
 
     def _run(self, tool: Tool, args: Any, scope: CallScope | None, cancel: threading.Event | None) -> dict[str, Any]:
         interrupted = _error("Interrupted", f"{tool.name}: not run: the session was interrupted before it started.")
@@ -265,17 +264,11 @@ class Dispatcher:
                 bound["timeout"] = min(limit, left)
             if cancel is not None and cancel.is_set():
                 return interrupted
-            if tool.parallel_safe:
+            with self._locks.hold(tool.resources(bound, self.ctx), cancel, CANCEL_POLL_SECONDS) as held:
+                if not held:  # interrupted while another call held what this one touches
+                    return interrupted
                 with cancellable(cancel):
                     result = tool.handler(bound, self.ctx)
-            else:
-                if not self._take_serial(cancel):
-                    return interrupted
-                try:
-                    with cancellable(cancel):
-                        result = tool.handler(bound, self.ctx)
-                finally:
-                    self._serial.release()
         except ToolError as exc:
             return _error(exc.error_type, str(exc))
         except FileNotFoundError as exc:

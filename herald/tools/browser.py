@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
 from .registry import Tool, ToolContext, ToolError
+from .resources import BROWSER, fixed
 
 if TYPE_CHECKING:
     from ..browser.session import BrowserSession
@@ -112,6 +113,7 @@ TOOLS = [
         ),
         parameters=_schema({"url": {"type": "string", "description": "Full URL; 'example.com' means https://example.com."}}, ["url"]),
         handler=_browser_call("browser_navigate", lambda s, a: s.navigate(a["url"])),
+        touches=fixed(BROWSER),
         unavailable=browser_unavailable,
         returns=PAGE + ", 'status': int | None (HTTP status), 'note'?: str}",
     ),
@@ -126,6 +128,7 @@ TOOLS = [
         ),
         parameters=_schema({"full": {"type": "boolean", "default": False, "description": "Keep every node of the tree."}}),
         handler=_browser_call("browser_snapshot", lambda s, a: s.snapshot(a["full"])),
+        touches=fixed(BROWSER, shared=True),
         unavailable=browser_unavailable,
         returns=PAGE + ", 'snapshot': str, 'refs': int, 'truncated'?: True, 'spill_path'?: str, 'note'?: str}",
     ),
@@ -134,6 +137,7 @@ TOOLS = [
         description="Click the element with this ref (waits for a page load it starts).",
         parameters=_schema({"ref": REF}, ["ref"]),
         handler=_browser_call("browser_click", lambda s, a: s.click(a["ref"])),
+        touches=fixed(BROWSER),
         unavailable=browser_unavailable,
         returns=PAGE + ", 'clicked': str, 'note'?: str}",
         mutates=True,
@@ -153,6 +157,7 @@ TOOLS = [
             ["ref", "text"],
         ),
         handler=_browser_call("browser_type", lambda s, a: s.type(a["ref"], a["text"], a["submit"])),
+        touches=fixed(BROWSER),
         unavailable=browser_unavailable,
         returns=PAGE + ", 'typed': str, 'submitted': bool, 'note'?: str}",
         mutates=True,
@@ -162,6 +167,7 @@ TOOLS = [
         description="Scroll the page by about one screen (up, down) or to its top or bottom.",
         parameters=_schema({"direction": {"type": "string", "enum": ["down", "up", "top", "bottom"], "description": "down, up, top or bottom."}}, ["direction"]),
         handler=_browser_call("browser_scroll", lambda s, a: s.scroll(a["direction"])),
+        touches=fixed(BROWSER),
         unavailable=browser_unavailable,
         returns=PAGE + ", 'scroll_y': int, 'page_height': int, 'viewport_height': int, 'at_top': bool, 'at_bottom': bool}",
     ),
@@ -170,6 +176,7 @@ TOOLS = [
         description="Go back to the previous page in the tab's history.",
         parameters=_schema(),
         handler=_browser_call("browser_back", lambda s, a: s.back()),
+        touches=fixed(BROWSER),
         unavailable=browser_unavailable,
         returns=PAGE + ", 'note'?: str}",
     ),
@@ -181,6 +188,7 @@ TOOLS = [
         ),
         parameters=_schema({"key": {"type": "string", "description": "A key name or combination."}}, ["key"]),
         handler=_browser_call("browser_press", lambda s, a: s.press(a["key"])),
+        touches=fixed(BROWSER),
         unavailable=browser_unavailable,
         returns=PAGE + ", 'pressed': str, 'note'?: str}",
         mutates=True,
@@ -195,6 +203,7 @@ TOOLS = [
             }
         ),
         handler=browser_screenshot,
+        touches=fixed(BROWSER, shared=True),
         unavailable=browser_unavailable,
         returns=PAGE + ", 'path': str, 'bytes': int}",
         sandbox=False,
@@ -205,6 +214,7 @@ TOOLS = [
         description="Close the session's browser (or detach from an attached one); the next browser call starts afresh.",
         parameters=_schema(),
         handler=browser_close,
+        touches=fixed(BROWSER),
         unavailable=browser_unavailable,
         returns="{'closed': bool, 'note': str}",
         sandbox=False,

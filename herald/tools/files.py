@@ -9,6 +9,7 @@ from typing import Any
 from ..backends.base import resolve_path
 from .fuzzy import find_matches, reindent
 from .registry import Tool, ToolContext, ToolError
+from .resources import path_argument
 from .walk import SKIP_DIRS, walk_files
 
 BINARY_SNIFF_BYTES = 8192
@@ -257,6 +258,7 @@ TOOLS = [
             "required": ["path"],
         },
         handler=read_file,
+        touches=path_argument(shared=True),
         returns=(
             "{'path', 'content': numbered lines, 'total_lines', 'start_line', 'end_line', "
             "'next_offset'?: int, 'hint'?: str}"
@@ -272,7 +274,7 @@ TOOLS = [
         },
         handler=write_file,
         returns="{'path', 'bytes_written': int, 'created': bool}",
-        parallel_safe=False,
+        touches=path_argument(),
         mutates=True,
     ),
     Tool(
@@ -295,7 +297,7 @@ TOOLS = [
         },
         handler=patch,
         returns="{'path', 'replacements': int, 'match': 'exact'|'whitespace'|'indentation', 'diff': unified diff}",
-        parallel_safe=False,
+        touches=path_argument(),
         mutates=True,
     ),
 ]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
+from .resources import ANY_FILE, Resource, ResourceFn
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -66,8 +67,12 @@ class Tool:
     handler: Handler
     returns: str = ""  # one line on the shape of the result, for docstrings and schemas
     sandbox: bool = True  # callable from execute_code scripts
-    parallel_safe: bool = True  # may run concurrently with other calls
+    # What a call touches (files, the shell, the browser, tool-wide state): calls that touch the
+    # same thing take turns (see tools/resources.py). None: nothing shared, runs alongside anything.
+    touches: ResourceFn | None = None
     mutates: bool = False  # changes files, processes or remote state (permission profiles)
+    # The agent does not charge a model turn whose only call is this tool (execute_code).
+    refunds_turn: bool = False
     # Arguments a script may not pass, with the reason given to the script.
     script_refused_args: Mapping[str, str] = field(default_factory=dict)
     # Why this tool cannot work with these settings (no provider key, no browser), or None when it
@@ -82,6 +87,16 @@ class Tool:
             return self.unavailable(settings)
         except Exception as exc:  # a broken check must not hide the tool without saying why
             return f"its availability check failed: {type(exc).__name__}: {exc}"
+
+    def resources(self, args: dict[str, Any], ctx: ToolContext) -> list[Resource]:
+        """What a call with `args` touches. Arguments too broken to tell (the call will fail
+        anyway) count as everything the tool could touch: the tool's state and every file."""
+        if self.touches is None:
+            return []
+        try:
+            return list(self.touches(args, ctx))
+        except Exception:
+            return [Resource(f"tool:{self.name}"), Resource(ANY_FILE)]
 
     def __post_init__(self) -> None:
         if self.parameters.get("type") != "object":

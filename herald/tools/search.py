@@ -25,6 +25,7 @@ from .files import display_path, looks_binary, split_lines
 from .globs import Glob, GlobError, compile_glob, name_glob
 from .ignore import Reach
 from .registry import Tool, ToolContext, ToolError
+from .resources import path_argument
 from .walk import SKIP_DIRS, walk_files
 
 MAX_LINE_CHARS = 500
@@ -293,6 +294,7 @@ TOOLS = [
             "required": ["pattern"],
         },
         handler=search_files,
+        touches=path_argument(shared=True, default="."),
         returns=(
             "{'matches': [{'path', 'line', 'text'}]} or {'files': [path]}, plus 'count', 'offset', "
             "'has_more', 'next_offset'?, 'engine'"

@@ -7,6 +7,7 @@ from typing import Any
 from ..backends.base import BackendError
 from ..backends.shell import INTERRUPTED_EXIT_CODE, current_cancel
 from .registry import Tool, ToolContext, ToolError
+from .resources import ANY_FILE, SHELL, fixed
 
 FOREGROUND_ONLY = (
     "scripts run commands in the foreground only, so '{arg}' is not supported inside "
@@ -67,7 +68,8 @@ TOOLS = [
             "{'output': str, 'exit_code': int, 'timed_out'?: True, 'interrupted'?: True, "
             "'truncated'?: True, 'note'?: str}"
         ),
-        parallel_safe=False,
+        # One persistent shell, and a command may change any file.
+        touches=fixed(SHELL, ANY_FILE),
         mutates=True,
         script_refused_args={
             arg: FOREGROUND_ONLY.format(arg=arg) for arg in ("background", "pty", "check_interval")

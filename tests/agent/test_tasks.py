@@ -13,6 +13,7 @@ from herald.agent.events import InnerToolCall, ToolFinished
 from herald.agent.providers.base import TextDelta, ToolCallDelta
 from herald.runtime.sandbox.stubgen import signatures
 from herald.tools.registry import Registry, Tool, ToolContext, default_registry
+from herald.tools.resources import path_argument
 from tests.fakes.llm_server import FakeLLMServer, call, calls, reply
 
 from .conftest import MakeAgent, make_project
@@ -91,8 +92,9 @@ def _probe_registry(barrier: threading.Barrier, active: list[int], peak: list[in
     params = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
     return Registry([
         *default_registry(),
-        Tool("wait_together", "Test tool: waits for its siblings.", params, wait_together),
-        Tool("count_overlap", "Test tool: records how many calls overlap.", params, count_overlap),
+        Tool("wait_together", "Test tool: waits for its siblings.", params, wait_together, touches=path_argument()),
+        Tool("count_overlap", "Test tool: records how many calls overlap.", params, count_overlap,
+             touches=path_argument()),
     ])
 
 
@@ -103,7 +105,7 @@ def test_parallel_direct_calls_run_concurrently_and_keep_order(make_agent: MakeA
         calls(*[call("wait_together", path=f"dir{i}/f.txt") for i in range(4)]),
         calls(call("count_overlap", path="data"), call("count_overlap", path="data/x.txt"),
               call("count_overlap", path="./data/y.txt")),
-        calls(call("count_overlap", path="a.txt"), call("write_file", path="b.txt", content="x"),
+        calls(call("count_overlap", path="a.txt"), call("terminal", command="echo x > b.txt"),
               call("count_overlap", path="c.txt")),
         reply("done"),
     )
@@ -112,10 +114,12 @@ def test_parallel_direct_calls_run_concurrently_and_keep_order(make_agent: MakeA
     assert result.status == "completed"
     first = llm.requests[1].tool_results()
     assert [c for _, c in first] == [f"seen dir{i}/f.txt" for i in range(4)]  # all four met at the barrier
-    assert peak[0] == 1  # overlapping paths, then a tool that is not parallel_safe: one at a time
+    # Calls on different files met at the barrier; overlapping paths, then a terminal command
+    # (it may touch any file): one at a time, in order.
+    assert peak[0] == 1
     assert [c for _, c in llm.requests[2].tool_results()] == ["probed data", "probed data/x.txt", "probed ./data/y.txt"]
     third = [c for _, c in llm.requests[3].tool_results()]
-    assert third[0] == "probed a.txt" and json.loads(third[1])["bytes_written"] == 1 and third[2] == "probed c.txt"
+    assert third[0] == "probed a.txt" and json.loads(third[1])["exit_code"] == 0 and third[2] == "probed c.txt"
 
 
 def test_model_sees_execute_code_first_with_real_stubs_and_a_fixed_prompt(

@@ -31,7 +31,6 @@ SLEEP_ECHO = Tool(
         "required": ["value"],
     },
     handler=sleep_echo,
-    parallel_safe=True,
 )
 
 DIRECT_ONLY = Tool(
