@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import os
 
-from . import agent_bench, browser_bench, docker_bench, exec_mode_bench, runtime_bench, ssh_bench
+from . import (
+    agent_bench,
+    browser_bench,
+    docker_bench,
+    exec_mode_bench,
+    runtime_bench,
+    scale_bench,
+    ssh_bench,
+)
 from .report import print_table
 
 
 def main() -> None:
     print(f"machine: {os.cpu_count()} cores")
     print_table("Runtime core", runtime_bench.run())
+    print_table("Scale: many Runtimes, many calls", scale_bench.run())
     print_table("Browser and web tools", browser_bench.run())
     print_table("SSH backend", ssh_bench.run())
     print_table("Docker backend", docker_bench.run())

@@ -88,8 +88,11 @@ def offer_tools(registry: Registry, enabled: list[str] | None, settings: Setting
     Unknown names in `enabled` raise ValueError, as `Registry.select` does."""
     offered: list[Tool] = []
     withheld: dict[str, str] = {}
+    reasons: dict[Any, str | None] = {}  # one check per function: the browser tools share theirs
     for tool in registry.select(enabled):
-        reason = tool.unavailable_reason(settings)
+        if tool.unavailable not in reasons:
+            reasons[tool.unavailable] = tool.unavailable_reason(settings)
+        reason = reasons[tool.unavailable]
         if reason is None:
             offered.append(tool)
         elif enabled is None:

@@ -1,0 +1,133 @@
+"""Scale: many Runtimes at once in one process, and one script making very many calls.
+
+- 64 Runtimes, one per thread, each runs one script with one tool call: wall time from the
+  first constructor to the last result, and the memory all of it holds at that moment (PSS of
+  this process and every process below it: sandbox children, the fork server's zygote).
+- 100,000 `read_file` calls in one script: this process's RSS before, halfway and after; flat
+  means nothing per call is kept.
+Default settings throughout (transcript on, no waiting for warm-up).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from herald import Runtime, Settings
+from herald.backends.local import LocalBackend
+
+from .report import Metric
+
+RUNTIMES = 64
+CALLS = 100_000
+
+
+def _pss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _tree(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found, frontier = [root], [root]
+    while frontier:
+        frontier = [c for p in frontier for c in children.get(p, [])]
+        found += frontier
+    return found
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _many_runtimes(settings: Settings, work: Path) -> tuple[float, float]:
+    """(wall seconds, total PSS in MB while all are open)."""
+    ready = threading.Barrier(RUNTIMES + 1)
+    done = threading.Barrier(RUNTIMES + 1)
+    errors: list[str] = []
+
+    def one() -> None:
+        try:
+            with LocalBackend(str(work), settings=settings) as backend, Runtime(backend, settings=settings) as runtime:
+                result = runtime.execute("from hermes_tools import read_file\nprint(read_file('small.txt')['total_lines'])")
+                if not result.ok:
+                    errors.append(result.error)
+                ready.wait(120)  # all 64 are open and have run: measure now
+                done.wait(120)
+        except Exception as exc:
+            errors.append(repr(exc))
+            ready.abort()
+            done.abort()
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=one) for _ in range(RUNTIMES)]
+    for thread in threads:
+        thread.start()
+    ready.wait(300)
+    wall = time.perf_counter() - started
+    pss = sum(_pss_kib(pid) for pid in _tree(os.getpid())) / 1024
+    done.wait(120)
+    for thread in threads:
+        thread.join(60)
+    if errors:
+        raise RuntimeError(f"{len(errors)} of {RUNTIMES} runtimes failed: {errors[0]}")
+    return wall, pss
+
+
+def run() -> list[Metric]:
+    work = Path(tempfile.mkdtemp(prefix="herald-bench-scale-"))
+    settings = Settings(data_dir=work / "data")
+    (work / "small.txt").write_text("".join(f"line {i}\n" for i in range(20)))
+    wall = Metric(f"{RUNTIMES} Runtimes at once, one call each", "s", 1.2, note="threads in one process, wall time")
+    memory = Metric(f"{RUNTIMES} Runtimes at once: total PSS", "MB", 200, note="this process + every child")
+    for _ in range(3):
+        seconds, pss = _many_runtimes(settings, work)
+        wall.samples.append(seconds)
+        memory.samples.append(pss)
+
+    growth = Metric(f"parent RSS growth over {CALLS:,} calls in one script", "MB", 5,
+                    note="second half of the calls (first half warms caches)")
+    many = settings.with_overrides({"sandbox.max_tool_calls": CALLS + 10, "sandbox.timeout": 900})
+    with LocalBackend(str(work), settings=many) as backend, Runtime(backend, settings=many) as runtime:
+        marks: list[float] = []
+        half = CALLS // 2
+        code = (
+            "from hermes_tools import read_file\n"
+            f"for _ in range({half}): read_file('small.txt')\n"
+            "print('half', flush=True)\n"
+            f"for _ in range({CALLS - half}): read_file('small.txt')\n"
+        )
+
+        def on_output(stream: str, data: bytes) -> None:
+            if b"half" in data:
+                marks.append(_rss_mib())
+
+        result = runtime.execute(code, on_output=on_output)
+        if not result.ok or not marks:
+            raise RuntimeError(f"the {CALLS:,}-call script failed: {result.error}")
+        growth.samples.append(max(0.0, _rss_mib() - marks[0]))
+        growth.note += f"; RSS at half {marks[0]:.0f} MB"
+    return [wall, memory, growth]
