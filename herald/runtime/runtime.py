@@ -3,7 +3,7 @@
 Execution policy:
 - A script runs in a fresh child interpreter (its own process group, scrubbed environment, no
   access to Herald's package). With warm start on, that child was spawned ahead of time and is
-  waiting, so a run pays no interpreter start-up; a new one is spawned after each run.
+  waiting (warm.py), so a run pays no interpreter start-up; the next is made while a run goes on.
 - Tool calls come back over the RPC socket, authenticated by a token valid for this run only, and
   go through the Dispatcher (allow-list, argument checks, call budget, transcript).
 - The run ends when the child exits. At the timeout or on `interrupt()` the whole tree gets
@@ -44,6 +44,7 @@ from .sandbox.remote import RemoteChild
 from .sandbox.remote_setup import RemoteSandbox
 from .sandbox.result import ExecutionResult
 from .sandbox.stubgen import write_sandbox
+from .warm import WarmChildren
 
 READY_TIMEOUT = 30.0
 # on_output(stream, data): "stdout" or "stderr", and the bytes as the script produced them.
@@ -146,16 +147,17 @@ class Runtime:
             os.set_blocking(self._interrupt_w, False)
             self._exec_lock = threading.Lock()
             self._kernels: dict[str, _Kernel] = {}
-            self._warm: ChildProcess | RemoteChild[_Binding] | None = None
-            self._replenishing: threading.Thread | None = None
+            self._children: WarmChildren[ChildProcess | RemoteChild[_Binding]] = WarmChildren(
+                self._spawn, enabled=self.settings.sandbox.warm
+            )
             self._closed = False
             if self._remote is not None and self.settings.sandbox.warm:
-                self._warm = self._spawn()  # probes the backend's python: fail here, not in a run
+                self._children.put(self._spawn())  # probes the backend's python: fail here, not in a run
             elif self._remote is None:
                 _check_interpreter(self.settings.sandbox.python)
             undo.pop_all()
         if self._remote is None:
-            self._replenish()  # the first warm child starts in the background: no wait here
+            self._children.replenish()  # the first warm child starts in the background: no wait here
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -191,38 +193,6 @@ class Runtime:
         server = self._forks.server() if self._forks is not None else None
         return ChildProcess(self.settings.sandbox.python, self._sandbox_dir, self._child_env, forkserver=server)
 
-    def _replenish(self) -> None:
-        """Make the next warm child on a helper thread, so no run waits for its start-up."""
-        if not self.settings.sandbox.warm or self._closed:
-            return
-
-        def spawn() -> None:
-            try:
-                self._warm = self._spawn()
-            except Exception:  # the next run spawns its own child and reports the failure
-                log.exception("could not pre-spawn the next sandbox interpreter")
-
-        self._replenishing = threading.Thread(target=spawn, name="herald-warm-spawn", daemon=True)
-        self._replenishing.start()
-
-    def _join_replenish(self) -> None:
-        if self._replenishing is not None:
-            self._replenishing.join()
-            self._replenishing = None
-
-    def _take_child(self) -> ChildProcess | RemoteChild[_Binding]:
-        self._join_replenish()
-        child, self._warm = self._warm, None
-        if child is None or child.poll() is not None:
-            if child is not None:
-                child.kill()
-            child = self._spawn()
-        # The next run's child is made now, while this one runs, so back-to-back runs find it
-        # ready; forking it after the run would put its start-up between two runs.
-        self._replenish()
-        child.wait_ready(READY_TIMEOUT)
-        return child
-
     def _script_cwd(self) -> str:
         # In host mode a script's own open() sees this machine: start it where the local
         # backend's shell is, or in a scratch directory when the backend is remote.
@@ -234,9 +204,7 @@ class Runtime:
     def wait_warm(self, timeout: float = READY_TIMEOUT) -> None:
         """Block until the pre-spawned interpreter is ready (benchmarks use it)."""
         with self._exec_lock:
-            self._join_replenish()
-        if self._warm is not None:
-            self._warm.wait_ready(timeout)
+            self._children.wait_ready(timeout)
 
     def interrupt(self) -> None:
         """Stop the running script (if any): its result has status "interrupted"."""
@@ -321,7 +289,7 @@ class Runtime:
         self, code: str, timeout: float, max_calls: int, on_output: OutputListener | None
     ) -> ExecutionResult:
         started = time.monotonic()
-        child = self._take_child()
+        child = self._children.take(READY_TIMEOUT)
         scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout)
         token, binding = self._bind(scope)
         stdout, stderr = self._captures(scope, on_output)
@@ -382,7 +350,7 @@ class Runtime:
         )
 
     def _start_kernel(self, name: str) -> _Kernel:
-        child = self._take_child()
+        child = self._children.take(READY_TIMEOUT)
         token, binding = self._bind(self.dispatcher.new_scope(0))
         sentinel = f"\0__HERALD_KERNEL_{secrets.token_hex(8)}__\0"
         child.send(
@@ -414,10 +382,7 @@ class Runtime:
         with self._exec_lock:
             for name in list(self._kernels):
                 self._stop_kernel(name)
-            self._join_replenish()
-            if self._warm is not None:
-                self._warm.kill()
-                self._warm = None
+            self._children.close()
             self._server.close()
             if self._forks is not None:
                 self._forks.close()

@@ -1,0 +1,77 @@
+"""The warm-child policy on its own: the next child is made while a run goes on, a dead one is
+replaced when taken, and nothing is made for an owner that is closing."""
+
+from __future__ import annotations
+
+import itertools
+
+from herald.runtime.warm import WarmChildren
+
+
+class FakeChild:
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.exit_code: int | None = None
+        self.killed = False
+        self.ready = False
+
+    def poll(self) -> int | None:
+        return self.exit_code
+
+    def wait_ready(self, timeout: float) -> None:
+        self.ready = True
+
+    def kill(self, grace: float = 0.0) -> None:
+        self.killed = True
+
+
+def make() -> tuple[WarmChildren[FakeChild], list[FakeChild]]:
+    made: list[FakeChild] = []
+    numbers = itertools.count(1)
+
+    def spawn() -> FakeChild:
+        made.append(FakeChild(next(numbers)))
+        return made[-1]
+
+    return WarmChildren(spawn, enabled=True), made
+
+
+def test_taking_a_child_starts_the_next() -> None:
+    children, made = make()
+    children.replenish()
+    first = children.take(5)
+    assert first.number == 1 and first.ready
+    children.wait_ready(5)
+    assert [c.number for c in made] == [1, 2]  # the second was made while the first ran
+    assert children.take(5).number == 2
+
+
+def test_a_child_that_died_while_waiting_is_replaced() -> None:
+    children, made = make()
+    children.replenish()
+    children.wait_ready(5)
+    made[0].exit_code = 1
+    taken = children.take(5)
+    assert made[0].killed and taken.number == 2
+
+
+def test_nothing_is_made_once_closing() -> None:
+    children, made = make()
+    children.replenish()
+    children.take(5)
+    children.close()
+    assert made[-1].killed  # the waiting one is gone
+    count = len(made)
+    children.replenish()
+    children.wait_ready(5)
+    assert len(made) == count
+
+
+def test_disabled_means_one_child_per_run_made_on_demand() -> None:
+    made: list[FakeChild] = []
+    children = WarmChildren(lambda: made.append(FakeChild(len(made) + 1)) or made[-1], enabled=False)
+    children.replenish()
+    assert made == []
+    assert children.take(5).number == 1
+    children.wait_ready(5)
+    assert len(made) == 1
