@@ -39,8 +39,8 @@ from .dispatcher import CallScope, Dispatcher
 from .outcome import build_result
 from .rpc.server import RpcServer
 from .sandbox import forkserver
+from .sandbox.contract import SandboxChild
 from .sandbox.process import ChildProcess, SandboxStartError, drain_fd
-from .sandbox.remote import RemoteChild
 from .sandbox.remote_setup import RemoteSandbox
 from .sandbox.result import ExecutionResult
 from .sandbox.stubgen import write_sandbox
@@ -62,7 +62,7 @@ class _Binding:
 
 @dataclass
 class _Kernel:
-    child: ChildProcess | RemoteChild[_Binding]
+    child: SandboxChild
     token: str
     binding: _Binding
     sentinel: bytes
@@ -147,7 +147,7 @@ class Runtime:
             os.set_blocking(self._interrupt_w, False)
             self._exec_lock = threading.Lock()
             self._kernels: dict[str, _Kernel] = {}
-            self._children: WarmChildren[ChildProcess | RemoteChild[_Binding]] = WarmChildren(
+            self._children: WarmChildren[SandboxChild] = WarmChildren(
                 self._spawn, enabled=self.settings.sandbox.warm
             )
             self._closed = False
@@ -187,7 +187,7 @@ class Runtime:
             self._bindings.pop(token, None)
         self._server.close_sessions(binding)
 
-    def _spawn(self) -> ChildProcess | RemoteChild[_Binding]:
+    def _spawn(self) -> SandboxChild:
         if self._remote is not None:
             return self._remote.spawn()
         server = self._forks.server() if self._forks is not None else None

@@ -1,0 +1,46 @@
+"""`SandboxChild`: what the Runtime needs of a sandbox child, wherever it runs.
+
+Two implementations: `ChildProcess` (process.py: an interpreter on this machine, spawned or forked
+from the fork server) and `RemoteChild` (remote.py: an interpreter inside the backend, driven by
+the backend-side supervisor over the exec channel). The Runtime talks only to this contract.
+
+A child's life: made (and warming up) → `wait_ready` → `send` a run (`{"mode": "oneshot"|"kernel",
+"socket", "token", "cwd", "code"|"sentinel", "line_buffered"}`; later `{"code", "line_buffered"}`
+cells for a kernel) → `collect` until it exits, a kernel cell is done, or the deadline / an
+interrupt kills it → `kill` (idempotent; also for a child never used).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ...capture import CappedCapture
+from .process import Collected
+
+
+class SandboxChild(Protocol):
+    def wait_ready(self, timeout: float) -> None:
+        """Block until the interpreter can take a run; SandboxStartError (with what it said) if
+        it exits or does not get ready in `timeout` seconds."""
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Hand over a run (or a kernel cell)."""
+
+    def collect(
+        self,
+        stdout: CappedCapture,
+        stderr: CappedCapture,
+        *,
+        deadline: float,
+        interrupt_fd: int,
+        kill_grace: float,
+        sentinel: bytes | None = None,
+    ) -> Collected:
+        """Feed the run's output to the captures until it ends. At `deadline` (monotonic) or
+        when `interrupt_fd` becomes readable: SIGTERM the whole tree, SIGKILL after `kill_grace`."""
+
+    def poll(self) -> int | None:
+        """The exit status once the interpreter is gone (-1 if unknown), else None."""
+
+    def kill(self, grace: float = 0.0) -> None:
+        """Stop the interpreter and everything it started (SIGTERM, `grace`, SIGKILL)."""
