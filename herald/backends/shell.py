@@ -39,7 +39,9 @@ from .base import BackendError, Channel, CommandResult
 
 TIMEOUT_EXIT_CODE = 124
 INTERRUPTED_EXIT_CODE = 130  # as a shell reports a command stopped by Ctrl-C
-CANCEL_POLL_SECONDS = 0.05  # how often a cancellable wait looks at its event
+CANCEL_POLL_SECONDS = 0.05
+PARSE_CACHE_SIZE = 256
+PARSE_CACHE_MAX_CHARS = 4096  # how often a cancellable wait looks at its event
 
 _cancel: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("herald_cancel", default=None)
 
@@ -94,6 +96,9 @@ class PersistentShell:
         self.cwd = cwd
         self._has_state = False
         self._runs = 0
+        # Commands this shell has parsed without error (a loop runs the same one again and
+        # again): they skip the parse check's subshell. Emptied with each new shell.
+        self._parsed: set[str] = set()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -109,6 +114,7 @@ class PersistentShell:
         channel.send(setup.encode())
         self._channel = channel
         self._pending = b""
+        self._parsed.clear()
         try:
             record = self._read_record(self._ready, time.monotonic() + self._startup_timeout, None)
         except BackendError:
@@ -149,16 +155,23 @@ class PersistentShell:
             source = f"builtin . {path}"
             if workdir:
                 source = f"builtin cd -- {shell_quote(workdir)} && {source}"
-            parse = shell_quote(f"__herald_parse() {{\n{command}\n:\n}}")
+            run_here = f"{{ {f'( {source} )' if workdir else source}; }}"
+            if command in self._parsed:  # parsed fine in this shell before: no subshell to check
+                run_it = f"__herald_ok=1; {run_here}"
+            else:
+                parse = shell_quote(f"__herald_parse() {{\n{command}\n:\n}}")
+                run_it = (
+                    f"if ( builtin eval {parse} ) >/dev/null 2>&1; "
+                    f"then __herald_ok=1; {run_here}; else __herald_ok=0; ( {source} ); fi"
+                )
             script = (
-                f"{{ builtin printf '%s' {shell_quote(command)} >| {path} && "
-                f"if ( builtin eval {parse} ) >/dev/null 2>&1; "
-                f"then {{ {f'( {source} )' if workdir else source}; }}; else ( {source} ); fi; }} </dev/null 2>&1; "
+                f"__herald_ok=0; {{ builtin printf '%s' {shell_quote(command)} >| {path} && {run_it}; }} </dev/null 2>&1; "
                 f"__herald_ec=$?; "
                 # State first, then the record: once a result is back, a new shell (after a
                 # timeout, a crash, a dropped connection) finds the variables it left.
                 f"builtin export -p >| {shell_quote(self._state_path)} 2>/dev/null; "
-                f"builtin printf '\\n%s%s %s %s\\0' __HERALD_DONE_ {self._nonce}__ \"$__herald_ec\" \"$PWD\"\n"
+                f"builtin printf '\\n%s%s %s %s %s\\0' __HERALD_DONE_ {self._nonce}__ \"$__herald_ec\" "
+                f"\"${{__herald_ok:-0}}\" \"$PWD\"\n"
             )
             capture = CappedCapture(
                 self._max_output,
@@ -188,7 +201,12 @@ class PersistentShell:
                     exit_code = INTERRUPTED_EXIT_CODE if interrupted else TIMEOUT_EXIT_CODE
                 else:
                     exit_code = int(record[0]) if record[0].lstrip("-").isdigit() else -1
-                    self.cwd = record[1] or self.cwd
+                    parsed, _, pwd = record[1].partition(" ")
+                    self.cwd = pwd or self.cwd
+                    if parsed == "1" and len(command) <= PARSE_CACHE_MAX_CHARS:
+                        if len(self._parsed) >= PARSE_CACHE_SIZE:
+                            self._parsed.clear()
+                        self._parsed.add(command)
                     self._has_state = True
             except BackendError:
                 # The shell went away mid-command (`exit`, killed): the next call starts a new

@@ -67,6 +67,20 @@ def test_broken_syntax_does_not_break_the_session(backend: Backend, root: str, b
     assert (after.output, after.exit_code, after.note) == (f"next 1\n{root}/sub", 0, "")
 
 
+def test_a_command_run_again_runs_again_and_broken_text_stays_harmless(backend: Backend) -> None:
+    # The second run of a command skips the parse check (it parsed in this shell already).
+    for _ in range(3):
+        counted = backend.run("echo x >> count.txt; wc -l < count.txt")
+    assert (counted.output, counted.exit_code) == ("3", 0)
+    backend.run("export KEPT=2")
+    for _ in range(2):  # never cached: each time checked, reported, and run apart
+        broken = backend.run("echo $(", timeout=10)
+        assert broken.exit_code != 0 and "unexpected EOF" in broken.output
+    assert backend.run('echo "next $KEPT"', timeout=10).output == "next 2"
+    assert backend.run("exit 3").exit_code == 3  # a new shell: cached verdicts are gone with the old one
+    assert backend.run("echo x >> count.txt; wc -l < count.txt").output == "4"
+
+
 def test_commands_cannot_read_the_shell_input(backend: Backend) -> None:
     assert backend.run("cat; echo done", timeout=10).output == "done"
     assert backend.run('read -r line; echo "rc=$? line=$line"', timeout=10).output == "rc=1 line="
