@@ -62,7 +62,7 @@ def test_interrupt_kills_a_direct_terminal_command(make_agent: MakeAgent, llm: F
     returned = time.monotonic()
     stopper.join()
 
-    assert returned - holder["interrupted_at"] < 20  # not the 60 s the command would take
+    assert returned - holder["interrupted_at"] < 40  # generous (a loaded machine): not the 60 s the command would take
     assert result.status == "interrupted" and result.final_text.startswith("Interrupted")
     assert len(llm.requests) == 2  # no model call after the interrupt
     tool_result = result.messages[-1]

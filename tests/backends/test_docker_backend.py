@@ -153,13 +153,13 @@ def test_open_channel_runs_a_process_and_kills_its_tree(docker_backend: DockerBa
     channel = docker_backend.open_channel(["python3", "-c", "import sys; print(input()[::-1]); sys.exit(3)"])
     channel.send(b"olleh\n")
     output = b""
-    while (chunk := channel.recv(10)) not in (b"", None):
+    while (chunk := channel.recv(60)) not in (b"", None):
         output += chunk
     assert output == b"hello\n" and channel.returncode == 3
     channel.close()
 
     runaway = docker_backend.open_channel(["sh", "-c", "sleep 500 & sleep 501 & echo started; wait"], cwd="/tmp")
-    assert runaway.recv(10) == b"started\n"
+    assert runaway.recv(60) == b"started\n"
     runaway.close()
     count = "for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null | tr '\\0' ' '; echo; done | grep -c '^sleep 50[01]'"
     assert docker_backend.run(count).output == "0"
@@ -168,7 +168,7 @@ def test_open_channel_runs_a_process_and_kills_its_tree(docker_backend: DockerBa
 def test_channel_for_a_missing_program_reports_it(docker_backend: DockerBackend) -> None:
     channel = docker_backend.open_channel(["no-such-program"])
     output = b""
-    while (chunk := channel.recv(10)) not in (b"", None):
+    while (chunk := channel.recv(60)) not in (b"", None):
         output += chunk
     assert b"no-such-program" in output and channel.returncode == 127
 
@@ -226,14 +226,25 @@ def test_parallel_file_calls_and_commands(docker_backend: DockerBackend) -> None
         except BaseException as exc:
             errors.append(exc)
 
+    command = f"sleep 120.{os.getpid()}"  # a command line no other process has
+
     def long_command() -> None:
         try:
-            docker_backend.run("sleep 120")
+            docker_backend.run(command)
         except BackendError:
             pass  # the container is removed at the end of the test
 
+    def command_runs() -> bool:
+        top = docker_backend._api.top(docker_backend.container_id)
+        return any(command in " ".join(row) for row in top.get("Processes") or [])
+
+    docker_backend.run("true")  # the container exists
     slow = threading.Thread(target=long_command, daemon=True)
     slow.start()
+    deadline = time.monotonic() + 60  # only bounds a hang
+    while not command_runs():  # the file calls below must come while the command runs
+        assert time.monotonic() < deadline and slow.is_alive(), "the command never started"
+        time.sleep(0.05)
     threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
     for thread in threads:
         thread.start()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,23 +18,36 @@ from herald.backends.docker import DockerBackend, engine
 from tests.fixtures.dockerd import MakeDockerBackend
 
 
-def kill_later(backend: DockerBackend, delay: float) -> threading.Timer:
+def kill_once_running(backend: DockerBackend, command: str) -> threading.Thread:
+    """Kill the container from outside once `command` observably runs in it (the engine's `top`)."""
     container, api = backend.container_id, backend._api
-    timer = threading.Timer(delay, api.kill, args=(container,))
-    timer.start()
-    return timer
+
+    def running() -> bool:
+        return any(command in " ".join(row) for row in api.top(container).get("Processes") or [])
+
+    def kill() -> None:
+        deadline = time.monotonic() + 60  # only bounds a hang: no verdict depends on it
+        while not running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        api.kill(container)
+
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    return thread
 
 
 def test_container_killed_mid_call_is_a_clear_error_then_a_fresh_container(docker_backend: DockerBackend) -> None:
     docker_backend.run("echo before > /workspace/marker")
     old = docker_backend.container_id
     api = docker_backend._api
-    timer = kill_later(docker_backend, 1.0)
+    command = f"sleep 300.{uuid.uuid4().int % 10**6:06d}"  # a command line no other process has
+    killer = kill_once_running(docker_backend, command)
     started = time.monotonic()
     with pytest.raises(BackendError) as caught:
-        docker_backend.run("sleep 120")
-    timer.join()
-    assert time.monotonic() - started < 60  # the error comes when the container dies, not at the timeout
+        docker_backend.run(command)
+    killer.join()
+    # Generous (a loaded machine): the error comes when the container dies, not after the 300 s.
+    assert time.monotonic() - started < 120
     message = str(caught.value)
     assert old[:12] in message and "killed or stopped from outside" in message
     assert "next call starts a fresh container" in message
@@ -86,7 +100,7 @@ def test_no_engine_at_a_socket_path(settings: Settings, tmp_path: Path) -> None:
     message, took = _unreachable(settings, f"unix://{tmp_path}/docker.sock")
     assert "no Docker engine is reachable" in message and "no such socket" in message
     assert "docker.host" in message
-    assert took < 10
+    assert took < 30  # generous (a loaded machine): it does not hang
 
 
 def test_no_engine_on_a_port(settings: Settings) -> None:
@@ -95,7 +109,7 @@ def test_no_engine_on_a_port(settings: Settings) -> None:
         port = sock.getsockname()[1]  # bound, not listening: refused
         message, took = _unreachable(settings, f"tcp://127.0.0.1:{port}")
     assert "no Docker engine is reachable" in message and "refused" in message
-    assert took < 10
+    assert took < 30  # generous (a loaded machine): it does not hang
 
 
 @pytest.fixture
@@ -128,7 +142,7 @@ def silent_server() -> Iterator[int]:
 def test_engine_that_never_answers_fails_within_the_connect_timeout(settings: Settings, silent_server: int) -> None:
     message, took = _unreachable(settings, f"tcp://127.0.0.1:{silent_server}", timeout=1.0)
     assert "no Docker engine is reachable" in message and "timed out" in message
-    assert took < 15  # about the 1 s connect timeout, with room for a loaded machine
+    assert took < 30  # about the 1 s connect timeout, with room for a loaded machine
 
 
 def test_missing_image_that_cannot_be_pulled(make_docker_backend: MakeDockerBackend) -> None:

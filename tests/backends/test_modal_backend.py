@@ -57,7 +57,7 @@ def test_without_credentials_the_error_says_how_to_add_them(settings: Settings, 
         pytest.skip("a Modal profile with credentials is configured on this machine (~/.modal.toml)")
     message, took = first_call_error(settings)
     assert "MODAL_TOKEN_ID" in message and "modal token new" in message
-    assert took < 5
+    assert took < 30  # generous (a loaded machine): it does not hang
 
 
 def test_unreachable_server_fails_within_the_connect_timeout(settings: Settings, modal_env: pytest.MonkeyPatch) -> None:
@@ -66,7 +66,7 @@ def test_unreachable_server_fails_within_the_connect_timeout(settings: Settings,
         modal_env.setenv("MODAL_SERVER_URL", f"http://127.0.0.1:{sock.getsockname()[1]}")
         message, took = first_call_error(settings, timeout=2.0)
     assert "did not answer within 2 s" in message and "modal.connect_timeout" in message
-    assert took < 20  # the SDK on its own keeps retrying for about a minute
+    assert took < 40  # generous (a loaded machine); the SDK on its own keeps retrying for about a minute
 
 
 @pytest.fixture
@@ -99,13 +99,13 @@ def test_server_that_never_answers_is_bounded(settings: Settings, modal_env: pyt
     modal_env.setenv("MODAL_SERVER_URL", f"http://127.0.0.1:{silent_port}")
     message, took = first_call_error(settings, timeout=2.0)
     assert "did not answer within 2 s" in message
-    assert took < 20
+    assert took < 40  # generous (a loaded machine); the SDK on its own keeps retrying for about a minute
 
 
 def test_refused_credentials_are_reported(settings: Settings, modal_env: pytest.MonkeyPatch) -> None:
     with modal_server.RefusingModalServer() as url:
         modal_env.setenv("MODAL_SERVER_URL", url)
-        message, took = first_call_error(settings, timeout=10.0)
+        message, took = first_call_error(settings, timeout=120.0)
     assert "Modal refused the request" in message and modal_server.REFUSAL in message
     assert "AppGetOrCreate" in modal_server.calls  # the real SDK spoke gRPC to the fake
-    assert took < 10
+    assert took < 60  # generous (a loaded machine), and still well before the 120 s connect timeout

@@ -27,7 +27,7 @@ from herald.procs import alive
 from tests.fixtures.sshd import SSHServer
 
 
-def wait_gone(pids: list[int], timeout: float = 10) -> list[int]:
+def wait_gone(pids: list[int], timeout: float = 60) -> list[int]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and any(map(alive, pids)):
         time.sleep(0.05)
@@ -137,7 +137,7 @@ def test_home_paths(ssh_backend: SSHBackend, sshd: SSHServer) -> None:
 # -- channels ---------------------------------------------------------------------------------
 
 
-def read_until(channel: object, wanted: bytes, timeout: float = 10) -> bytes:
+def read_until(channel: object, wanted: bytes, timeout: float = 60) -> bytes:
     data = b""
     deadline = time.monotonic() + timeout
     while wanted not in data and time.monotonic() < deadline:
@@ -176,12 +176,15 @@ def test_channel_close_stops_the_remote_process_tree(ssh_backend: SSHBackend) ->
     channel = ssh_backend.open_channel(
         ["sh", "-c", "sleep 1000 & echo $!; setsid sh -c 'echo $$; exec sleep 1000' & sleep 1000"]
     )
-    pids = [int(line) for line in read_until(channel, b"\n", 10).split() + read_until(channel, b"\n", 10).split()]
+    lines = read_until(channel, b"\n")
+    if lines.count(b"\n") < 2:  # the two lines may come in one read or in two
+        lines += read_until(channel, b"\n")
+    pids = [int(line) for line in lines.split()]
     assert len(pids) == 2 and all(map(alive, pids))
     started = time.monotonic()
     channel.close()
     assert wait_gone(pids) == []
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 60  # generous (a loaded machine): not the 1000 s
     channel.close()  # idempotent
 
 

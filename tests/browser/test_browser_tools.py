@@ -82,7 +82,7 @@ def test_a_tab_opened_later_is_taken_over_by_the_next_call(make_browser: MakeBro
     browser("browser_navigate", url=web_app.url + "/keys")
     result = browser("browser_click", ref=ref_of(browser("browser_snapshot")["snapshot"], "button", "Open a window later"))
     assert result["url"] == web_app.url + "/keys"  # the window opens 100 ms after the click
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60  # only bounds a hang
     while "note" not in (snapshot := browser("browser_snapshot")) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert f"the page had opened a new tab ({web_app.url}/article/3)" in snapshot["note"]
@@ -199,7 +199,7 @@ def test_refs_before_any_snapshot_are_refused(make_browser: MakeBrowser, web_app
 
 def test_navigation_timeout_names_the_url_and_the_wait(make_browser: MakeBrowser, web_app: LocalWebApp) -> None:
     browser = make_browser({"browser.navigation_timeout": 1})
-    url = web_app.url + "/slow?ms=4000"
+    url = web_app.url + "/slow?ms=120000"  # far past the 1 s, however slow the machine
     with pytest.raises(ToolError) as info:
         browser("browser_navigate", url=url)
     assert f"{url} did not finish loading within 1 s (browser.navigation_timeout)" in str(info.value)

@@ -59,14 +59,16 @@ def test_exec_timeout_exit_code(workspace: Path, home: Path) -> None:
 def test_exec_ctrl_c_interrupts_script(workspace: Path, home: Path) -> None:
     env = dict(os.environ, HERALD_DATA_DIR=str(home / "data"), HERALD_CONFIG=str(home / "none.toml"))
     script = workspace / "slow.py"
-    script.write_text("print('started', flush=True)\nimport time\ntime.sleep(60)\n")
+    script.write_text("print('started', flush=True)\nopen('running', 'w').close()\nimport time\ntime.sleep(60)\n")
     proc = subprocess.Popen([*HERALD, "exec", str(script)], cwd=workspace, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     started = time.monotonic()
-    time.sleep(1.0)
+    while not (workspace / "running").exists():  # interrupt once the script runs, not before
+        assert time.monotonic() - started < 60 and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 45  # generous (a loaded machine): not the script's 60 s
     assert "Interrupted" in err
     assert out == "started\n"  # what the script printed before the interrupt is kept
 

@@ -72,5 +72,5 @@ def remote_pids(backend: Backend, marker: str) -> list[int]:
     return [int(line) for line in output.split() if line.isdigit()]
 
 
-def gone_on_backend(backend: Backend, marker: str, timeout: float = 10.0) -> bool:
+def gone_on_backend(backend: Backend, marker: str, timeout: float = 60.0) -> bool:
     return wait_for(lambda: not remote_pids(backend, marker), timeout=timeout, step=0.2)

@@ -64,7 +64,9 @@ def fd_count() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 5.0, step: float = 0.02) -> bool:
+def wait_for(predicate: Callable[[], bool], timeout: float = 30.0, step: float = 0.02) -> bool:
+    """Poll until `predicate()` holds. The deadline only bounds a hang (a loaded machine may be
+    slow to get there): no verdict may depend on how fast it holds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

@@ -37,6 +37,7 @@ time.sleep(1000)
 
 def test_timeout_kills_the_remote_tree(exec_backend: Backend, backend_runtime: RuntimeFactory) -> None:
     runtime = backend_runtime(overrides={"sandbox.kill_grace": 2})
+    runtime.wait_warm()  # the 2 s are the script's, not an interpreter's start-up on the backend
     marker = unique_sleep()
     started = time.monotonic()
     result = runtime.execute(script(SPAWN_AND_WAIT.format(marker=marker)), timeout=2)
@@ -45,7 +46,7 @@ def test_timeout_kills_the_remote_tree(exec_backend: Backend, backend_runtime: R
     assert "Timed out after 2 s" in result.error
     assert result.output == "started\n"
     # Generous bound (a loaded machine); the point is that it is not the script's 1000 s.
-    assert elapsed < 2 + 2 + 10, elapsed
+    assert elapsed < 2 + 2 + 60, elapsed
     assert gone_on_backend(exec_backend, marker), remote_pids(exec_backend, marker)
     assert run_ok(runtime, "print('the next run works')").output == "the next run works\n"
 
@@ -56,17 +57,17 @@ def test_interrupt_kills_the_remote_tree(exec_backend: Backend, backend_runtime:
     seen_running: list[int] = []
 
     def look_then_interrupt() -> None:
-        # Proves the check below can see the processes it says are gone.
-        wait_for(lambda: len(remote_pids(exec_backend, marker)) == 2, timeout=15, step=0.2)
+        # An interrupt before the run starts is dropped by design: wait until the script runs
+        # (both its children exist). Also proves the check below can see what it says is gone.
+        wait_for(lambda: len(remote_pids(exec_backend, marker)) == 2, timeout=60, step=0.2)
         seen_running.extend(remote_pids(exec_backend, marker))
         runtime.interrupt()
 
-    timer = threading.Timer(0.5, look_then_interrupt)
-    timer.start()
-    try:
-        result = runtime.execute(script(SPAWN_AND_WAIT.format(marker=marker)), timeout=60)
-    finally:
-        timer.cancel()
+    watcher = threading.Thread(target=look_then_interrupt, daemon=True)
+    watcher.start()
+    result = runtime.execute(script(SPAWN_AND_WAIT.format(marker=marker)), timeout=120)
+    watcher.join(60)
+    # "interrupted", not "timeout": the interrupt, not the run's limit, ended the script.
     assert result.status == "interrupted", result
     assert "Interrupted" in result.error
     assert len(seen_running) == 2, seen_running

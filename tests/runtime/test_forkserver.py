@@ -59,6 +59,7 @@ def test_zygote_death_falls_back_and_recovers(make_runtime: Callable[..., Runtim
 
 def test_timeout_kills_the_forked_tree(make_runtime: Callable[..., Runtime]) -> None:
     runtime = make_runtime()
+    runtime.wait_warm()  # the 2 s are the script's, not an interpreter's start-up
     result = runtime.execute(
         "import subprocess, time\n"
         "p = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"

@@ -82,7 +82,7 @@ def test_timeout_kills_the_kernel_and_loses_state(make_runtime: Any) -> None:
     assert result.output == "partial\n"
     assert "state" in result.error and "lost" in result.error
     assert "Timed out" in result.error
-    assert wait_for(lambda: not pids_with_marker(marker), timeout=3)
+    assert wait_for(lambda: not pids_with_marker(marker))
     fresh = runtime.execute("print(x)", session="k", timeout=30)
     assert fresh.status == "error"
     assert "NameError" in fresh.error
@@ -92,14 +92,22 @@ def test_timeout_kills_the_kernel_and_loses_state(make_runtime: Any) -> None:
 
 def test_interrupt_kills_the_kernel(runtime: Runtime) -> None:
     run_ok(runtime, "x = 1", session="k")
-    timer = threading.Timer(0.3, runtime.interrupt)
-    timer.start()
-    started = time.monotonic()
-    result = runtime.execute("import time\ntime.sleep(100)", session="k", timeout=60)
-    timer.cancel()
-    assert result.status == "interrupted"
+    marker = f"1000.{time.time_ns() % 10**9:09d}"
+
+    def interrupt_once_running() -> None:
+        # An interrupt before the cell starts is dropped by design: wait until it runs.
+        wait_for(lambda: bool(pids_with_marker(marker)), timeout=60, step=0.05)
+        runtime.interrupt()
+
+    watcher = threading.Thread(target=interrupt_once_running, daemon=True)
+    watcher.start()
+    result = runtime.execute(
+        f"import subprocess, time\nsubprocess.Popen(['sleep', '{marker}'])\ntime.sleep(1000)", session="k", timeout=60
+    )
+    watcher.join(60)
+    # "interrupted", not "timeout": the interrupt, not the 60 s limit, ended the cell.
+    assert result.status == "interrupted", result
     assert result.state_lost
-    assert time.monotonic() - started < 3
     assert "NameError" in runtime.execute("print(x)", session="k", timeout=30).error
 
 
@@ -169,7 +177,7 @@ def test_kernels_are_stopped_on_close(make_runtime: Any) -> None:
     kernels = {kernel.child.pid for kernel in runtime._kernels.values()}
     assert kernels <= set(descendants(os.getpid())) - before
     runtime.close()
-    assert wait_for(lambda: not (set(descendants(os.getpid())) - before), timeout=5)
+    assert wait_for(lambda: not (set(descendants(os.getpid())) - before))
 
 
 def test_kernel_killed_between_runs_is_restarted(runtime: Runtime) -> None:

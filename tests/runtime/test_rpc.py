@@ -33,7 +33,7 @@ from ._helpers import run_ok, wait_for
 
 def frames_over_socketpair(*messages: object) -> list[dict[str, Any] | None]:
     left, right = socket.socketpair()
-    right.settimeout(10)
+    right.settimeout(60)  # only bounds a hang
 
     def send() -> None:
         for message in messages:
@@ -131,12 +131,14 @@ def test_truncated_header_is_a_protocol_error() -> None:
 
 
 class Echo:
-    """A trivial session: echoes args after an optional delay, counting concurrency."""
+    """A trivial session: echoes args after an optional delay, counting concurrency. Calls of
+    tool "meet" first wait at `barrier` (set by the test) for their siblings."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.active = 0
         self.peak = 0
+        self.barrier: threading.Barrier | None = None
 
     def handle(self, session: str, message: dict[str, Any]) -> dict[str, Any]:
         args = message.get("args") or {}
@@ -144,6 +146,8 @@ class Echo:
             self.active += 1
             self.peak = max(self.peak, self.active)
         try:
+            if message.get("tool") == "meet" and self.barrier is not None:
+                self.barrier.wait()
             time.sleep(args.get("delay", 0))
             if message.get("tool") == "fail":
                 return {"error": {"type": "Nope", "message": f"failed for {args.get('n')}"}}
@@ -184,30 +188,30 @@ def test_concurrent_client_threads_get_matching_replies(
     client = RpcClient(unix_connector(server.path, timeout=10), "good-token")
     replies: dict[int, Any] = {}
     errors: list[BaseException] = []
-    barrier = threading.Barrier(16)
+    # The deadlines only bound a hang: no verdict depends on them.
+    barrier = threading.Barrier(16, timeout=60)
+    # The first round's calls meet on the server: they return only if all 16 run at once.
+    echo.barrier = threading.Barrier(16, timeout=60)
 
     def worker(i: int) -> None:
         try:
             barrier.wait()
             for round_ in range(5):
                 n = i * 100 + round_
-                delay = 0.1 if round_ == 0 else (i % 4) * 0.005
-                replies[n] = client.call("echo", {"n": n, "delay": delay})
+                tool, delay = ("meet", 0.0) if round_ == 0 else ("echo", (i % 4) * 0.005)
+                replies[n] = client.call(tool, {"n": n, "delay": delay})
         except BaseException as exc:
             errors.append(exc)
 
-    started = time.monotonic()
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(30)
-    elapsed = time.monotonic() - started
+        t.join(120)
     assert not errors
     assert len(replies) == 80
     assert all(reply == {"session": "session-A", "n": n} for n, reply in replies.items())
-    assert echo.peak > 4, f"the server ran at most {echo.peak} calls at once"
-    assert elapsed < 16 * 0.1, elapsed
+    assert echo.peak == 16, f"the server ran at most {echo.peak} calls at once"
     assert server.connection_count() == 1
 
 
@@ -271,7 +275,7 @@ def test_client_outside_a_sandbox_says_so() -> None:
 
 def raw_connect(path: str) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(5)
+    sock.settimeout(60)  # only bounds a hang: a server that never hangs up fails the test
     sock.connect(path)
     return sock
 
@@ -394,10 +398,9 @@ def test_silent_peer_is_dropped_after_the_auth_timeout() -> None:
     try:
         with raw_connect(server.path) as silent, raw_connect(server.path) as slow:
             slow.sendall(HEADER.pack(100) + b'{"type": "auth"')  # half a frame, then nothing
-            started = time.monotonic()
+            # Without the auth timeout they would never be closed (recv would time out instead).
             assert closed_by_peer(silent)
             assert closed_by_peer(slow)
-            assert time.monotonic() - started < 3
         assert wait_for(lambda: server.connection_count() == 0)
         # An authenticated connection has no such limit: it may idle between calls.
         client = RpcClient(unix_connector(server.path, timeout=10), "token")

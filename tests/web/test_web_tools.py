@@ -133,20 +133,25 @@ def test_long_pages_are_cut_head_and_tail_with_the_full_text_spilled(make_web: M
 
 
 def test_pages_are_fetched_concurrently_up_to_the_setting(make_web: MakeWeb, web_app: LocalWebApp) -> None:
-    urls = [f"{web_app.url}/article/{n}?delay=400" for n in range(1, 11)]
+    # Each page is answered only once five are being served at the same time: one after another,
+    # they would wait out the server's deadline and then the fetch timeout.
+    urls = [f"{web_app.url}/article/{n}?meet=5" for n in range(1, 11)]
     web_app.reset_counters()
     result = make_web()("web_extract", urls=urls)
     assert result["failed"] == 0
     assert [p["title"] for p in result["results"]] == [f"Survey of {star}" for star, _, _ in ARTICLE_FACTS]
-    assert web_app.max_in_flight >= 5  # ten 400 ms pages overlapped, not one after another
+    assert web_app.max_in_flight >= 5  # the ten pages overlapped, not one after another
     web_app.reset_counters()
-    make_web({"web.max_concurrency": 2})("web_extract", urls=urls[:4])
+    slow = [f"{web_app.url}/article/{n}?delay=400" for n in range(1, 5)]  # time to overlap, if they could
+    make_web({"web.max_concurrency": 2})("web_extract", urls=slow)
     assert web_app.max_in_flight <= 2
 
 
 def test_slow_page_times_out_alone(make_web: MakeWeb, web_app: LocalWebApp) -> None:
-    urls = [web_app.url + "/slow?ms=3000", web_app.url + "/article/2"]
-    slow, fine = make_web({"web.fetch_timeout": 0.5})("web_extract", urls=urls)["results"]
+    # Generous both ways (a loaded machine): the fine page is fetched well within the timeout,
+    # the slow one would come far past it.
+    urls = [web_app.url + "/slow?ms=120000", web_app.url + "/article/2"]
+    slow, fine = make_web({"web.fetch_timeout": 5})("web_extract", urls=urls)["results"]
     assert slow == {"url": urls[0], "error": "timed out (web.fetch_timeout)"}
     assert fine["title"] == "Survey of Betelgeuse"
 

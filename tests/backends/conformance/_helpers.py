@@ -26,7 +26,7 @@ def running(backend: Backend, pids: list[int]) -> list[int]:
     return [int(line) for line in sh(backend, script).split()]
 
 
-def wait_until_gone(backend: Backend, pids: list[int], timeout: float = 10) -> list[int]:
+def wait_until_gone(backend: Backend, pids: list[int], timeout: float = 60) -> list[int]:
     deadline = time.monotonic() + timeout
     alive = running(backend, pids)
     while alive and time.monotonic() < deadline:
