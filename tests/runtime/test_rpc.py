@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from herald import Runtime
-from herald.runtime.rpc.client import ConnectionLost, RpcClient, ToolError, unix_connector
-from herald.runtime.rpc.protocol import (
+from herald._sandbox.client import ConnectionLost, RpcClient, ToolError, unix_connector
+from herald._sandbox.protocol import (
     HEADER,
     MAX_FRAME_BYTES,
     FrameReader,
@@ -258,7 +258,7 @@ def test_server_close_removes_its_directory() -> None:
 
 
 def test_client_outside_a_sandbox_says_so() -> None:
-    from herald.runtime.rpc import client as client_module
+    from herald._sandbox import client as client_module
 
     if client_module._default is not None:  # pragma: no cover - only if something configured it
         pytest.skip("a default client is configured in this process")

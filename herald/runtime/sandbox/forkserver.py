@@ -1,4 +1,4 @@
-"""Herald's side of the fork server (child/zygote.py): start it, ask it for children, learn
+"""Herald's side of the fork server (_sandbox/zygote.py): start it, ask it for children, learn
 how they exit.
 
 Policy: one zygote per (interpreter, environment), shared by every Runtime of this process that

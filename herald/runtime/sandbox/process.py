@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..._sandbox.protocol import HEADER, ProtocolError, decode_body, encode_frame
 from ...capture import CappedCapture
 from ...procs import descendants, signal_pids
-from ..rpc.protocol import HEADER, ProtocolError, decode_body, encode_frame
 from .forkserver import ForkServer, ForkServerError
 from .stubgen import RUNTIME_PACKAGE
 

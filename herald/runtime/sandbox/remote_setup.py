@@ -27,7 +27,7 @@ from .stubgen import RUNTIME_PACKAGE
 
 REMOTE_LOADER = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
-    f"from {RUNTIME_PACKAGE}.remote_bootstrap import main; main()"
+    f"from {RUNTIME_PACKAGE}.supervisor import main; main()"
 )
 MIN_PYTHON = (3, 8)
 PROBE_TIMEOUT = 30.0

@@ -46,8 +46,8 @@ import traceback
 from typing import Any, Deque, Dict, List, Optional, Set
 
 # bootstrap.py's /proc walk finds descendants that left the script's process group.
-from _hermes_runtime.bootstrap import _descendants as descendants
-from _hermes_runtime.protocol import FrameBuffer, ProtocolError, encode_frame
+from .bootstrap import _descendants as descendants
+from .protocol import FrameBuffer, ProtocolError, encode_frame
 
 READ_SIZE = 1 << 16
 WIRE_HIGH_WATER = 4 << 20  # bytes queued for Herald before the script's output is left unread

@@ -7,8 +7,8 @@ A frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON.
     parent -> child  {"id": 7, "result": ...}
     parent -> child  {"id": 7, "error": {"type": "ToolError", "message": "..."}}
 
-This file is copied verbatim into the sandbox (and later into remote backends), so it is stdlib
-only and must stay importable by any Python >= 3.8.
+The same frames carry the control pipes of a sandbox child and the exec channel of in-backend
+execution (supervisor.py). Part of the sandbox package (see __init__.py for its rules).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def encode_frame(message: object) -> bytes:
     return HEADER.pack(len(body)) + body
 
 
-def decode_body(body: bytes) -> dict[str, Any]:
+def decode_body(body: bytes) -> Dict[str, Any]:
     try:
         message = _decoder.decode(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
@@ -85,7 +85,7 @@ class FrameBuffer:
     def __init__(self) -> None:
         self._data = bytearray()
 
-    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
+    def feed(self, chunk: bytes) -> List[Dict[str, Any]]:
         """Messages completed by `chunk`; ProtocolError if the stream is not frames."""
         data = self._data
         data += chunk

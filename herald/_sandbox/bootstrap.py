@@ -18,10 +18,9 @@ import os
 import signal
 import sys
 import traceback
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Set
 
-# The child package is laid out by stubgen.write_sandbox: protocol and client sit beside this file.
-from _hermes_runtime.protocol import FrameReader, ProtocolError, encode_frame
+from .protocol import FrameReader, ProtocolError, encode_frame
 
 BLOCKED_MESSAGE = (
     "Herald's own package is not importable inside the sandbox; call tools through hermes_tools."
@@ -118,7 +117,7 @@ def _is_internal(filename: str) -> bool:
     return stubs is not None and path == os.path.abspath(stubs)
 
 
-def _strip_internal_frames(exc: "Optional[BaseException]", seen: "Optional[set[int]]" = None) -> None:
+def _strip_internal_frames(exc: "Optional[BaseException]", seen: "Optional[Set[int]]" = None) -> None:
     # A failing tool call should point at the script's line, not at the stub and the RPC
     # client below it: drop those frames from the exception and its chained causes.
     seen = set() if seen is None else seen
@@ -178,7 +177,7 @@ def run_code(code: str, filename: str, namespace: Dict[str, Any]) -> int:
 
 
 def _configure(message: Dict[str, Any]) -> None:
-    from _hermes_runtime import client
+    from . import client
 
     _set_line_buffering(bool(message.get("line_buffered")))
     client.configure(client.unix_connector(message["socket"]), message["token"])
