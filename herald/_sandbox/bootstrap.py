@@ -20,6 +20,7 @@ import sys
 import traceback
 from typing import Any, Dict, Optional, Set
 
+from .procs import descendants, signal_pids
 from .protocol import FrameReader, ProtocolError, encode_frame
 
 BLOCKED_MESSAGE = (
@@ -58,32 +59,6 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     os._exit(128 + signum)
 
 
-def _descendants(pid: int) -> "list[int]":
-    """Every process below `pid` (zombies too), from the parent links in /proc (none without it)."""
-    children: Dict[int, "list[int]"] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % entry, "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 1:
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    found: "list[int]" = []
-    frontier = [pid]
-    while frontier:
-        frontier = [c for p in frontier for c in children.get(p, [])]
-        found.extend(frontier)
-    return found
-
-
 def _kill_descendants() -> None:
     # A process the script started outside our process group (start_new_session, a daemon)
     # would be re-parented to init the moment we exit, where the parent cannot find it: kill
@@ -95,14 +70,10 @@ def _kill_descendants() -> None:
     except (AttributeError, OSError):
         pass
     for _ in range(3):
-        found = _descendants(os.getpid())
+        found = descendants(os.getpid())
         if not found:
             return
-        for pid in found:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        signal_pids(found, signal.SIGKILL)
 
 
 _INTERNAL_DIR = os.path.dirname(os.path.abspath(__file__))

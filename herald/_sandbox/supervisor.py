@@ -45,8 +45,8 @@ import time
 import traceback
 from typing import Any, Deque, Dict, List, Optional, Set
 
-# bootstrap.py's /proc walk finds descendants that left the script's process group.
-from .bootstrap import _descendants as descendants
+# The /proc walk finds descendants that left the script's process group.
+from .procs import descendants, signal_pids
 from .protocol import FrameBuffer, ProtocolError, encode_frame
 
 READ_SIZE = 1 << 16
@@ -54,20 +54,6 @@ WIRE_HIGH_WATER = 4 << 20  # bytes queued for Herald before the script's output 
 EXIT_SETTLE_SECONDS = 2.0  # after the script exits, how long a leftover holder of its pipes may stall us
 IDLE_CHECK_SECONDS = 1.0  # re-check the script's exit this often even without SIGCHLD
 AF_UNIX_PATH_MAX = 100
-
-
-def signal_all(pids: Set[int], sig: int) -> None:
-    """Signal each pid, and the whole group of any that leads one."""
-    for pid in pids:
-        try:
-            if os.getpgid(pid) == pid:
-                os.killpg(pid, sig)
-        except OSError:
-            pass
-        try:
-            os.kill(pid, sig)
-        except OSError:
-            pass
 
 
 def scrubbed(environ: Dict[str, str], policy: Dict[str, Any]) -> Dict[str, str]:
@@ -206,12 +192,12 @@ class Supervisor:
         if self.child is None or self.exited_at is not None:
             return
         self.known |= set(descendants(self.child.pid)) | {self.child.pid}
-        signal_all(self.known, signal.SIGTERM)
+        signal_pids(self.known, signal.SIGTERM)
         self.sigkill_at = time.monotonic() + max(0.0, grace)
 
     def kill_everything(self) -> None:
         if self.child is not None:
-            signal_all(self.known | set(descendants(self.child.pid)) | {self.child.pid}, signal.SIGKILL)
+            signal_pids(self.known | set(descendants(self.child.pid)) | {self.child.pid}, signal.SIGKILL)
 
     # -- frames ----------------------------------------------------------------------------
 
@@ -285,7 +271,7 @@ class Supervisor:
                 assert self.child is not None
                 self.exited_at = now
                 # Not reaped yet, so its pid still names its group: take what is left of it.
-                signal_all(self.known | {self.child.pid}, signal.SIGKILL)
+                signal_pids(self.known | {self.child.pid}, signal.SIGKILL)
             if self.exited_at is not None and (not self.outputs or now - self.exited_at > EXIT_SETTLE_SECONDS):
                 self.finish()
                 return

@@ -89,6 +89,7 @@ def test_sandbox_layout(tmp_path: Path) -> None:
         "bootstrap.py",
         "client.py",
         "helpers.py",
+        "procs.py",
         "protocol.py",
         "supervisor.py",
         "zygote.py",

@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..._sandbox.procs import descendants, signal_pids
 from ..._sandbox.protocol import HEADER, ProtocolError, decode_body, encode_frame
 from ...capture import CappedCapture
-from ...procs import descendants, signal_pids
 from .forkserver import ForkServer, ForkServerError
 from .stubgen import RUNTIME_PACKAGE
 
