@@ -5,7 +5,7 @@ an SSH channel, a Docker exec socket, a Modal exec stream) as
 `python3 -I -B -c <loader> SANDBOX_DIR`; its stdin and stdout are the whole link to Herald and
 carry length-prefixed JSON frames (protocol.py) both ways, multiplexing everything:
 
-    Herald -> here   {"type": "prepare", "env": {...}, "loader": "..."}  spawn the script interpreter
+    Herald -> here   {"type": "prepare", "env": {"passthrough": [...]}, "loader": "..."}  spawn the script
     here -> Herald   {"type": "ready"}                                   it waits for a script
     Herald -> here   {"type": "start", "mode": "oneshot"|"kernel", "cwd", "code"|"sentinel", "line_buffered"}
     Herald -> here   {"type": "code", "code": "...", "line_buffered"}    the next kernel cell
@@ -46,6 +46,7 @@ import traceback
 from typing import Any, Deque, Dict, List, Optional, Set
 
 # The /proc walk finds descendants that left the script's process group.
+from .environ import sandbox_environ
 from .procs import descendants, signal_pids
 from .protocol import FrameBuffer, ProtocolError, encode_frame
 
@@ -54,22 +55,6 @@ WIRE_HIGH_WATER = 4 << 20  # bytes queued for Herald before the script's output 
 EXIT_SETTLE_SECONDS = 2.0  # after the script exits, how long a leftover holder of its pipes may stall us
 IDLE_CHECK_SECONDS = 1.0  # re-check the script's exit this often even without SIGCHLD
 AF_UNIX_PATH_MAX = 100
-
-
-def scrubbed(environ: Dict[str, str], policy: Dict[str, Any]) -> Dict[str, str]:
-    """The host mode's environment policy (herald/environment.py), applied to this machine's
-    environment: safe names only, nothing that looks secret, passthrough names as they are."""
-    names = set(policy.get("safe_names", ()))
-    prefixes = tuple(policy.get("safe_prefixes", ()))
-    markers = tuple(policy.get("secret_markers", ()))
-    passthrough = set(policy.get("passthrough", ()))
-    kept = {}
-    for name, value in environ.items():
-        secret = any(marker in name.upper() for marker in markers)
-        if name in passthrough or ((name in names or name.startswith(prefixes)) and not secret):
-            kept[name] = value
-    kept.update(policy.get("set", {}))
-    return kept
 
 
 class _Sink:
@@ -164,7 +149,8 @@ class Supervisor:
                 stderr=subprocess.PIPE,
                 pass_fds=(to_child_r, from_child_w),
                 start_new_session=True,
-                env=scrubbed(dict(os.environ), message.get("env", {})),
+                # The host mode's policy (environ.py) on this machine's environment.
+                env=sandbox_environ(os.environ, message.get("env", {}).get("passthrough", ())),
                 cwd=self.sandbox_dir,
             )
         finally:

@@ -88,6 +88,7 @@ def test_sandbox_layout(tmp_path: Path) -> None:
         "__init__.py",
         "bootstrap.py",
         "client.py",
+        "environ.py",
         "helpers.py",
         "procs.py",
         "protocol.py",
