@@ -79,29 +79,38 @@ class FrameBuffer:
     """Incremental decoding of a byte stream: feed chunks as they arrive, get whole messages.
 
     Used where frames share a stream with nothing else but arrive in arbitrary pieces (the
-    exec channel of in-backend execution, in both directions).
+    exec channel of in-backend execution, in both directions; a child's control pipe).
     """
 
     def __init__(self) -> None:
         self._data = bytearray()
 
-    def feed(self, chunk: bytes) -> List[Dict[str, Any]]:
-        """Messages completed by `chunk`; ProtocolError if the stream is not frames."""
+    def feed(self, chunk: bytes, skip_bad: bool = False) -> List[Dict[str, Any]]:
+        """Messages completed by `chunk`. A frame whose body is not a JSON object raises
+        ProtocolError, or with `skip_bad` is dropped (for a stream that outlives a bad frame);
+        a length over the limit always raises. Either way the bad frame is consumed."""
         data = self._data
         data += chunk
         messages = []
         start = 0
-        while len(data) - start >= HEADER.size:
-            (size,) = HEADER.unpack_from(data, start)
-            if size > MAX_FRAME_BYTES:
-                raise ProtocolError("frame of %d bytes exceeds the %d-byte limit" % (size, MAX_FRAME_BYTES))
-            end = start + HEADER.size + size
-            if len(data) < end:
-                break
-            messages.append(decode_body(bytes(data[start + HEADER.size : end])))
-            start = end
-        if start:
-            del data[:start]
+        try:
+            while len(data) - start >= HEADER.size:
+                (size,) = HEADER.unpack_from(data, start)
+                if size > MAX_FRAME_BYTES:
+                    raise ProtocolError("frame of %d bytes exceeds the %d-byte limit" % (size, MAX_FRAME_BYTES))
+                end = start + HEADER.size + size
+                if len(data) < end:
+                    break
+                body = bytes(data[start + HEADER.size : end])
+                start = end
+                try:
+                    messages.append(decode_body(body))
+                except ProtocolError:
+                    if not skip_bad:
+                        raise
+        finally:
+            if start:
+                del data[:start]
         return messages
 
     @property

@@ -301,8 +301,8 @@ class Supervisor:
             if not chunk:
                 self.ctl_in = None
                 return
-            try:
-                messages = self.ctl_frames.feed(chunk)
+            try:  # the script shares the control pipe's process: a bad frame from it is skipped
+                messages = self.ctl_frames.feed(chunk, skip_bad=True)
             except ProtocolError:
                 messages = []
             for message in messages:
