@@ -12,10 +12,9 @@
 
 Herald imports these modules as `herald._sandbox.X`: the RPC server and the host's side of
 the sandbox use the same frames, and stopping a process tree or scrubbing an environment is
-the same code everywhere. Shipping them is a plain copy: every
-file of this folder goes, unchanged, into the sandbox directory (here or on a backend) as the
-package `_hermes_runtime`, next to the generated `hermes_tools.py`
-(runtime/sandbox/stubgen.py, `write_runtime_package`).
+the same code everywhere. Shipping them is a plain copy: every file of this folder goes,
+unchanged, into the sandbox directory (here or on a backend) as the package `_hermes_runtime`,
+next to the generated `hermes_tools.py` (runtime/sandbox/stubgen.py, `write_runtime_package`).
 
 So every file here keeps to these rules:
 - the standard library only, and never `herald` (it is not importable in the sandbox);
