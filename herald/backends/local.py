@@ -10,9 +10,9 @@ import subprocess
 import tempfile
 import threading
 
+from .._sandbox.environ import scrubbed_environ
+from .._sandbox.procs import terminate_tree
 from ..config import Settings
-from ..environment import scrubbed_environ
-from ..procs import terminate_tree
 from .base import BackendError, CommandResult, DirEntry, FileStat, resolve_path
 from .shell import PersistentShell
 

@@ -9,7 +9,7 @@ here once, in POSIX sh, so they work in any image that has /bin/sh:
   line on stdin, prints its process id on a line of its own, and `exec`s the command, so that
   id is the command's. Waiting for the "go" line means nothing is written before the caller is
   ready to read (an HTTP upgrade, for one, may otherwise swallow early bytes).
-- `kill_tree_argv` is a one-shot command that does what `herald.procs.terminate_tree` does
+- `kill_tree_argv` is a one-shot command that does what `herald._sandbox.procs.terminate_tree` does
   locally: stop the process, collect it and its descendants from /proc, SIGTERM them (process
   groups too), let it continue (to die), wait up to a grace period, SIGKILL whatever is left.
 """

@@ -29,10 +29,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._sandbox.environ import sandbox_environ
 from ..backends.base import Backend
 from ..capture import CappedCapture
 from ..config import Settings, load_settings
-from ..environment import scrubbed_environ
 from ..tools.registry import Registry, ToolContext, default_registry
 from ..transcript import Transcript
 from .dispatcher import CallScope, Dispatcher
@@ -134,8 +134,7 @@ class Runtime:
                     lambda binding, message: self.dispatcher.handle(binding.scope, message),
                 )
                 undo.callback(self._remote.close)
-            self._child_env = scrubbed_environ(os.environ, self.settings.sandbox.env_passthrough)
-            self._child_env.update({"HERALD_SANDBOX": "1", "PYTHONIOENCODING": "utf-8"})
+            self._child_env = sandbox_environ(os.environ, self.settings.sandbox.env_passthrough)
             self._forks: forkserver.Lease | None = None
             if self._remote is None and self.settings.sandbox.fork_server:
                 self._forks = forkserver.Lease(self.settings.sandbox.python, self._child_env)

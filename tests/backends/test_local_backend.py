@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from herald import Settings
+from herald._sandbox.procs import alive
 from herald.backends import Backend, BackendError
 from herald.backends.local import LocalBackend
 
@@ -34,15 +35,6 @@ def make_backend(workspace: Path, settings: Settings) -> Iterator[MakeBackend]:
         backend.close()
 
 
-def running(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie (an unreaped corpse is not running)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return fields[0] not in ("Z", "X")
-
-
 def pids_with(marker: str) -> list[int]:
     """Running processes whose command line contains `marker`."""
     found = []
@@ -52,7 +44,7 @@ def pids_with(marker: str) -> list[int]:
                 cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
             except OSError:
                 continue
-            if marker.encode() in cmdline and running(int(entry)):
+            if marker.encode() in cmdline and alive(int(entry)):
                 found.append(int(entry))
     return found
 
@@ -253,9 +245,9 @@ def test_timeout_kills_the_command_and_everything_it_started(local_backend: Loca
     assert result.timed_out
     pids = [int(wait_for(workspace / name)) for name in ("child.pid", "grandchild.pid", "session.pid")]
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and (any(map(running, pids)) or pids_with(marker)):
+    while time.monotonic() < deadline and (any(map(alive, pids)) or pids_with(marker)):
         time.sleep(0.02)
-    assert [pid for pid in pids if running(pid)] == []
+    assert [pid for pid in pids if alive(pid)] == []
     assert pids_with(marker) == []
 
 
@@ -425,9 +417,9 @@ def test_close_stops_the_shell_and_its_background_jobs(workspace: Path, settings
     backend = LocalBackend(str(workspace), settings=settings)
     backend.run("sleep 1000 & echo $! > bg.pid; echo $$ > shell.pid")
     pids = [int((workspace / name).read_text()) for name in ("bg.pid", "shell.pid")]
-    assert all(map(running, pids))
+    assert all(map(alive, pids))
     backend.close()
     backend.close()  # idempotent
-    assert [pid for pid in pids if running(pid)] == []
+    assert [pid for pid in pids if alive(pid)] == []
     with pytest.raises(BackendError, match="closed"):
         backend.run("true")

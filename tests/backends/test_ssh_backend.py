@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from herald import Runtime, Settings
+from herald._sandbox.procs import alive
 from herald.backends import Backend, BackendError
 from herald.backends.factory import BackendSpecError, open_backend
 from herald.backends.ssh import SSHBackend, SSHTarget, parse_ssh_spec
 from herald.cli import main as herald_main
-from herald.procs import alive
 from tests.fixtures.sshd import SSHServer
 
 

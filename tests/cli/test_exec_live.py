@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from herald._sandbox.procs import alive
+
 from ._herald import HERALD, herald_env, start
 
 DEADLINE = 60.0  # only bounds a hang; no verdict depends on it
@@ -163,13 +165,5 @@ def test_stop_signals_kill_the_tree_and_clean_up(workspace: Path, home: Path, tm
         proc.kill()
     assert proc.returncode == code, err
     assert "Interrupted" in err
-    assert not _alive(sleeper), "the script's child outlived herald exec"
+    assert not alive(sleeper), "the script's child outlived herald exec"
     assert list(scratch.iterdir()) == [], "herald exec left temp files behind"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(") ")[1][0] != "Z"
-    except FileNotFoundError:
-        return False

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 
 from herald import ExecutionResult, Runtime
+from herald._sandbox.procs import children
 
 
 def script(code: str) -> str:
@@ -44,20 +45,7 @@ def pids_with_marker(marker: str) -> list[int]:
 
 def child_pids(parent: int | None = None) -> list[int]:
     """Direct children of `parent` (default: this process), zombies included."""
-    parent = os.getpid() if parent is None else parent
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 1 and int(fields[1]) == parent:
-            found.append(int(entry))
-    return found
+    return children().get(os.getpid() if parent is None else parent, [])
 
 
 def fd_count() -> int:

@@ -1,4 +1,6 @@
-"""What runs inside the child must import in any Python >= 3.8, using the stdlib only."""
+"""What runs inside the child (hermes_tools.py and the sandbox package, herald/_sandbox) must
+import in any Python >= 3.8, using the stdlib only; the package's modules import each other
+relatively, so that the copy works under its installed name."""
 
 from __future__ import annotations
 
@@ -8,17 +10,23 @@ from pathlib import Path
 
 import pytest
 
-from herald.runtime.sandbox.stubgen import write_sandbox
+import herald._sandbox
+from herald.runtime.sandbox.stubgen import RUNTIME_PACKAGE, write_sandbox
 from herald.tools.registry import default_registry
 
-STDLIB = set(sys.stdlib_module_names) | {"__future__", "_hermes_runtime", "hermes_tools"}
+# hermes_tools.py sits beside the package in the sandbox directory (bootstrap pre-imports it).
+STDLIB = set(sys.stdlib_module_names) | {"__future__", "hermes_tools"}
+PACKAGE_FILES = {p.name for p in Path(herald._sandbox.__file__).parent.glob("*.py")}
 
 
 @pytest.fixture
 def sandbox_files(tmp_path: Path) -> list[Path]:
     write_sandbox(tmp_path, default_registry().sandbox_tools(None))
     files = sorted(tmp_path.rglob("*.py"))
-    assert {f.name for f in files} >= {"hermes_tools.py", "bootstrap.py", "client.py", "protocol.py", "helpers.py"}
+    assert sorted(f.relative_to(tmp_path).as_posix() for f in files) == sorted(
+        ["hermes_tools.py"] + [f"{RUNTIME_PACKAGE}/{name}" for name in PACKAGE_FILES]
+    )
+    assert {"bootstrap.py", "client.py", "protocol.py", "helpers.py", "supervisor.py", "zygote.py"} <= PACKAGE_FILES
     return files
 
 
@@ -36,7 +44,9 @@ def test_child_files_import_only_the_stdlib(sandbox_files: list[Path]) -> None:
                 roots = [node.module.split(".")[0]]
             else:
                 continue
-            assert set(roots) <= STDLIB, f"{path.name} imports {roots}"
+            # Only the generated stubs name the package; its own modules import relatively.
+            allowed = STDLIB | {RUNTIME_PACKAGE} if path.name == "hermes_tools.py" else STDLIB
+            assert set(roots) <= allowed, f"{path.name} imports {roots}"
 
 
 def test_annotations_are_never_evaluated_at_runtime(sandbox_files: list[Path]) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from herald import Runtime
-from herald.procs import alive
+from herald._sandbox.procs import alive
 
 from ._helpers import run_ok, wait_for
 

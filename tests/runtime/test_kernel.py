@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from herald import Runtime
-from herald.procs import descendants
+from herald._sandbox.procs import descendants
 
 from ._helpers import pids_with_marker, run_ok, wait_for
 

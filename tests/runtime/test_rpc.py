@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 
 from herald import Runtime
-from herald.runtime.rpc.client import ConnectionLost, RpcClient, ToolError, unix_connector
-from herald.runtime.rpc.protocol import (
+from herald._sandbox.client import ConnectionLost, RpcClient, ToolError, unix_connector
+from herald._sandbox.protocol import (
     HEADER,
     MAX_FRAME_BYTES,
+    FrameBuffer,
     FrameReader,
     ProtocolError,
     decode_body,
@@ -107,6 +108,25 @@ def test_oversize_frame_is_refused_when_reading() -> None:
 def test_bad_bodies_are_protocol_errors(body: bytes, match: str) -> None:
     with pytest.raises(ProtocolError, match=match):
         decode_body(body)
+
+
+def test_frame_buffer_consumes_a_bad_frame() -> None:
+    bad = HEADER.pack(3) + b"[1]"
+    stream = encode_frame({"n": 1}) + bad + encode_frame({"n": 2})
+    # Fed a byte at a time or all at once, a control pipe's reader skips the bad frame...
+    lenient = FrameBuffer()
+    assert [m for i in range(len(stream)) for m in lenient.feed(stream[i : i + 1], skip_bad=True)] == [
+        {"n": 1},
+        {"n": 2},
+    ]
+    assert FrameBuffer().feed(stream, skip_bad=True) == [{"n": 1}, {"n": 2}]
+    # ... a strict one raises, and what follows the bad frame still decodes.
+    strict = FrameBuffer()
+    assert strict.feed(encode_frame({"n": 1})) == [{"n": 1}]
+    with pytest.raises(ProtocolError, match="JSON object"):
+        strict.feed(bad)
+    assert strict.feed(encode_frame({"n": 2})) == [{"n": 2}]
+    assert strict.pending == b""
 
 
 def test_truncated_frame_is_a_protocol_error() -> None:
@@ -262,7 +282,7 @@ def test_server_close_removes_its_directory() -> None:
 
 
 def test_client_outside_a_sandbox_says_so() -> None:
-    from herald.runtime.rpc import client as client_module
+    from herald._sandbox import client as client_module
 
     if client_module._default is not None:  # pragma: no cover - only if something configured it
         pytest.skip("a default client is configured in this process")

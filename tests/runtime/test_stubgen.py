@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import herald._sandbox
 from herald import Runtime, Settings
 from herald.backends.local import LocalBackend
 from herald.runtime.sandbox.stubgen import (
@@ -87,11 +88,17 @@ def test_sandbox_layout(tmp_path: Path) -> None:
         "__init__.py",
         "bootstrap.py",
         "client.py",
+        "environ.py",
         "helpers.py",
+        "procs.py",
         "protocol.py",
-        "remote_bootstrap.py",
+        "supervisor.py",
         "zygote.py",
     ]
+    # A plain copy of the package Herald itself imports.
+    source = Path(herald._sandbox.__file__).parent
+    for copied in package.iterdir():
+        assert copied.read_bytes() == (source / copied.name).read_bytes(), copied.name
 
 
 def test_module_surface(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import socket
 import time
 from typing import Any
 
+from ..._sandbox.procs import stat_fields
 from ...config import DockerSettings
 from ..base import BackendError
 from ..remote import IDLE_COMMAND
@@ -201,12 +202,7 @@ def _boot_id() -> str:
 def _start_time(pid: int) -> str:
     """The process's start time in clock ticks since boot ("" if it is gone): with the pid, an
     identity that a recycled pid does not share."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return ""
-    fields = stat[stat.rfind(b")") + 2 :].split()
+    fields = stat_fields(pid) or []
     return fields[19].decode() if len(fields) > 19 else ""
 
 

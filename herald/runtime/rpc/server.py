@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
-from .protocol import FrameReader, ProtocolError, encode_frame
+from ..._sandbox.protocol import FrameReader, ProtocolError, encode_frame
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Herald's side of the fork server (child/zygote.py): start it, ask it for children, learn
+"""Herald's side of the fork server (_sandbox/zygote.py): start it, ask it for children, learn
 how they exit.
 
 Policy: one zygote per (interpreter, environment), shared by every Runtime of this process that
@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..._sandbox.procs import alive
 from .stubgen import RUNTIME_PACKAGE, write_runtime_package
 
 LOADER = (
@@ -131,7 +132,7 @@ class ForkServer:
         with self._cond:
             if pid in self._statuses:
                 return self._statuses[pid]
-            return LOST_STATUS if self.dead is not None and not _alive(pid) else None
+            return LOST_STATUS if self.dead is not None and not alive(pid) else None
 
     def wait(self, pid: int, timeout: float | None) -> int | None:
         with self._cond:
@@ -164,15 +165,6 @@ class ForkServer:
             self.proc.wait()
         self._reader.join(timeout=5)
         shutil.rmtree(self._dir, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X")
 
 
 # -- the pool: one zygote per (interpreter, environment) ---------------------------------------

@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..._sandbox.procs import descendants, signal_pids
+from ..._sandbox.protocol import FrameBuffer, ProtocolError, encode_frame
 from ...capture import CappedCapture
-from ...procs import descendants, signal_pids
-from ..rpc.protocol import HEADER, ProtocolError, decode_body, encode_frame
 from .forkserver import ForkServer, ForkServerError
 from .stubgen import RUNTIME_PACKAGE
 
@@ -173,7 +173,7 @@ class ChildProcess:
             self._pidfd: int | None = os.pidfd_open(self.pid)
         except (AttributeError, OSError):
             self._pidfd = None
-        self._ctl_buffer = b""
+        self._ctl_frames = FrameBuffer()
         self.ready = False
         self.closed = False
 
@@ -199,19 +199,10 @@ class ChildProcess:
             return []
         if not chunk:
             return [{"type": "eof"}]
-        self._ctl_buffer += chunk
-        messages = []
-        while len(self._ctl_buffer) >= HEADER.size:
-            (size,) = HEADER.unpack_from(self._ctl_buffer)
-            if len(self._ctl_buffer) < HEADER.size + size:
-                break
-            body = self._ctl_buffer[HEADER.size : HEADER.size + size]
-            self._ctl_buffer = self._ctl_buffer[HEADER.size + size :]
-            try:
-                messages.append(decode_body(body))
-            except ProtocolError:
-                messages.append({"type": "garbage"})
-        return messages
+        try:  # the script shares the control pipe's process: a bad frame from it is skipped
+            return self._ctl_frames.feed(chunk, skip_bad=True)
+        except ProtocolError:  # an impossible length: nothing more can be read from this pipe
+            return []
 
     def wait_ready(self, timeout: float) -> None:
         """Block until the child says it is ready; raise SandboxStartError if it dies first."""

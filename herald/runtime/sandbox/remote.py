@@ -7,16 +7,16 @@ Policy:
 - Once per Runtime, `RemoteSandbox` (remote_setup.py) probes the backend's python (`command -v`, version >= 3.8;
   anything else is a `RemotePythonError` that says what to install or set), makes a private
   0700 directory there (`mktemp -d`) and ships the sandbox files into it with the backend's
-  `write_bytes`: the same `hermes_tools.py` and `_hermes_runtime` package as in host mode,
-  plus `remote_bootstrap.py`. The directory is removed when the Runtime closes.
+  `write_bytes`: the same `hermes_tools.py` and `_hermes_runtime` package as in host mode
+  (which holds the supervisor, supervisor.py). The directory is removed when the Runtime closes.
 - Per run, `RemoteChild` opens one exec channel (`Backend.open_channel`, in a background thread,
-  so a warm successor costs the run that spawns it nothing) running the remote bootstrap, a
-  supervisor that starts the host mode's child bootstrap in its own process group (see
-  child/remote_bootstrap.py for the frames). Tool calls, output, control and exit all travel
+  so a warm successor costs the run that spawns it nothing) running the supervisor, which
+  starts the host mode's child bootstrap in its own process group (see
+  herald/_sandbox/supervisor.py for the frames). Tool calls, output, control and exit all travel
   as protocol frames over that one stream; nothing is polled from files.
 - Tool calls are served by the Runtime's Dispatcher (allow-list, argument checks, budget,
-  transcript) on a bounded pool shared by the Runtime's runs; the Dispatcher serialises tools
-  that are not `parallel_safe`.
+  transcript) on a bounded pool shared by the Runtime's runs; the Dispatcher's per-resource locks
+  keep calls that touch the same thing (a file, the shell) apart.
 - Output lands in the same CappedCapture objects as in host mode, so caps, spill files and the
   ExecutionResult are identical.
 - Timeout or interrupt: a kill frame (the supervisor SIGTERMs the tree, SIGKILLs it after the
@@ -34,9 +34,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
+from ..._sandbox.protocol import FrameBuffer, ProtocolError, encode_frame
 from ...backends.base import Channel
 from ...capture import CappedCapture
-from ..rpc.protocol import FrameBuffer, ProtocolError, encode_frame
 from ..rpc.server import reply_frame, serve_call
 from .process import Collected, OutputStream, Reason, SandboxStartError, drain_fd
 

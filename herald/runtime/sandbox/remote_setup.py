@@ -20,14 +20,13 @@ from typing import Any, Generic, TypeVar
 from ...backends.base import Backend, BackendError
 from ...backends.shell import shell_quote
 from ...config import Settings
-from ...environment import SAFE_NAMES, SAFE_PREFIXES, SECRET_MARKERS
 from .process import LOADER, SandboxStartError
 from .remote import RemoteChild
 from .stubgen import RUNTIME_PACKAGE
 
 REMOTE_LOADER = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
-    f"from {RUNTIME_PACKAGE}.remote_bootstrap import main; main()"
+    f"from {RUNTIME_PACKAGE}.supervisor import main; main()"
 )
 MIN_PYTHON = (3, 8)
 PROBE_TIMEOUT = 30.0
@@ -39,17 +38,6 @@ log = logging.getLogger(__name__)
 
 class RemotePythonError(SandboxStartError):
     """The backend has no usable Python for in-backend execution; the message says what to do."""
-
-
-def environment_policy(passthrough: list[str]) -> dict[str, Any]:
-    """herald/environment.py's rules, for the supervisor to apply to the backend's environment."""
-    return {
-        "safe_names": sorted(SAFE_NAMES),
-        "safe_prefixes": list(SAFE_PREFIXES),
-        "secret_markers": list(SECRET_MARKERS),
-        "passthrough": list(passthrough),
-        "set": {"HERALD_SANDBOX": "1", "PYTHONIOENCODING": "utf-8"},
-    }
 
 
 class RemoteSandbox(Generic[S]):
@@ -159,7 +147,9 @@ class RemoteSandbox(Generic[S]):
         trip or more): a warm successor costs the run that spawns it nothing."""
         remote_dir = self.prepare()
         argv = [self._python, "-I", "-B", "-c", REMOTE_LOADER, remote_dir]
-        prepare = {"type": "prepare", "env": environment_policy(self._settings.sandbox.env_passthrough), "loader": LOADER}
+        # The supervisor applies environ.py's policy there; only the user's passthrough names travel.
+        env = {"passthrough": list(self._settings.sandbox.env_passthrough)}
+        prepare = {"type": "prepare", "env": env, "loader": LOADER}
         return RemoteChild(
             lambda: self.backend.open_channel(argv, cwd=remote_dir),
             prepare,

@@ -3,8 +3,8 @@
 `hermes_tools.py` gets one function per script-callable tool, with a typed signature and a
 docstring taken from the tool's schema, plus the helpers (`parallel`, `json_parse`,
 `shell_quote`, `retry`) and `ToolError`. It imports only the stdlib and the private package
-`_hermes_runtime` (RPC client, protocol, helpers, bootstrap, and the supervisor of in-backend
-execution, remote_bootstrap) copied next to it, and must import in any Python >= 3.8.
+`_hermes_runtime` copied next to it (herald/_sandbox: RPC client, protocol, helpers, bootstrap,
+fork server, the supervisor of in-backend execution), and must import in any Python >= 3.8.
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ... import _sandbox
 from ...tools.registry import Tool
-from .. import rpc
-from . import child
 
 HELPERS = ["parallel", "json_parse", "shell_quote", "retry"]
 RUNTIME_PACKAGE = "_hermes_runtime"
@@ -169,15 +168,11 @@ def signatures(tools: Iterable[Tool]) -> list[str]:
 
 
 def write_runtime_package(directory: Path) -> Path:
-    """Copy the `_hermes_runtime` package (what runs inside the sandbox) into `directory`."""
+    """Copy the sandbox package (herald/_sandbox, what runs inside the sandbox) into `directory`
+    as `_hermes_runtime`: every module as it is, since they import each other relatively."""
     package = directory / RUNTIME_PACKAGE
     package.mkdir(parents=True, exist_ok=True)
-    (package / "__init__.py").write_text('"""Herald sandbox runtime (generated copy)."""\n')
-    rpc_dir = Path(rpc.__file__).parent
-    child_dir = Path(child.__file__).parent
-    sources = [rpc_dir / "protocol.py", rpc_dir / "client.py"]
-    sources += [child_dir / name for name in ("helpers.py", "bootstrap.py", "remote_bootstrap.py", "zygote.py")]
-    for source in sources:
+    for source in sorted(Path(_sandbox.__file__).parent.glob("*.py")):
         shutil.copyfile(source, package / source.name)
     return package
 

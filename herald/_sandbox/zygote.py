@@ -24,6 +24,7 @@ zombie, so Herald's pidfd and its kill of the process group can never hit a reus
 from __future__ import annotations
 
 import array
+import importlib
 import json
 import os
 import select
@@ -131,7 +132,7 @@ class Zygote:
             random.seed()  # the zygote's state is shared by every fork: re-seed per child
             os.chdir(sandbox_dir)
             sys.path.insert(0, sandbox_dir)
-            from _hermes_runtime.bootstrap import serve
+            from .bootstrap import serve
 
             serve(ctl_read, ctl_write)
         except BaseException as exc:
@@ -180,6 +181,6 @@ def main() -> None:
         except ImportError:
             pass
     for name in ("bootstrap", "client", "helpers"):  # what every child runs: load it once, here
-        __import__("_hermes_runtime." + name)
+        importlib.import_module("." + name, __package__)
 
     Zygote(sock).serve()

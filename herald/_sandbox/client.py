@@ -1,6 +1,6 @@
 """The sandbox child's side of the RPC: thread-safe calls matched to replies by id.
 
-Copied into the sandbox next to `protocol.py`, so: stdlib only, importable by Python >= 3.8.
+Part of the sandbox package (see __init__.py for its rules): stdlib only, Python >= 3.8.
 
 Concurrency policy (leader/follower): any number of threads may call at once. The first waiting
 thread becomes the reader and delivers every reply it reads to the thread that owns its id; when
@@ -14,7 +14,7 @@ import itertools
 import os
 import socket
 import threading
-from typing import Any
+from typing import Any, Dict, Optional
 
 from .protocol import FrameReader, ProtocolError, encode_frame
 
@@ -42,7 +42,7 @@ class _Slot:
 
     def __init__(self) -> None:
         self.done = False
-        self.reply: dict[str, Any] | None = None
+        self.reply: Optional[Dict[str, Any]] = None
 
 
 class RpcClient:
@@ -55,9 +55,9 @@ class RpcClient:
         self._ids = itertools.count(1)
         self._send_lock = threading.Lock()
         self._cond = threading.Condition(threading.Lock())
-        self._pending: dict[int, _Slot] = {}
+        self._pending: Dict[int, _Slot] = {}
         self._reading = False
-        self._broken: str | None = None
+        self._broken: Optional[str] = None
 
     def _ensure_connected(self) -> Any:
         # A forked child must not share its parent's connection: replies would be split.
@@ -72,7 +72,7 @@ class RpcClient:
             self._broken = None
         return self._sock
 
-    def call(self, tool: str, args: dict[str, Any]) -> Any:
+    def call(self, tool: str, args: Dict[str, Any]) -> Any:
         slot = _Slot()
         with self._cond:
             sock = self._ensure_connected()
@@ -118,7 +118,7 @@ class RpcClient:
                     self._fail(reason)
                     return
                 with self._cond:
-                    owner = self._pending.pop(message.get("id"), None)  # type: ignore[arg-type]
+                    owner = self._pending.pop(message.get("id", 0), None)  # ids start at 1
                     if owner is not None:
                         owner.reply = message
                         owner.done = True
@@ -144,7 +144,7 @@ class RpcClient:
             self._cond.notify_all()
 
 
-def unix_connector(path: str, timeout: float | None = None) -> Any:
+def unix_connector(path: str, timeout: Optional[float] = None) -> Any:
     def connect() -> socket.socket:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(timeout)
@@ -154,7 +154,7 @@ def unix_connector(path: str, timeout: float | None = None) -> Any:
     return connect
 
 
-_default: RpcClient | None = None
+_default: Optional[RpcClient] = None
 
 
 def configure(connect: Any, token: str) -> None:
@@ -163,7 +163,7 @@ def configure(connect: Any, token: str) -> None:
     _default = RpcClient(connect, token)
 
 
-def call(tool: str, args: dict[str, Any]) -> Any:
+def call(tool: str, args: Dict[str, Any]) -> Any:
     if _default is None:
         raise ToolError(
             "hermes_tools only works inside a Herald execute_code run (no connection configured).",

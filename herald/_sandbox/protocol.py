@@ -7,8 +7,8 @@ A frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON.
     parent -> child  {"id": 7, "result": ...}
     parent -> child  {"id": 7, "error": {"type": "ToolError", "message": "..."}}
 
-This file is copied verbatim into the sandbox (and later into remote backends), so it is stdlib
-only and must stay importable by any Python >= 3.8.
+The same frames carry the control pipes of a sandbox child and the exec channel of in-backend
+execution (supervisor.py). Part of the sandbox package (see __init__.py for its rules).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def encode_frame(message: object) -> bytes:
     return HEADER.pack(len(body)) + body
 
 
-def decode_body(body: bytes) -> dict[str, Any]:
+def decode_body(body: bytes) -> Dict[str, Any]:
     try:
         message = _decoder.decode(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
@@ -79,29 +79,38 @@ class FrameBuffer:
     """Incremental decoding of a byte stream: feed chunks as they arrive, get whole messages.
 
     Used where frames share a stream with nothing else but arrive in arbitrary pieces (the
-    exec channel of in-backend execution, in both directions).
+    exec channel of in-backend execution, in both directions; a child's control pipe).
     """
 
     def __init__(self) -> None:
         self._data = bytearray()
 
-    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
-        """Messages completed by `chunk`; ProtocolError if the stream is not frames."""
+    def feed(self, chunk: bytes, skip_bad: bool = False) -> List[Dict[str, Any]]:
+        """Messages completed by `chunk`. A frame whose body is not a JSON object raises
+        ProtocolError, or with `skip_bad` is dropped (for a stream that outlives a bad frame);
+        a length over the limit always raises. Either way the bad frame is consumed."""
         data = self._data
         data += chunk
         messages = []
         start = 0
-        while len(data) - start >= HEADER.size:
-            (size,) = HEADER.unpack_from(data, start)
-            if size > MAX_FRAME_BYTES:
-                raise ProtocolError("frame of %d bytes exceeds the %d-byte limit" % (size, MAX_FRAME_BYTES))
-            end = start + HEADER.size + size
-            if len(data) < end:
-                break
-            messages.append(decode_body(bytes(data[start + HEADER.size : end])))
-            start = end
-        if start:
-            del data[:start]
+        try:
+            while len(data) - start >= HEADER.size:
+                (size,) = HEADER.unpack_from(data, start)
+                if size > MAX_FRAME_BYTES:
+                    raise ProtocolError("frame of %d bytes exceeds the %d-byte limit" % (size, MAX_FRAME_BYTES))
+                end = start + HEADER.size + size
+                if len(data) < end:
+                    break
+                body = bytes(data[start + HEADER.size : end])
+                start = end
+                try:
+                    messages.append(decode_body(body))
+                except ProtocolError:
+                    if not skip_bad:
+                        raise
+        finally:
+            if start:
+                del data[:start]
         return messages
 
     @property

@@ -5,7 +5,7 @@ an SSH channel, a Docker exec socket, a Modal exec stream) as
 `python3 -I -B -c <loader> SANDBOX_DIR`; its stdin and stdout are the whole link to Herald and
 carry length-prefixed JSON frames (protocol.py) both ways, multiplexing everything:
 
-    Herald -> here   {"type": "prepare", "env": {...}, "loader": "..."}  spawn the script interpreter
+    Herald -> here   {"type": "prepare", "env": {"passthrough": [...]}, "loader": "..."}  spawn the script
     here -> Herald   {"type": "ready"}                                   it waits for a script
     Herald -> here   {"type": "start", "mode": "oneshot"|"kernel", "cwd", "code"|"sentinel", "line_buffered"}
     Herald -> here   {"type": "code", "code": "...", "line_buffered"}    the next kernel cell
@@ -45,45 +45,16 @@ import time
 import traceback
 from typing import Any, Deque, Dict, List, Optional, Set
 
-# bootstrap.py's /proc walk finds descendants that left the script's process group.
-from _hermes_runtime.bootstrap import _descendants as descendants
-from _hermes_runtime.protocol import FrameBuffer, ProtocolError, encode_frame
+# The /proc walk finds descendants that left the script's process group.
+from .environ import sandbox_environ
+from .procs import descendants, signal_pids
+from .protocol import FrameBuffer, ProtocolError, encode_frame
 
 READ_SIZE = 1 << 16
 WIRE_HIGH_WATER = 4 << 20  # bytes queued for Herald before the script's output is left unread
 EXIT_SETTLE_SECONDS = 2.0  # after the script exits, how long a leftover holder of its pipes may stall us
 IDLE_CHECK_SECONDS = 1.0  # re-check the script's exit this often even without SIGCHLD
 AF_UNIX_PATH_MAX = 100
-
-
-def signal_all(pids: Set[int], sig: int) -> None:
-    """Signal each pid, and the whole group of any that leads one."""
-    for pid in pids:
-        try:
-            if os.getpgid(pid) == pid:
-                os.killpg(pid, sig)
-        except OSError:
-            pass
-        try:
-            os.kill(pid, sig)
-        except OSError:
-            pass
-
-
-def scrubbed(environ: Dict[str, str], policy: Dict[str, Any]) -> Dict[str, str]:
-    """The host mode's environment policy (herald/environment.py), applied to this machine's
-    environment: safe names only, nothing that looks secret, passthrough names as they are."""
-    names = set(policy.get("safe_names", ()))
-    prefixes = tuple(policy.get("safe_prefixes", ()))
-    markers = tuple(policy.get("secret_markers", ()))
-    passthrough = set(policy.get("passthrough", ()))
-    kept = {}
-    for name, value in environ.items():
-        secret = any(marker in name.upper() for marker in markers)
-        if name in passthrough or ((name in names or name.startswith(prefixes)) and not secret):
-            kept[name] = value
-    kept.update(policy.get("set", {}))
-    return kept
 
 
 class _Sink:
@@ -178,7 +149,8 @@ class Supervisor:
                 stderr=subprocess.PIPE,
                 pass_fds=(to_child_r, from_child_w),
                 start_new_session=True,
-                env=scrubbed(dict(os.environ), message.get("env", {})),
+                # The host mode's policy (environ.py) on this machine's environment.
+                env=sandbox_environ(os.environ, message.get("env", {}).get("passthrough", ())),
                 cwd=self.sandbox_dir,
             )
         finally:
@@ -206,12 +178,12 @@ class Supervisor:
         if self.child is None or self.exited_at is not None:
             return
         self.known |= set(descendants(self.child.pid)) | {self.child.pid}
-        signal_all(self.known, signal.SIGTERM)
+        signal_pids(self.known, signal.SIGTERM)
         self.sigkill_at = time.monotonic() + max(0.0, grace)
 
     def kill_everything(self) -> None:
         if self.child is not None:
-            signal_all(self.known | set(descendants(self.child.pid)) | {self.child.pid}, signal.SIGKILL)
+            signal_pids(self.known | set(descendants(self.child.pid)) | {self.child.pid}, signal.SIGKILL)
 
     # -- frames ----------------------------------------------------------------------------
 
@@ -285,7 +257,7 @@ class Supervisor:
                 assert self.child is not None
                 self.exited_at = now
                 # Not reaped yet, so its pid still names its group: take what is left of it.
-                signal_all(self.known | {self.child.pid}, signal.SIGKILL)
+                signal_pids(self.known | {self.child.pid}, signal.SIGKILL)
             if self.exited_at is not None and (not self.outputs or now - self.exited_at > EXIT_SETTLE_SECONDS):
                 self.finish()
                 return
@@ -329,8 +301,8 @@ class Supervisor:
             if not chunk:
                 self.ctl_in = None
                 return
-            try:
-                messages = self.ctl_frames.feed(chunk)
+            try:  # the script shares the control pipe's process: a bad frame from it is skipped
+                messages = self.ctl_frames.feed(chunk, skip_bad=True)
             except ProtocolError:
                 messages = []
             for message in messages:

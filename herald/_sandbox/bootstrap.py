@@ -18,10 +18,10 @@ import os
 import signal
 import sys
 import traceback
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Set
 
-# The child package is laid out by stubgen.write_sandbox: protocol and client sit beside this file.
-from _hermes_runtime.protocol import FrameReader, ProtocolError, encode_frame
+from .procs import descendants, signal_pids
+from .protocol import FrameReader, ProtocolError, encode_frame
 
 BLOCKED_MESSAGE = (
     "Herald's own package is not importable inside the sandbox; call tools through hermes_tools."
@@ -59,32 +59,6 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     os._exit(128 + signum)
 
 
-def _descendants(pid: int) -> "list[int]":
-    """Every process below `pid` (zombies too), from the parent links in /proc (none without it)."""
-    children: Dict[int, "list[int]"] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % entry, "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 1:
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    found: "list[int]" = []
-    frontier = [pid]
-    while frontier:
-        frontier = [c for p in frontier for c in children.get(p, [])]
-        found.extend(frontier)
-    return found
-
-
 def _kill_descendants() -> None:
     # A process the script started outside our process group (start_new_session, a daemon)
     # would be re-parented to init the moment we exit, where the parent cannot find it: kill
@@ -96,14 +70,10 @@ def _kill_descendants() -> None:
     except (AttributeError, OSError):
         pass
     for _ in range(3):
-        found = _descendants(os.getpid())
+        found = descendants(os.getpid())
         if not found:
             return
-        for pid in found:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        signal_pids(found, signal.SIGKILL)
 
 
 _INTERNAL_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -118,7 +88,7 @@ def _is_internal(filename: str) -> bool:
     return stubs is not None and path == os.path.abspath(stubs)
 
 
-def _strip_internal_frames(exc: "Optional[BaseException]", seen: "Optional[set[int]]" = None) -> None:
+def _strip_internal_frames(exc: "Optional[BaseException]", seen: "Optional[Set[int]]" = None) -> None:
     # A failing tool call should point at the script's line, not at the stub and the RPC
     # client below it: drop those frames from the exception and its chained causes.
     seen = set() if seen is None else seen
@@ -178,7 +148,7 @@ def run_code(code: str, filename: str, namespace: Dict[str, Any]) -> int:
 
 
 def _configure(message: Dict[str, Any]) -> None:
-    from _hermes_runtime import client
+    from . import client
 
     _set_line_buffering(bool(message.get("line_buffered")))
     client.configure(client.unix_connector(message["socket"]), message["token"])

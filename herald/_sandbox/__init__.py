@@ -1,0 +1,26 @@
+"""The code that runs inside the sandbox, as one package that Herald imports too.
+
+    protocol.py    length-prefixed JSON frames (both ends of every link)
+    client.py      the script's side of tool calls (hermes_tools calls it)
+    helpers.py     parallel, json_parse, shell_quote, retry (exported by hermes_tools)
+    procs.py       process trees from /proc: find, signal, stop them
+    environ.py     the environment policy: what code the model controls may see of ours
+    bootstrap.py   a sandbox child: wait for a script, run it, report
+    zygote.py      the fork server: forks sandbox children from a pre-imported interpreter
+    supervisor.py  in-backend execution, the backend's side: starts the child there and
+                   multiplexes its output, control and tool calls over one exec channel
+
+Herald imports these modules as `herald._sandbox.X`: the RPC server and the host's side of
+the sandbox use the same frames, and stopping a process tree or scrubbing an environment is
+the same code everywhere. Shipping them is a plain copy: every file of this folder goes,
+unchanged, into the sandbox directory (here or on a backend) as the package `_hermes_runtime`,
+next to the generated `hermes_tools.py` (runtime/sandbox/stubgen.py, `write_runtime_package`).
+
+So every file here keeps to these rules:
+- the standard library only, and never `herald` (it is not importable in the sandbox);
+- imports between these files are relative (`from .protocol import encode_frame`), which
+  works under either package name;
+- Python >= 3.8 syntax and semantics: `from __future__ import annotations` in every module,
+  and `typing` forms (`Dict[str, Any]`, `Optional[int]`) wherever a type is evaluated at run
+  time; no `match`, no parenthesised context managers, no 3.9+ stdlib functions.
+"""

@@ -1,0 +1,105 @@
+"""Process trees: find every descendant of a process, signal them all, stop a whole tree.
+
+A command can start grandchildren that leave its process group (`setsid`, daemons), so killing
+the group alone is not enough; we also walk the parent links in /proc and signal each process.
+Without /proc (macOS) no descendants are found, and only the processes named and the groups
+they lead are signalled.
+
+The one implementation for every side: Herald stops sandbox children and local shell commands
+with it, the sandbox child kills what its script left behind, and the supervisor of in-backend
+execution stops the script's tree inside the backend. Part of the sandbox package (see
+__init__.py for its rules: stdlib only, Python >= 3.8).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Dict, Iterable, List, Optional
+
+
+def stat_fields(pid: int) -> Optional[List[bytes]]:
+    """The fields of /proc/PID/stat after the command name (state, ppid, ...); None if gone."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    # The command name may hold spaces or parentheses: fields resume after the last ')'.
+    return stat[stat.rfind(b")") + 2 :].split()
+
+
+def children() -> Dict[int, List[int]]:
+    """Every process's children (zombies too), by parent pid; empty without /proc."""
+    found: Dict[int, List[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        fields = stat_fields(int(entry))
+        if fields is not None and len(fields) > 1:
+            found.setdefault(int(fields[1]), []).append(int(entry))
+    return found
+
+
+def descendants(*pids: int) -> List[int]:
+    """Every process below the given ones (zombies too), children before grandchildren."""
+    tree = children()
+    found: List[int] = []
+    frontier = list(pids)
+    while frontier:
+        frontier = [child for parent in frontier for child in tree.get(parent, [])]
+        found.extend(frontier)
+    return found
+
+
+def signal_pids(pids: Iterable[int], sig: int) -> None:
+    """Signal each pid, and the whole group of any that leads one; gone ones are skipped."""
+    for target in pids:
+        try:
+            if os.getpgid(target) == target:  # a group leader: take its whole group with it
+                os.killpg(target, sig)
+        except OSError:
+            pass
+        try:
+            os.kill(target, sig)
+        except OSError:
+            pass
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie counts as gone)."""
+    fields = stat_fields(pid)
+    return fields is not None and fields[:1] not in ([b"Z"], [b"X"])
+
+
+def terminate_tree(pid: int, *, grace: float, include_root: bool = True) -> None:
+    """SIGTERM `pid` (optionally) and all its descendants, wait up to `grace`, SIGKILL the rest.
+
+    The set of targets is taken before the first signal, because processes whose parent dies
+    are re-parented to init and no longer show up as descendants. The root is stopped while
+    that happens: a shell running `sleep 100; touch x` must not start `touch` in the moment
+    between its child's death and its own signal (it resumes only to die of its SIGTERM).
+    """
+    if include_root:
+        signal_pids({pid}, signal.SIGSTOP)
+    known = set(descendants(pid))
+    if include_root:
+        known.add(pid)
+    signal_pids(known, signal.SIGTERM)
+    if include_root:
+        signal_pids({pid}, signal.SIGCONT)
+    deadline = time.monotonic() + grace
+    while True:
+        known |= set(descendants(pid, *known))
+        remaining = {p for p in known if alive(p)}
+        if not remaining:
+            return
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.02)
+    signal_pids(remaining, signal.SIGKILL)
