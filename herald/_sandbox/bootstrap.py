@@ -20,6 +20,7 @@ import sys
 import traceback
 from typing import Any, Dict, Optional, Set
 
+from . import frames
 from .procs import descendants, signal_pids
 from .protocol import FrameReader, ProtocolError, encode_frame
 
@@ -179,7 +180,7 @@ def _oneshot(message: Dict[str, Any], ctl_write: int) -> None:
     _kill_descendants()
     code = status & 0xFF if status >= 0 else 1
     try:  # the parent learns the status now, without waiting to reap us
-        os.write(ctl_write, encode_frame({"type": "exit", "exit_code": code}))
+        os.write(ctl_write, encode_frame({"type": frames.EXIT, "exit_code": code}))
     except OSError:
         pass
     os._exit(code)
@@ -203,7 +204,7 @@ def _kernel(message: Dict[str, Any], reader: FrameReader, ctl_write: int) -> Non
         _flush()
         os.write(1, sentinel)
         os.write(2, sentinel)
-        os.write(ctl_write, encode_frame({"type": "done", "exit_code": status}))
+        os.write(ctl_write, encode_frame({"type": frames.DONE, "exit_code": status}))
 
 
 def main() -> None:
@@ -222,7 +223,7 @@ def serve(ctl_read: int, ctl_write: int) -> None:
             pass
     import hermes_tools  # noqa: F401  (pre-import: the script's own import is then free)
 
-    os.write(ctl_write, encode_frame({"type": "ready", "pid": os.getpid()}))
+    os.write(ctl_write, encode_frame({"type": frames.READY, "pid": os.getpid()}))
     reader = FrameReader(_PipeReader(ctl_read))
     try:
         message = reader.read()

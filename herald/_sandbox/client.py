@@ -16,6 +16,7 @@ import socket
 import threading
 from typing import Any, Dict, Optional
 
+from . import frames
 from .protocol import FrameReader, ProtocolError, encode_frame
 
 
@@ -63,7 +64,7 @@ class RpcClient:
         # A forked child must not share its parent's connection: replies would be split.
         if self._sock is None or self._pid != os.getpid():
             sock = self._connect()
-            sock.sendall(encode_frame({"type": "auth", "token": self._token}))
+            sock.sendall(encode_frame({"type": frames.AUTH, "token": self._token}))
             self._sock = sock
             self._frames = FrameReader(sock)  # read only by the thread that holds the reader role
             self._pid = os.getpid()

@@ -45,6 +45,8 @@ import time
 import traceback
 from typing import Any, Deque, Dict, List, Optional, Set
 
+from . import frames
+
 # The /proc walk finds descendants that left the script's process group.
 from .environ import sandbox_environ
 from .procs import descendants, signal_pids
@@ -157,7 +159,7 @@ class Supervisor:
             os.close(to_child_r)
             os.close(from_child_w)
         assert self.child.stdout is not None and self.child.stderr is not None
-        self.outputs = {self.child.stdout.fileno(): "out", self.child.stderr.fileno(): "err"}
+        self.outputs = {self.child.stdout.fileno(): frames.OUT, self.child.stderr.fileno(): frames.ERR}
         self.ctl_in, self.ctl = from_child_r, _Sink(to_child_w)
         for fd in (*self.outputs, from_child_r, to_child_w):
             os.set_blocking(fd, False)
@@ -196,31 +198,31 @@ class Supervisor:
             conn = self.conns.get(message.pop("conn"))
             if conn is not None:
                 conn.out.push(encode_frame(message))
-        elif kind == "prepare" and self.child is None:
+        elif kind == frames.PREPARE and self.child is None:
             self.prepare(message)
-        elif kind == "start" and self.ctl is not None:
+        elif kind == frames.START and self.ctl is not None:
             start = {key: message.get(key) for key in ("mode", "cwd", "code", "sentinel", "line_buffered")}
             start.update(socket=self.socket_path, token=self.token)
             self.ctl.push(encode_frame(start))
-        elif kind == "code" and self.ctl is not None:
+        elif kind == frames.CODE and self.ctl is not None:
             self.ctl.push(encode_frame({"code": message.get("code", ""), "line_buffered": message.get("line_buffered")}))
-        elif kind == "kill":
+        elif kind == frames.KILL:
             self.terminate(float(message.get("grace", 0.0)))
-        elif kind == "close":
+        elif kind == frames.CLOSE:
             raise EOFError("Herald closed the run")
 
     def from_script(self, message: Dict[str, Any]) -> None:
         kind = message.get("type")
-        if kind == "ready":
-            self.send({"type": "ready"})
-        elif kind == "done":
-            self.send({"type": "done", "exit_code": message.get("exit_code", 1)})
+        if kind == frames.READY:
+            self.send({"type": frames.READY})
+        elif kind == frames.DONE:
+            self.send({"type": frames.DONE, "exit_code": message.get("exit_code", 1)})
 
     def from_conn(self, conn: _Conn, message: Dict[str, Any]) -> bool:
         """Relay one frame; False closes the connection (no valid token first)."""
         if not conn.authenticated:
             token = message.get("token")
-            if message.get("type") != "auth" or not isinstance(token, str):
+            if message.get("type") != frames.AUTH or not isinstance(token, str):
                 return False
             conn.authenticated = secrets.compare_digest(token, self.token)
             return conn.authenticated
@@ -348,7 +350,7 @@ class Supervisor:
         """The script interpreter is gone: reap it, report its status, hand over what is queued."""
         assert self.child is not None
         status = self.child.wait()
-        self.send({"type": "exit", "exit_code": status})
+        self.send({"type": frames.EXIT, "exit_code": status})
         self.drain_wire()
 
     def drain_wire(self, timeout: float = 30.0) -> None:
@@ -392,7 +394,7 @@ def main() -> None:
         supervisor.kill_everything()
     except BaseException:
         supervisor.kill_everything()
-        supervisor.send({"type": "failed", "error": traceback.format_exc()})
+        supervisor.send({"type": frames.FAILED, "error": traceback.format_exc()})
         supervisor.drain_wire(timeout=5.0)
     finally:
         supervisor.close()

@@ -33,6 +33,8 @@ import socket
 import sys
 from typing import Any, Dict, List
 
+from . import frames
+
 PREIMPORTS = (
     "json", "socket", "threading", "struct", "traceback", "linecache", "builtins", "typing", "re",
     "shlex", "time", "random", "subprocess", "pathlib", "collections", "itertools", "functools",
@@ -56,7 +58,7 @@ class Zygote:
         self.sock.send(json.dumps(message).encode("utf-8"))
 
     def serve(self) -> None:
-        self.send({"op": "ready"})
+        self.send({"op": frames.READY})
         while True:
             try:
                 readable, _, _ = select.select([self.sock.fileno(), self.wake_r], [], [])
@@ -88,12 +90,12 @@ class Zygote:
         try:
             message = json.loads(data.decode("utf-8"))
             op = message.get("op")
-            if op == "fork" and len(fds) == FDS_PER_FORK:
+            if op == frames.FORK and len(fds) == FDS_PER_FORK:
                 self.fork(str(message["sandbox_dir"]), list(fds))
-            elif op == "reap":
+            elif op == frames.REAP:
                 self.reap(int(message["pid"]))
             else:
-                self.send({"op": "error", "message": "bad request %r" % (op,)})
+                self.send({"op": frames.ERROR, "message": "bad request %r" % (op,)})
         finally:
             for fd in fds:
                 try:
@@ -106,12 +108,12 @@ class Zygote:
         try:
             pid = os.fork()
         except OSError as exc:
-            self.send({"op": "error", "message": "fork failed: %s" % exc})
+            self.send({"op": frames.ERROR, "message": "fork failed: %s" % exc})
             return
         if pid == 0:
             self.become_child(sandbox_dir, fds)  # never returns
         self.children[pid] = False
-        self.send({"op": "forked", "pid": pid})
+        self.send({"op": frames.FORKED, "pid": pid})
 
     def become_child(self, sandbox_dir: str, fds: "List[int]") -> None:
         try:
@@ -155,7 +157,7 @@ class Zygote:
                 continue
             status = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
             self.children[pid] = True
-            self.send({"op": "exit", "pid": pid, "status": status})
+            self.send({"op": frames.EXIT, "pid": pid, "status": status})
 
     def reap(self, pid: int) -> None:
         if pid not in self.children:

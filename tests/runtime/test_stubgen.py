@@ -89,6 +89,7 @@ def test_sandbox_layout(tmp_path: Path) -> None:
         "bootstrap.py",
         "client.py",
         "environ.py",
+        "frames.py",
         "helpers.py",
         "procs.py",
         "protocol.py",

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
+from ..._sandbox import frames
 from ..._sandbox.protocol import FrameReader, ProtocolError, encode_frame
 
 log = logging.getLogger(__name__)
@@ -189,7 +190,7 @@ class _Connection(Generic[S]):
 
     def _authenticate(self, message: dict[str, Any]) -> bool:
         token = message.get("token")
-        if message.get("type") != "auth" or not isinstance(token, str):
+        if message.get("type") != frames.AUTH or not isinstance(token, str):
             log.warning("closing RPC connection: first frame was not an auth frame")
             return False
         session = self.server._authenticate(token)

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..._sandbox import frames
 from ..._sandbox.procs import alive
 from .stubgen import RUNTIME_PACKAGE, write_runtime_package
 
@@ -89,9 +90,9 @@ class ForkServer:
                 continue
             with self._cond:
                 op = message.get("op")
-                if op == "exit":
+                if op == frames.EXIT:
                     self._statuses[int(message["pid"])] = int(message["status"])
-                elif op == "ready":
+                elif op == frames.READY:
                     self._ready = True
                 else:
                     self._replies.append(message)
@@ -112,7 +113,7 @@ class ForkServer:
                     raise ForkServerError(f"the fork server did not start within {READY_TIMEOUT:.0f} s")
                 if self.dead is not None:
                     raise ForkServerError(f"the fork server is gone ({self.dead})")
-            request = json.dumps({"op": "fork", "sandbox_dir": sandbox_dir}).encode()
+            request = json.dumps({"op": frames.FORK, "sandbox_dir": sandbox_dir}).encode()
             try:
                 self._sock.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
             except OSError as exc:
@@ -123,7 +124,7 @@ class ForkServer:
                 if not self._replies:
                     raise ForkServerError(f"the fork server is gone ({self.dead})")
                 reply = self._replies.pop(0)
-        if reply.get("op") != "forked":
+        if reply.get("op") != frames.FORKED:
             raise ForkServerError(str(reply.get("message", "the fork server refused")))
         return int(reply["pid"])
 
@@ -144,7 +145,7 @@ class ForkServer:
         with self._cond:
             self._statuses.pop(pid, None)
         try:
-            self._sock.send(json.dumps({"op": "reap", "pid": pid}).encode())
+            self._sock.send(json.dumps({"op": frames.REAP, "pid": pid}).encode())
         except OSError:
             pass
 

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..._sandbox import frames
 from ..._sandbox.procs import descendants, signal_pids
 from ..._sandbox.protocol import FrameBuffer, ProtocolError, encode_frame
 from ...capture import CappedCapture
@@ -198,7 +199,7 @@ class ChildProcess:
         except BlockingIOError:
             return []
         if not chunk:
-            return [{"type": "eof"}]
+            return [{"type": frames.EOF}]
         try:  # the script shares the control pipe's process: a bad frame from it is skipped
             return self._ctl_frames.feed(chunk, skip_bad=True)
         except ProtocolError:  # an impossible length: nothing more can be read from this pipe
@@ -213,9 +214,9 @@ class ChildProcess:
                 raise SandboxStartError(f"the sandbox interpreter did not start within {timeout:.0f} s")
             readable, _, _ = select.select([self._from_child], [], [], remaining)
             for message in self._read_control() if readable else []:
-                if message.get("type") == "ready":
+                if message.get("type") == frames.READY:
                     self.ready = True
-                elif message.get("type") == "eof":
+                elif message.get("type") == frames.EOF:
                     raise SandboxStartError(self._startup_failure())
 
     def _startup_failure(self) -> str:
@@ -286,11 +287,11 @@ class ChildProcess:
                     self._pump(streams[fd], poller)
                 elif fd == self._from_child:
                     for message in self._read_control():
-                        if message.get("type") == "done":
+                        if message.get("type") == frames.DONE:
                             done, done_status = True, int(message.get("exit_code", 1))
-                        elif message.get("type") == "exit":
+                        elif message.get("type") == frames.EXIT:
                             reported = int(message.get("exit_code", 1))
-                        elif message.get("type") == "eof":
+                        elif message.get("type") == frames.EOF:
                             poller.unregister(self._from_child)
                 elif fd == interrupt_fd:
                     drain_fd(interrupt_fd)
@@ -311,7 +312,7 @@ class ChildProcess:
             self._pump(stream, None, drain=True)
             stream.finish()
         for message in self._read_control():
-            if message.get("type") == "exit":
+            if message.get("type") == frames.EXIT:
                 reported = int(message.get("exit_code", 1))
         status = reported if reported is not None and killing is None else self._process.wait(None)
         if killing is not None:

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
+from ..._sandbox import frames
 from ..._sandbox.protocol import FrameBuffer, ProtocolError, encode_frame
 from ...backends.base import Channel
 from ...capture import CappedCapture
@@ -46,7 +47,7 @@ EXIT_EOF_WAIT_SECONDS = 1.0  # after the exit frame, how long the supervisor may
 OPEN_JOIN_SECONDS = 30.0  # closing a child whose channel is still opening waits this long for it
 FAILURE_TEXT_LIMIT = 4000
 
-GOODBYE = encode_frame({"type": "close"})
+GOODBYE = encode_frame({"type": frames.CLOSE})
 # A call from the backend names its connection there as well as its id: the reply carries both.
 CALL_KEYS = ("id", "conn")
 S = TypeVar("S")
@@ -143,11 +144,11 @@ class RemoteChild(Generic[S]):
             return []
         for message in messages:
             kind = message.get("type")
-            if kind == "ready":
+            if kind == frames.READY:
                 self.ready = True
-            elif kind == "exit":
+            elif kind == frames.EXIT:
                 self.exit_code = _int(message.get("exit_code"))
-            elif kind == "failed":
+            elif kind == frames.FAILED:
                 self.failure = str(message.get("error", ""))
         return messages
 
@@ -164,14 +165,14 @@ class RemoteChild(Generic[S]):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise SandboxStartError(f"the sandbox interpreter on {self._where} did not start within {timeout:.0f} s")
-            self._backlog.extend(m for m in self._read(min(remaining, 0.25)) if m.get("type") != "ready")
+            self._backlog.extend(m for m in self._read(min(remaining, 0.25)) if m.get("type") != frames.READY)
             if self._open_error:
                 raise SandboxStartError(self._open_error)
             if not self.ready and (self.gone or self.exit_code is not None or self.failure):
                 raise SandboxStartError(self._startup_failure())
 
     def _startup_failure(self) -> str:
-        said = "".join(m.get("data", "") for m in self._backlog if m.get("type") in ("out", "err"))
+        said = "".join(m.get("data", "") for m in self._backlog if m.get("type") in (frames.OUT, frames.ERR))
         said = said.encode("latin-1", "replace").decode("utf-8", "replace").strip()
         text = "\n".join(t for t in (said, self.failure) if t)
         status = self.exit_code if self.exit_code is not None else getattr(self._channel, "returncode", None)
@@ -185,9 +186,9 @@ class RemoteChild(Generic[S]):
             token = message.get("token")
             self._session = self._authenticate(token) if isinstance(token, str) else None
             keys = ("mode", "cwd", "code", "sentinel", "line_buffered")
-            frame = {"type": "start", **{k: message.get(k) for k in keys}}
+            frame = {"type": frames.START, **{k: message.get(k) for k in keys}}
         else:
-            frame = {"type": "code", "code": message.get("code", ""), "line_buffered": message.get("line_buffered")}
+            frame = {"type": frames.CODE, "code": message.get("code", ""), "line_buffered": message.get("line_buffered")}
         self._send(encode_frame(frame))
 
     def collect(
@@ -202,7 +203,7 @@ class RemoteChild(Generic[S]):
     ) -> Collected:
         """Read frames until the script exits (one-shot) or a kernel cell is done and both
         sentinels arrived; serve tool calls meanwhile. At the deadline or on interrupt, kill."""
-        streams = {"out": OutputStream(-1, stdout, sentinel), "err": OutputStream(-1, stderr, sentinel)}
+        streams = {frames.OUT: OutputStream(-1, stdout, sentinel), frames.ERR: OutputStream(-1, stderr, sentinel)}
         killing: Reason | None = None
         kill_deadline = 0.0
         done, done_status = False, None
@@ -210,11 +211,11 @@ class RemoteChild(Generic[S]):
         while True:
             for message in messages:
                 kind = message.get("type")
-                if kind in ("out", "err"):
+                if kind in (frames.OUT, frames.ERR):
                     streams[kind].feed(str(message.get("data", "")).encode("latin-1", "replace"))
                 elif kind is None and "tool" in message:
                     self._dispatch(message)
-                elif kind == "done":
+                elif kind == frames.DONE:
                     done, done_status = True, _int(message.get("exit_code"))
             if self.exit_code is not None or self.gone:
                 break
@@ -244,7 +245,7 @@ class RemoteChild(Generic[S]):
         return Collected("exited", self.exit_code)
 
     def _terminate(self, grace: float) -> float:
-        self._send(encode_frame({"type": "kill", "grace": grace}))
+        self._send(encode_frame({"type": frames.KILL, "grace": grace}))
         return time.monotonic() + grace + KILL_MARGIN_SECONDS
 
     def _dispatch(self, message: dict[str, Any]) -> None:
@@ -265,7 +266,7 @@ class RemoteChild(Generic[S]):
     def poll(self) -> int | None:
         """The script interpreter's exit status once it is gone (-1 if unknown), else None."""
         if self.exit_code is None and not self.gone and not self.closed and self._opened.is_set():
-            self._backlog.extend(m for m in self._read(0) if m.get("type") != "ready")
+            self._backlog.extend(m for m in self._read(0) if m.get("type") != frames.READY)
         if self.exit_code is not None:
             return self.exit_code
         return -1 if self.gone or self.closed else None

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from ..._sandbox import frames
 from ...backends.base import Backend, BackendError
 from ...backends.shell import shell_quote
 from ...config import Settings
@@ -149,7 +150,7 @@ class RemoteSandbox(Generic[S]):
         argv = [self._python, "-I", "-B", "-c", REMOTE_LOADER, remote_dir]
         # The supervisor applies environ.py's policy there; only the user's passthrough names travel.
         env = {"passthrough": list(self._settings.sandbox.env_passthrough)}
-        prepare = {"type": "prepare", "env": env, "loader": LOADER}
+        prepare = {"type": frames.PREPARE, "env": env, "loader": LOADER}
         return RemoteChild(
             lambda: self.backend.open_channel(argv, cwd=remote_dir),
             prepare,
