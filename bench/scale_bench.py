@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from herald import Runtime, Settings
+from herald._sandbox.procs import descendants
 from herald.backends.local import LocalBackend
 
 from .report import Metric
@@ -34,25 +35,6 @@ def _pss_kib(pid: int) -> int:
     except OSError:
         pass
     return 0
-
-
-def _tree(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    found, frontier = [root], [root]
-    while frontier:
-        frontier = [c for p in frontier for c in children.get(p, [])]
-        found += frontier
-    return found
 
 
 def _rss_mib() -> float:
@@ -88,7 +70,7 @@ def _many_runtimes(settings: Settings, work: Path) -> tuple[float, float]:
         thread.start()
     ready.wait(300)
     wall = time.perf_counter() - started
-    pss = sum(_pss_kib(pid) for pid in _tree(os.getpid())) / 1024
+    pss = sum(_pss_kib(pid) for pid in [os.getpid(), *descendants(os.getpid())]) / 1024
     done.wait(120)
     for thread in threads:
         thread.join(60)

@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..backends.base import Backend, BackendError
+from ..backends.base import Backend
 from ..cli.signals import stop_signals
 from ..config import ConfigError, Settings
 from .jsonevents import JsonEvents
@@ -96,37 +96,17 @@ def _kind(spec: str) -> str:
 
 def open_run_backend(spec: str, settings: Settings, cwd: str | None, *, from_session: bool = False) -> Backend:
     """The backend `spec` names, connected, with `cwd` checked where it matters: on this machine
-    for the local backend, on the host / in the container for the others (as `herald exec`)."""
-    from ..backends.factory import BackendSpecError, open_backend
+    for the local backend, on the host / in the container for the others."""
+    from ..cli.common import BackendUnavailable, UsageError, open_backend
 
     where = f"the session's working directory {cwd}" if from_session else f"--cwd {cwd}"
     fix = " (pass --cwd to continue the session elsewhere)" if from_session else ""
-    local = spec.strip().lower() in ("", "local")
-    if local:
-        if cwd is not None and not os.path.isdir(cwd):
-            raise CommandUsageError(f"{where}: no such directory{fix}")
-        cwd = os.path.abspath(cwd or os.getcwd())
     try:
-        backend = open_backend(spec, settings=settings, cwd=cwd)
-    except (BackendSpecError, ConfigError) as exc:
+        return open_backend(spec, settings, cwd, where=where, fix=fix, check_remote_cwd=True)
+    except UsageError as exc:
         raise CommandUsageError(str(exc)) from None
-    if local:
-        return backend
-    try:
-        connect = getattr(backend, "connect", None)  # remote backends: fail here, not mid-task
-        if callable(connect):
-            connect()
-        if cwd is not None:  # where the session's shell starts (a relative --cwd resolved there)
-            found = backend.stat(backend.cwd)
-            if found is None or not found.is_dir:
-                raise CommandUsageError(f"{where}: no such directory on the {backend.name} backend{fix}")
-    except BackendError as exc:
-        backend.close()
-        raise BackendUnavailableError(f"the {backend.name} backend is not usable: {exc}") from None
-    except BaseException:
-        backend.close()
-        raise
-    return backend
+    except BackendUnavailable as exc:
+        raise BackendUnavailableError(str(exc)) from None
 
 
 # -- herald run ---------------------------------------------------------------------------------

@@ -111,27 +111,41 @@ def ensure_data_dir(settings: Settings) -> None:
         ) from None
 
 
-def open_backend(spec: str, settings: Settings, cwd: str | None) -> Backend:
+def open_backend(
+    spec: str, settings: Settings, cwd: str | None, *, where: str | None = None, fix: str = "",
+    check_remote_cwd: bool = False,
+) -> Backend:
     """The backend `spec` names, connected. `cwd` is a directory here for the local backend
-    (default: the current one), or a directory on the remote host / in the container."""
+    (default: the current one), or a directory on the remote host / in the container; with
+    `check_remote_cwd` it must exist there too. `where` names the directory in errors (default
+    "--cwd DIR"), `fix` is appended to them."""
     from ..backends.factory import BackendSpecError
     from ..backends.factory import open_backend as open_named
 
-    if spec.strip().lower() in ("", "local"):
+    where = where or f"--cwd {cwd}"
+    local = spec.strip().lower() in ("", "local")
+    if local:
         if cwd is not None and not os.path.isdir(cwd):
-            raise UsageError(f"--cwd {cwd}: no such directory")
+            raise UsageError(f"{where}: no such directory{fix}")
         cwd = os.path.abspath(cwd or os.getcwd())
     try:
         backend = open_named(spec, settings=settings, cwd=cwd)
     except (BackendSpecError, ConfigError) as exc:
         raise UsageError(str(exc)) from None
-    connect = getattr(backend, "connect", None)  # remote backends: fail here, not in the script
-    if callable(connect):
-        try:
+    if local:
+        return backend
+    try:
+        connect = getattr(backend, "connect", None)  # remote backends: fail here, not in the script
+        if callable(connect):
             connect()
-        except BackendError as exc:
-            backend.close()
-            raise BackendUnavailable(f"the {backend.name} backend is not usable: {exc}") from None
+        if check_remote_cwd and cwd is not None:  # where the shell starts (a relative cwd resolved there)
+            found = backend.stat(backend.cwd)
+            if found is None or not found.is_dir:
+                backend.close()
+                raise UsageError(f"{where}: no such directory on the {backend.name} backend{fix}")
+    except BackendError as exc:
+        backend.close()
+        raise BackendUnavailable(f"the {backend.name} backend is not usable: {exc}") from None
     return backend
 
 

@@ -110,6 +110,9 @@ class KeyedLocks:
     def hold(self, resources: Iterable[Resource], cancel: threading.Event | None = None,
              poll: float = 0.1) -> Iterator[bool]:
         wanted = _merge(resources)
+        if not wanted:  # most calls touch nothing shared: no lock to take on the hot path
+            yield True
+            return
         with self._cond:
             while not all(self._free(r) for r in wanted):
                 if cancel is not None and cancel.is_set():
