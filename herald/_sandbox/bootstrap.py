@@ -42,8 +42,8 @@ class _PipeReader:
     def __init__(self, fd: int) -> None:
         self.fd = fd
 
-    def recv(self, size: int) -> bytes:
-        return os.read(self.fd, size)
+    def recv_into(self, buffer: bytearray) -> int:
+        return os.readv(self.fd, [buffer])
 
 
 def _flush() -> None:
@@ -152,7 +152,11 @@ def _configure(message: Dict[str, Any]) -> None:
     from . import client
 
     _set_line_buffering(bool(message.get("line_buffered")))
-    client.configure(client.unix_connector(message["socket"]), message["token"])
+    client.configure(
+        client.unix_connector(message["socket"]),
+        message["token"],
+        int(message.get("max_parallel") or client.DEFAULT_MAX_CONNECTIONS),
+    )
     cwd = message.get("cwd")
     if cwd:
         try:

@@ -1,11 +1,14 @@
-"""The sandbox child's side of the RPC: thread-safe calls matched to replies by id.
+"""The sandbox child's side of the RPC: thread-safe calls, one connection per calling thread.
 
 Part of the sandbox package (see __init__.py for its rules): stdlib only, Python >= 3.8.
 
-Concurrency policy (leader/follower): any number of threads may call at once. The first waiting
-thread becomes the reader and delivers every reply it reads to the thread that owns its id; when
-its own reply arrives it hands the reader role to another waiter. A lone caller therefore reads
-its own reply with no thread hand-off, which keeps a single call near one socket round trip.
+Concurrency policy: a call borrows an idle connection (the most recently used one), sends its
+frame and reads its own reply on it, then gives the connection back. Threads that call at once
+get connections of their own, opened on demand up to `max_connections`, the run's cap on
+concurrent calls (further callers wait for a free one). Why not one shared connection: a reply
+then has to be handed from whichever thread read it to the thread that owns it, and on this
+kind of machine every such cross-thread wake-up costs about as much as the socket round trip.
+With a connection per caller, a reply wakes exactly the thread that waits for it.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import itertools
 import os
 import socket
 import threading
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from . import frames
 from .protocol import FrameReader, ProtocolError, encode_frame
@@ -37,59 +40,57 @@ class ConnectionLost(ToolError):
 # there): tracebacks and reprs should say so, not name this private module.
 ToolError.__module__ = ConnectionLost.__module__ = "hermes_tools"
 
+DEFAULT_MAX_CONNECTIONS = 16
+CLOSED_BY_HERALD = "Herald closed the connection (the run ended or the token was rejected)"
 
-class _Slot:
-    __slots__ = ("done", "reply")
 
-    def __init__(self) -> None:
-        self.done = False
-        self.reply: Optional[Dict[str, Any]] = None
+class _Link:
+    """One authenticated connection, used by one thread at a time."""
+
+    __slots__ = ("frames", "sock")
+
+    def __init__(self, sock: Any) -> None:
+        self.sock = sock
+        self.frames = FrameReader(sock)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
 
 
 class RpcClient:
-    def __init__(self, connect: Any, token: str) -> None:
+    def __init__(self, connect: Any, token: str, max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
         self._connect = connect  # zero-argument callable returning a connected socket-like object
         self._token = token
-        self._sock: Any = None
-        self._frames: Any = None
-        self._pid = -1
+        self._max = max(1, max_connections)
         self._ids = itertools.count(1)
-        self._send_lock = threading.Lock()
         self._cond = threading.Condition(threading.Lock())
-        self._pending: Dict[int, _Slot] = {}
-        self._reading = False
+        self._idle: List[_Link] = []
+        self._open = 0
+        self._pid = os.getpid()
         self._broken: Optional[str] = None
 
-    def _ensure_connected(self) -> Any:
-        # A forked child must not share its parent's connection: replies would be split.
-        if self._sock is None or self._pid != os.getpid():
-            sock = self._connect()
-            sock.sendall(encode_frame({"type": frames.AUTH, "token": self._token}))
-            self._sock = sock
-            self._frames = FrameReader(sock)  # read only by the thread that holds the reader role
-            self._pid = os.getpid()
-            self._pending = {}
-            self._reading = False
-            self._broken = None
-        return self._sock
-
     def call(self, tool: str, args: Dict[str, Any]) -> Any:
-        slot = _Slot()
-        with self._cond:
-            sock = self._ensure_connected()
-            frames = self._frames
-            if self._broken:
-                raise ConnectionLost(self._broken, "ConnectionLost", tool)
-            call_id = next(self._ids)
-            self._pending[call_id] = slot
+        call_id = next(self._ids)
         frame = encode_frame({"id": call_id, "tool": tool, "args": args})
+        link = self._take(tool)
         try:
-            with self._send_lock:
-                sock.sendall(frame)
-        except OSError as exc:
-            self._fail("lost the connection to Herald while sending: %s" % exc)
-        self._wait(call_id, slot, frames)
-        reply = slot.reply or {}
+            link.sock.sendall(frame)
+            reply = link.frames.read()
+            if reply is not None and reply.get("id") != call_id:
+                raise ProtocolError("reply %r answers another call than %d" % (reply.get("id"), call_id))
+        except (OSError, ProtocolError) as exc:
+            raise self._lose(link, "lost the connection to Herald: %s" % exc, tool) from None
+        except BaseException:
+            # Interrupted mid-call (say, KeyboardInterrupt from a signal handler): the reply may
+            # still come, so this connection cannot serve another call. Others are unaffected.
+            self._discard(link, None)
+            raise
+        if reply is None:
+            raise self._lose(link, CLOSED_BY_HERALD, tool)
+        self._give(link)
         if "error" in reply:
             err = reply["error"] or {}
             error_type = str(err.get("type", "ToolError"))
@@ -99,49 +100,49 @@ class RpcClient:
             raise ToolError(message, error_type, tool)
         return reply.get("result")
 
-    def _wait(self, call_id: int, slot: _Slot, frames: FrameReader) -> None:
+    def _take(self, tool: str) -> _Link:
         with self._cond:
-            while not slot.done and self._reading:
-                self._cond.wait()
-            if slot.done:
-                return
-            self._reading = True
-        try:
+            if self._pid != os.getpid():
+                # A forked child must not share its parent's connections: replies would be split.
+                # Forget them without closing (closing is the parent's business).
+                self._idle, self._open, self._broken, self._pid = [], 0, None, os.getpid()
             while True:
-                try:
-                    message = frames.read()
-                except (OSError, ProtocolError) as exc:
-                    message = None
-                    reason = "lost the connection to Herald: %s" % exc
-                else:
-                    reason = "Herald closed the connection (the run ended or the token was rejected)"
-                if message is None:
-                    self._fail(reason)
-                    return
-                with self._cond:
-                    owner = self._pending.pop(message.get("id", 0), None)  # ids start at 1
-                    if owner is not None:
-                        owner.reply = message
-                        owner.done = True
-                    if slot.done:
-                        self._reading = False
-                    self._cond.notify_all()
-                    if slot.done:
-                        return
-        except BaseException:
-            with self._cond:
-                self._reading = False
-                self._cond.notify_all()
-            raise
+                if self._broken:
+                    raise ConnectionLost(self._broken, "ConnectionLost", tool)
+                if self._idle:
+                    return self._idle.pop()
+                if self._open < self._max:
+                    self._open += 1
+                    break
+                self._cond.wait()
+        try:
+            sock = self._connect()
+            sock.sendall(encode_frame({"type": frames.AUTH, "token": self._token}))
+        except OSError as exc:
+            self._discard(None, "could not connect to Herald: %s" % exc)
+            raise ConnectionLost("could not connect to Herald: %s" % exc, "ConnectionLost", tool) from None
+        return _Link(sock)
 
-    def _fail(self, reason: str) -> None:
+    def _give(self, link: _Link) -> None:
         with self._cond:
-            self._broken = reason
-            for pending in self._pending.values():
-                pending.reply = {"error": {"type": "ConnectionLost", "message": reason}}
-                pending.done = True
-            self._pending.clear()
-            self._reading = False
+            self._idle.append(link)
+            self._cond.notify()
+
+    def _lose(self, link: _Link, reason: str, tool: str) -> ConnectionLost:
+        """The parent hung up or the stream broke: this run's calls are over."""
+        self._discard(link, reason)
+        return ConnectionLost(reason, "ConnectionLost", tool)
+
+    def _discard(self, link: Optional[_Link], broken: Optional[str]) -> None:
+        if link is not None:
+            link.close()
+        with self._cond:
+            self._open -= 1
+            if broken:
+                self._broken = broken
+                for idle in self._idle:
+                    idle.close()
+                self._idle, self._open = [], self._open - len(self._idle)
             self._cond.notify_all()
 
 
@@ -158,10 +159,10 @@ def unix_connector(path: str, timeout: Optional[float] = None) -> Any:
 _default: Optional[RpcClient] = None
 
 
-def configure(connect: Any, token: str) -> None:
+def configure(connect: Any, token: str, max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
     """Point this process's tool calls at the parent (done by the sandbox bootstrap)."""
     global _default
-    _default = RpcClient(connect, token)
+    _default = RpcClient(connect, token, max_connections)
 
 
 def call(tool: str, args: Dict[str, Any]) -> Any:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 64 * 1024 * 1024
@@ -43,9 +43,20 @@ def encode_frame(message: object) -> bytes:
     return HEADER.pack(len(body)) + body
 
 
-def decode_body(body: bytes) -> Dict[str, Any]:
+def reply_frame(message: Dict[str, Any], reply: Dict[str, Any], echo: Iterable[str] = ("id",)) -> bytes:
+    """`reply` to `message` as a frame, with the `echo` keys (the call id, ...) copied from the
+    request; a result too large (or not JSON) becomes an error reply the caller can act on."""
+    ids = {key: message.get(key) for key in echo}
     try:
-        message = _decoder.decode(body.decode("utf-8"))
+        return encode_frame(dict(reply, **ids))
+    except (ProtocolError, TypeError, ValueError) as exc:
+        return encode_frame(dict(ids, error={"type": "ResultTooLarge", "message": str(exc)}))
+
+
+def decode_body(body: Any) -> Dict[str, Any]:
+    """One frame's body (bytes or a buffer such as a memoryview) as a message."""
+    try:
+        message = _decoder.decode(str(body, "utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ProtocolError("frame is not UTF-8 JSON: %s" % exc) from None
     if not isinstance(message, dict):
@@ -53,25 +64,40 @@ def decode_body(body: bytes) -> Dict[str, Any]:
     return message
 
 
+# Why a persistent buffer: `recv(n)` allocates n bytes per call, and for n above glibc's mmap
+# threshold (128 KiB) that is an mmap/munmap pair per frame — measured at ~15 µs a recv here,
+# a third of a raw round trip. recv_into a buffer made once costs nothing extra.
+RECV_BUFFER_BYTES = 1 << 16
+
+
 class FrameReader:
-    """Frames from a socket (or anything with `recv`), usually one `recv` per frame: it reads
-    what is there (up to 256 KiB) and keeps what belongs to the next frame. One reader per
-    socket at a time; None means the peer closed cleanly between frames."""
+    """Frames from a socket (or anything with `recv_into` or `recv`), usually one system call per
+    frame: it reads what is there and keeps what belongs to the next frame. One reader per socket
+    at a time; None means the peer closed cleanly between frames."""
 
     def __init__(self, sock: Any) -> None:
         self._sock = sock
         self._frames = FrameBuffer()
         self._ready: List[Dict[str, Any]] = []
+        self._into = getattr(sock, "recv_into", None)
+        self._buffer = bytearray(RECV_BUFFER_BYTES if self._into is not None else 0)
+        self._view = memoryview(self._buffer)
 
     def read(self) -> Optional[Dict[str, Any]]:
         while not self._ready:
-            chunk = self._sock.recv(1 << 18)
-            if not chunk:
+            if self._into is not None:
+                size = self._into(self._buffer)
+                chunk: Any = self._view[:size]
+            else:
+                chunk = self._sock.recv(RECV_BUFFER_BYTES)
+                size = len(chunk)
+            if not size:
                 if self._frames.pending:
                     raise ProtocolError("connection closed in the middle of a frame")
                 return None
             self._ready = self._frames.feed(chunk)
-            self._ready.reverse()  # pop() from the end gives them in order
+            if len(self._ready) > 1:
+                self._ready.reverse()  # pop() from the end gives them in order
         return self._ready.pop()
 
 
@@ -85,12 +111,16 @@ class FrameBuffer:
     def __init__(self) -> None:
         self._data = bytearray()
 
-    def feed(self, chunk: bytes, skip_bad: bool = False) -> List[Dict[str, Any]]:
-        """Messages completed by `chunk`. A frame whose body is not a JSON object raises
-        ProtocolError, or with `skip_bad` is dropped (for a stream that outlives a bad frame);
-        a length over the limit always raises. Either way the bad frame is consumed."""
-        data = self._data
-        data += chunk
+    def feed(self, chunk: Any, skip_bad: bool = False) -> List[Dict[str, Any]]:
+        """Messages completed by `chunk` (bytes or a buffer, which is not kept). A frame whose
+        body is not a JSON object raises ProtocolError, or with `skip_bad` is dropped (for a
+        stream that outlives a bad frame); a length over the limit always raises. Either way the
+        bad frame is consumed."""
+        if self._data:
+            self._data += chunk
+            data: Any = self._data
+        else:
+            data = chunk  # the usual case, whole frames: parse in place, copy nothing
         messages = []
         start = 0
         try:
@@ -101,7 +131,7 @@ class FrameBuffer:
                 end = start + HEADER.size + size
                 if len(data) < end:
                     break
-                body = bytes(data[start + HEADER.size : end])
+                body = data[start + HEADER.size : end]
                 start = end
                 try:
                     messages.append(decode_body(body))
@@ -109,8 +139,10 @@ class FrameBuffer:
                     if not skip_bad:
                         raise
         finally:
-            if start:
+            if data is self._data:
                 del data[:start]
+            elif start < len(data):
+                self._data = bytearray(data[start:])
         return messages
 
     @property

@@ -201,7 +201,7 @@ class Supervisor:
         elif kind == frames.PREPARE and self.child is None:
             self.prepare(message)
         elif kind == frames.START and self.ctl is not None:
-            start = {key: message.get(key) for key in ("mode", "cwd", "code", "sentinel", "line_buffered")}
+            start = {key: message.get(key) for key in ("mode", "cwd", "code", "sentinel", "line_buffered", "max_parallel")}
             start.update(socket=self.socket_path, token=self.token)
             self.ctl.push(encode_frame(start))
         elif kind == frames.CODE and self.ctl is not None:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import logging
 import threading
 import time
@@ -41,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._sandbox.protocol import HEADER, reply_frame
 from ..backends.base import BackendError
 from ..backends.shell import CANCEL_POLL_SECONDS, cancellable
 from ..config import Settings
@@ -201,8 +201,9 @@ class Dispatcher:
             f"{message} Available in this script: {self._available()}.",
         )
 
-    def handle(self, scope: CallScope, message: dict[str, Any]) -> dict[str, Any]:
-        """Serve one RPC request from a script; always returns a reply dict."""
+    def serve(self, scope: CallScope, message: dict[str, Any], echo: tuple[str, ...] = ("id",)) -> bytes:
+        """Serve one RPC request from a script: its reply frame, `echo` keys copied from the
+        request. Never raises. The transcript records the size of the frame as sent."""
         name = message.get("tool")
         args = message.get("args")
         tool = self._allowed.get(name) if isinstance(name, str) else None
@@ -218,13 +219,14 @@ class Dispatcher:
             )
         else:
             reply = self._with_backend_note(self._run(tool, args, scope, scope.cancel))
-        self._log(scope.run_id, "sandbox_tool_call", name, args, reply, time.perf_counter() - started)
+        frame = reply_frame(message, reply, echo)
+        self._log(scope.run_id, "sandbox_tool_call", name, args, reply, len(frame) - HEADER.size, time.perf_counter() - started)
         if self.on_script_call is not None:
             try:
                 self.on_script_call(str(name), "error" not in reply)
             except Exception:  # a display problem must not fail the script's call
                 log.exception("on_script_call hook failed")
-        return reply
+        return frame
 
     def call_direct(
         self, name: str, args: Any, *, call_id: str = "direct", cancel: threading.Event | None = None
@@ -244,7 +246,9 @@ class Dispatcher:
             reply = _error("UnknownTool", f"{message} Enabled tools: {known}.")
         else:
             reply = self._with_backend_note(self._run(tool, args, None, cancel))
-        self._log(call_id, "tool_call", name, args, reply, time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        if self.transcript is not None:
+            self._log(call_id, "tool_call", name, args, reply, len(reply_frame({}, reply, ())) - HEADER.size, seconds)
         return reply
 
     def resources(self, name: str, args: Any) -> list[Resource]:
@@ -301,15 +305,19 @@ class Dispatcher:
             reply["error"]["message"] += f" Note: {note}"
         return reply
 
-    def _log(self, run_id: str, kind: str, name: Any, args: Any, reply: dict[str, Any], seconds: float) -> None:
+    def _log(
+        self, run_id: str, kind: str, name: Any, args: Any, reply: dict[str, Any], size: int, seconds: float
+    ) -> None:
         if self.transcript is None:
             return
         try:
-            self._write_log(run_id, kind, name, args, reply, seconds)
+            self._write_log(run_id, kind, name, args, reply, size, seconds)
         except Exception:  # the call already ran: a logging failure must not turn it into an error
             log.exception("could not write the transcript record of a %s call", name)
 
-    def _write_log(self, run_id: str, kind: str, name: Any, args: Any, reply: dict[str, Any], seconds: float) -> None:
+    def _write_log(
+        self, run_id: str, kind: str, name: Any, args: Any, reply: dict[str, Any], size: int, seconds: float
+    ) -> None:
         assert self.transcript is not None
         record: dict[str, Any] = {
             "type": kind,
@@ -320,11 +328,7 @@ class Dispatcher:
         }
         if "error" in reply:
             record["error"] = reply["error"]
-        else:
-            result = reply.get("result")
-            record["result_chars"] = len(result) if isinstance(result, str) else len(
-                json.dumps(result, ensure_ascii=False, default=repr)
-            )
+        record["reply_bytes"] = size  # the reply as encoded for the wire (UTF-8 JSON)
         self.transcript.write(record)
 
 

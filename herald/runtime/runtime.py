@@ -118,10 +118,11 @@ class Runtime:
             self._sandbox_dir = tempfile.mkdtemp(prefix="herald-sandbox-")
             undo.callback(shutil.rmtree, self._sandbox_dir, ignore_errors=True)
             write_sandbox(Path(self._sandbox_dir), self.dispatcher.script_tools, self._elsewhere())
+            self._max_parallel = max(1, self.settings.sandbox.max_parallel_calls)
             self._server: RpcServer[_Binding] = RpcServer(
                 self._authenticate,
-                lambda binding, message: self.dispatcher.handle(binding.scope, message),
-                max_concurrency=self.settings.sandbox.max_parallel_calls,
+                lambda binding, message, echo: self.dispatcher.serve(binding.scope, message, echo),
+                max_concurrency=self._max_parallel,
             )
             undo.callback(self._server.close)
             self._remote: RemoteSandbox[_Binding] | None = None
@@ -131,7 +132,7 @@ class Runtime:
                     self.settings,
                     Path(self._sandbox_dir),
                     self._authenticate,
-                    lambda binding, message: self.dispatcher.handle(binding.scope, message),
+                    lambda binding, message, echo: self.dispatcher.serve(binding.scope, message, echo),
                 )
                 undo.callback(self._remote.close)
             self._child_env = sandbox_environ(os.environ, self.settings.sandbox.env_passthrough)
@@ -295,7 +296,7 @@ class Runtime:
         try:
             child.send(
                 {"mode": "oneshot", "socket": self._server.path, "token": token, "cwd": self._script_cwd(),
-                 "code": code, "line_buffered": on_output is not None}
+                 "code": code, "line_buffered": on_output is not None, "max_parallel": self._max_parallel}
             )
             collected = child.collect(
                 stdout,
@@ -359,6 +360,7 @@ class Runtime:
                 "token": token,
                 "cwd": self._script_cwd(),
                 "sentinel": sentinel,
+                "max_parallel": self._max_parallel,
             }
         )
         kernel = _Kernel(child, token, binding, sentinel.encode("ascii"))

@@ -33,7 +33,7 @@ def test_direct_calls_have_no_script_budget_and_are_logged(make_runtime: Callabl
     rt.transcript.flush()
     records = [r for r in read_transcript(rt.transcript.path) if r["type"] == "tool_call"]
     assert [(r["run"], r["tool"]) for r in records] == [("c0", "terminal"), ("c1", "terminal"), ("c2", "terminal")]
-    assert all("duration_ms" in r and r["result_chars"] > 0 for r in records)
+    assert all("duration_ms" in r and r["reply_bytes"] > 0 for r in records)
 
 
 def test_disabled_tools_are_refused_directly(make_runtime: Callable[..., Runtime]) -> None:

@@ -24,6 +24,7 @@ from herald._sandbox.protocol import (
     ProtocolError,
     decode_body,
     encode_frame,
+    reply_frame,
 )
 from herald.runtime.rpc.server import RpcServer
 
@@ -178,12 +179,15 @@ class Echo:
             with self.lock:
                 self.active -= 1
 
+    def serve(self, session: str, message: dict[str, Any], echo: tuple[str, ...]) -> bytes:
+        return reply_frame(message, self.handle(session, message), echo)
+
 
 @pytest.fixture
 def echo_server() -> Iterator[tuple[RpcServer[str], Echo]]:
     echo = Echo()
     tokens = {"good-token": "session-A"}
-    server: RpcServer[str] = RpcServer(tokens.get, echo.handle, max_concurrency=16)
+    server: RpcServer[str] = RpcServer(tokens.get, echo.serve, max_concurrency=16)
     yield server, echo
     server.close()
 
@@ -232,12 +236,13 @@ def test_concurrent_client_threads_get_matching_replies(
     assert len(replies) == 80
     assert all(reply == {"session": "session-A", "n": n} for n, reply in replies.items())
     assert echo.peak == 16, f"the server ran at most {echo.peak} calls at once"
-    assert server.connection_count() == 1
+    # Threads calling at once use connections of their own, never more than the cap.
+    assert 1 <= server.connection_count() <= 16
 
 
 def test_server_concurrency_is_bounded(echo_server: tuple[RpcServer[str], Echo]) -> None:
     echo = Echo()
-    server: RpcServer[str] = RpcServer(lambda t: "s", echo.handle, max_concurrency=3)
+    server: RpcServer[str] = RpcServer(lambda t: "s", echo.serve, max_concurrency=3)
     try:
         client = RpcClient(unix_connector(server.path, timeout=10), "any")
         threads = [
@@ -250,6 +255,76 @@ def test_server_concurrency_is_bounded(echo_server: tuple[RpcServer[str], Echo])
         assert echo.peak <= 3
     finally:
         server.close()
+
+
+def test_the_cap_holds_for_a_run_across_its_processes_and_clients() -> None:
+    """Two clients of the same session (say, a script and a process it forked) share its cap."""
+    echo = Echo()
+    server: RpcServer[str] = RpcServer(lambda t: "s", echo.serve, max_concurrency=3)
+    try:
+        clients = [RpcClient(unix_connector(server.path, timeout=10), "any") for _ in range(2)]
+        threads = [
+            threading.Thread(target=clients[i % 2].call, args=("echo", {"delay": 0.05})) for i in range(12)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert 1 <= echo.peak <= 3
+        assert server.connection_count() >= 2
+    finally:
+        server.close()
+
+
+def test_a_run_cannot_open_connections_without_limit() -> None:
+    server: RpcServer[str] = RpcServer(
+        lambda t: "s", lambda s, m, echo: reply_frame(m, {"result": "ok"}, echo), max_connections=3
+    )
+    try:
+        clients = [RpcClient(unix_connector(server.path, timeout=10), "any") for _ in range(4)]
+        for client in clients[:3]:
+            assert client.call("echo", {}) == "ok"
+        with pytest.raises(ConnectionLost):
+            clients[3].call("echo", {})
+        assert clients[0].call("echo", {}) == "ok"  # the admitted ones keep working
+    finally:
+        server.close()
+
+
+def test_an_interrupted_call_leaves_the_client_usable(echo_server: tuple[RpcServer[str], Echo]) -> None:
+    """KeyboardInterrupt in the middle of a call (a script's signal handler) drops that one
+    connection; the next call gets a fresh one and its own reply, not the stale one."""
+    server, _ = echo_server
+
+    class Interrupting:
+        def __init__(self, sock: socket.socket) -> None:
+            self.sock, self.armed = sock, True
+
+        def sendall(self, data: bytes) -> None:
+            self.sock.sendall(data)
+
+        def recv_into(self, buffer: bytearray) -> int:
+            if self.armed:
+                self.armed = False
+                raise KeyboardInterrupt
+            return self.sock.recv_into(buffer)
+
+        def close(self) -> None:
+            self.sock.close()
+
+    opened: list[Interrupting] = []
+
+    def connect() -> Interrupting:
+        link = Interrupting(unix_connector(server.path, timeout=10)())
+        link.armed = not opened  # only the first connection is interrupted
+        opened.append(link)
+        return link
+
+    client = RpcClient(connect, "good-token")
+    with pytest.raises(KeyboardInterrupt):
+        client.call("echo", {"n": 1, "delay": 0.05})
+    assert client.call("echo", {"n": 2}) == {"session": "session-A", "n": 2}
+    assert len(opened) == 2
 
 
 def test_client_with_a_rejected_token_gets_connection_lost(
@@ -274,7 +349,7 @@ def test_close_sessions_disconnects_its_clients(echo_server: tuple[RpcServer[str
 
 
 def test_server_close_removes_its_directory() -> None:
-    server: RpcServer[str] = RpcServer(lambda t: "s", lambda s, m: {"result": None})
+    server: RpcServer[str] = RpcServer(lambda t: "s", lambda s, m, echo: reply_frame(m, {"result": None}, echo))
     directory = server.directory
     assert os.path.exists(server.path)
     server.close()
@@ -392,7 +467,7 @@ def test_malformed_frame_after_auth_is_dropped(make_runtime: Any) -> None:
                 "from _hermes_runtime import client",
                 "from hermes_tools import terminal, ToolError",
                 "terminal('true')",
-                "client._default._sock.sendall(b'\\xff\\xff\\xff\\xff garbage')",
+                "client._default._idle[-1].sock.sendall(b'\\xff\\xff\\xff\\xff garbage')",
                 "try:",
                 "    terminal('echo after garbage')",
                 "except ToolError as exc:",
@@ -413,7 +488,7 @@ def test_malformed_frame_after_auth_is_dropped(make_runtime: Any) -> None:
 
 def test_silent_peer_is_dropped_after_the_auth_timeout() -> None:
     server: RpcServer[str] = RpcServer(
-        lambda t: "s", lambda s, m: {"result": None}, auth_timeout=0.3
+        lambda t: "s", lambda s, m, echo: reply_frame(m, {"result": None}, echo), auth_timeout=0.3
     )
     try:
         with raw_connect(server.path) as silent, raw_connect(server.path) as slow:

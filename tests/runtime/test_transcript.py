@@ -45,7 +45,7 @@ def test_inner_calls_are_logged(make_runtime: Any, workspace: Path, tmp_path: Pa
         assert call["run"] == calls[0]["run"]
         assert "ts" in call
     assert calls[0]["args"] == {"path": "a.txt", "offset": 1, "limit": 500}
-    assert "error" not in calls[0] and calls[0]["result_chars"] > 0
+    assert "error" not in calls[0] and calls[0]["reply_bytes"] > 0
     preview = calls[1]["args"]["content"]
     assert preview.startswith("zzz") and len(preview) < 300 and "5,000 chars" in preview
     assert "missing.txt" in calls[2]["error"]["message"]

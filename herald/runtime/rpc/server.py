@@ -1,12 +1,13 @@
 """The parent's RPC endpoint: a Unix socket in a private directory, one-time tokens, concurrent calls.
 
-Serving policy: each connection is served by a small set of threads in leader/follower style. One
-thread at a time reads a frame; before it starts on the call it makes sure another thread is ready
-to read the next frame, so calls from several script threads run concurrently (up to
-`max_concurrency` per connection) while a lone call is handled by the thread that read it, with no
-hand-off. Anything malformed closes that one connection (the server keeps running), as does sending
-no auth frame within `auth_timeout` seconds of connecting. `serve_call` is how a call becomes a
-reply frame, here and for in-backend runs alike.
+Serving policy: one thread per connection reads a call, runs it and writes the reply, so a call
+costs two wake-ups (the call's arrival, the reply's) and no hand-off between threads. A script's
+threads that call at once use connections of their own (see _sandbox/client.py); the run's cap
+on concurrent calls (`max_concurrency`) is a semaphore shared by every connection of the same
+session, and a session may hold at most `max_connections` connections (a script that opens more,
+by hand or by forking, has the extra ones closed). Anything malformed closes that one connection
+(the server keeps running), as does sending no auth frame within `auth_timeout` seconds of
+connecting. `serve_call` is how a call becomes a reply frame, here and for in-backend runs alike.
 """
 
 from __future__ import annotations
@@ -17,36 +18,37 @@ import shutil
 import socket
 import tempfile
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from ..._sandbox import frames
-from ..._sandbox.protocol import FrameReader, ProtocolError, encode_frame
+from ..._sandbox.protocol import FrameReader, ProtocolError, reply_frame
 
 log = logging.getLogger(__name__)
 
 S = TypeVar("S")
-Handler = Callable[[S, dict[str, Any]], dict[str, Any]]
+# A handler serves one call: (session, request, keys to echo) -> the encoded reply frame. It
+# encodes the reply itself so that what it records (the reply's size) is what was sent.
+Handler = Callable[[S, dict[str, Any], tuple[str, ...]], bytes]
 
 
-def serve_call(handle: Handler[S], session: S, message: dict[str, Any], *, echo: Iterable[str] = ("id",)) -> bytes:
-    """Run one call and encode its reply, copying the `echo` keys (the call id, ...) from the
-    request. Never raises: a handler bug or an unencodable result becomes an error reply."""
+def serve_call(handle: Handler[S], session: S, message: dict[str, Any], *, echo: tuple[str, ...] = ("id",)) -> bytes:
+    """Run one call and return its reply frame. Never raises: a handler bug becomes an error reply."""
     try:
-        reply = handle(session, message)
-    except Exception as exc:  # the handler promises data, but never let a bug kill the link
+        return handle(session, message, echo)
+    except Exception as exc:  # the handler promises a frame, but never let a bug kill the link
         log.exception("RPC handler failed")
-        reply = {"error": {"type": "InternalError", "message": f"Herald failed to run the call: {exc}"}}
-    return reply_frame(message, reply, echo=echo)
+        failed = {"error": {"type": "InternalError", "message": f"Herald failed to run the call: {exc}"}}
+        return reply_frame(message, failed, echo=echo)
 
 
-def reply_frame(message: dict[str, Any], reply: dict[str, Any], *, echo: Iterable[str] = ("id",)) -> bytes:
-    """`reply` to `message` as a frame; a result too large (or not JSON) becomes an error reply."""
-    ids = {key: message.get(key) for key in echo}
-    try:
-        return encode_frame({**reply, **ids})
-    except (ProtocolError, TypeError, ValueError) as exc:
-        return encode_frame({**ids, "error": {"type": "ResultTooLarge", "message": str(exc)}})
+class _RunLimit:
+    """What the connections of one session share: its cap on calls at once, its connection count."""
+
+    def __init__(self, session: object, max_concurrency: int) -> None:
+        self.session = session  # held so its id() is not reused while the entry lives
+        self.calls = threading.BoundedSemaphore(max_concurrency)
+        self.connections = 0
 
 
 class RpcServer(Generic[S]):
@@ -58,12 +60,14 @@ class RpcServer(Generic[S]):
         handle: Handler[S],
         *,
         max_concurrency: int = 16,
+        max_connections: int = 64,
         auth_timeout: float = 10.0,
     ) -> None:
         self._authenticate = authenticate
         self._auth_timeout = auth_timeout
         self._handle = handle
         self._max_concurrency = max(1, max_concurrency)
+        self._max_connections = max(1, max_connections)
         self.directory = tempfile.mkdtemp(prefix="herald-rpc-")
         os.chmod(self.directory, 0o700)
         self.path = os.path.join(self.directory, "rpc.sock")
@@ -74,6 +78,7 @@ class RpcServer(Generic[S]):
         self._closed = False
         self._lock = threading.Lock()
         self._connections: set[_Connection[S]] = set()
+        self._runs: dict[int, _RunLimit] = {}
         self._acceptor = threading.Thread(target=self._accept_loop, name="herald-rpc-accept", daemon=True)
         self._acceptor.start()
 
@@ -91,9 +96,26 @@ class RpcServer(Generic[S]):
                 self._connections.add(conn)
             conn.start()
 
+    def _admit(self, session: S) -> _RunLimit | None:
+        """Count a new connection of `session`; None if it already holds its maximum."""
+        with self._lock:
+            limit = self._runs.get(id(session))
+            if limit is None:
+                limit = self._runs[id(session)] = _RunLimit(session, self._max_concurrency)
+            if limit.connections >= self._max_connections:
+                return None
+            limit.connections += 1
+            return limit
+
     def _forget(self, conn: _Connection[S]) -> None:
         with self._lock:
             self._connections.discard(conn)
+            limit = conn.limit
+            if limit is not None:
+                conn.limit = None
+                limit.connections -= 1
+                if limit.connections == 0:
+                    del self._runs[id(limit.session)]
 
     def close_sessions(self, session: S) -> None:
         """Close every connection bound to `session` (its run is over)."""
@@ -134,50 +156,35 @@ class _Connection(Generic[S]):
         self.server = server
         self.sock = sock
         self.session: S | None = None
-        self._read_lock = threading.Lock()  # the one thread reading frames holds it
+        self.limit: _RunLimit | None = None
         self._frames = FrameReader(sock)
-        self._send_lock = threading.Lock()
         self._state_lock = threading.Lock()
-        self._threads = 0
-        self._waiting = 0
         self._closed = False
 
     def start(self) -> None:
         # A peer that never authenticates must not hold a thread and a descriptor forever.
         self.sock.settimeout(self.server._auth_timeout)
-        self._spawn()
+        threading.Thread(target=self._serve_forever, name="herald-rpc-conn", daemon=True).start()
 
-    def _spawn(self) -> None:
-        # Called with _state_lock held or before any thread exists.
-        self._threads += 1
-        threading.Thread(target=self._worker, name="herald-rpc-conn", daemon=True).start()
-
-    def _worker(self) -> None:
+    def _serve_forever(self) -> None:
         try:
+            message = self._read()
+            if message is None or not self._authenticate(message):
+                return
+            assert self.session is not None and self.limit is not None
+            handle, session, calls = self.server._handle, self.session, self.limit.calls
             while True:
-                with self._state_lock:
-                    self._waiting += 1
-                with self._read_lock:
-                    with self._state_lock:
-                        self._waiting -= 1
-                    if self._closed:
-                        return
-                    message = self._read()
-                    if message is None:
-                        self.close()
-                        return
-                    if self.session is None:
-                        if not self._authenticate(message):
-                            self.close()
-                            return
-                        continue
-                    with self._state_lock:
-                        if self._waiting == 0 and self._threads < self.server._max_concurrency:
-                            self._spawn()
-                self._serve(message)
+                message = self._read()
+                if message is None:
+                    return
+                with calls:
+                    frame = serve_call(handle, session, message)
+                self.sock.sendall(frame)
+        except OSError:
+            return
         finally:
-            with self._state_lock:
-                self._threads -= 1
+            self.close()
+            self.server._forget(self)  # again: a close() from elsewhere may have come before _admit
 
     def _read(self) -> dict[str, Any] | None:
         try:
@@ -197,18 +204,13 @@ class _Connection(Generic[S]):
         if session is None:
             log.warning("closing RPC connection: unknown or expired token")
             return False
+        limit = self.server._admit(session)
+        if limit is None:
+            log.warning("closing RPC connection: its run already holds %d connections", self.server._max_connections)
+            return False
         self.sock.settimeout(None)
-        self.session = session
+        self.session, self.limit = session, limit
         return True
-
-    def _serve(self, message: dict[str, Any]) -> None:
-        assert self.session is not None
-        frame = serve_call(self.server._handle, self.session, message)
-        try:
-            with self._send_lock:
-                self.sock.sendall(frame)
-        except OSError:
-            self.close()
 
     def close(self) -> None:
         with self._state_lock:

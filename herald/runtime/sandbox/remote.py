@@ -35,10 +35,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
 from ..._sandbox import frames
-from ..._sandbox.protocol import FrameBuffer, ProtocolError, encode_frame
+from ..._sandbox.protocol import FrameBuffer, ProtocolError, encode_frame, reply_frame
 from ...backends.base import Channel
 from ...capture import CappedCapture
-from ..rpc.server import reply_frame, serve_call
+from ..rpc.server import Handler, serve_call
 from .process import Collected, OutputStream, Reason, SandboxStartError, drain_fd
 
 POLL_SECONDS = 0.05  # how long the collect loop waits on a quiet stream before checking interrupts
@@ -63,7 +63,7 @@ class RemoteChild(Generic[S]):
         open_channel: Callable[[], Channel],
         prepare: dict[str, Any],
         authenticate: Callable[[str], S | None],
-        handle: Callable[[S, dict[str, Any]], dict[str, Any]],
+        handle: Handler[S],
         pool: ThreadPoolExecutor,
         *,
         where: str,
@@ -185,7 +185,7 @@ class RemoteChild(Generic[S]):
         if "mode" in message:
             token = message.get("token")
             self._session = self._authenticate(token) if isinstance(token, str) else None
-            keys = ("mode", "cwd", "code", "sentinel", "line_buffered")
+            keys = ("mode", "cwd", "code", "sentinel", "line_buffered", "max_parallel")
             frame = {"type": frames.START, **{k: message.get(k) for k in keys}}
         else:
             frame = {"type": frames.CODE, "code": message.get("code", ""), "line_buffered": message.get("line_buffered")}

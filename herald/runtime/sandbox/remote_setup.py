@@ -15,12 +15,13 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from ..._sandbox import frames
 from ...backends.base import Backend, BackendError
 from ...backends.shell import shell_quote
 from ...config import Settings
+from ..rpc.server import Handler
 from .process import LOADER, SandboxStartError
 from .remote import RemoteChild
 from .stubgen import RUNTIME_PACKAGE
@@ -51,7 +52,7 @@ class RemoteSandbox(Generic[S]):
         settings: Settings,
         local_dir: Path,
         authenticate: Callable[[str], S | None],
-        handle: Callable[[S, dict[str, Any]], dict[str, Any]],
+        handle: Handler[S],
     ) -> None:
         self.backend = backend
         self._settings = settings
