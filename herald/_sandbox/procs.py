@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import Dict, Iterable, List, Optional
+from typing import Callable, Dict, Iterable, List, Optional
 
 
 def stat_fields(pid: int) -> Optional[List[bytes]]:
@@ -103,3 +103,53 @@ def terminate_tree(pid: int, *, grace: float, include_root: bool = True) -> None
             break
         time.sleep(0.02)
     signal_pids(remaining, signal.SIGKILL)
+
+
+class KillClock:
+    """The one stop sequence for a running script, wherever its loop runs (Herald's host child,
+    Herald's side of an in-backend run, the supervisor inside the backend): at the deadline, or
+    at once on `stop()`, run `terminate` (SIGTERM the tree, or ask the far side to); `grace`
+    seconds later run `kill` (SIGKILL, or cut the link). The owner's loop calls `tick()` whenever
+    it wakes and sleeps at most `wait()` seconds, so no step is late by more than one poll.
+    """
+
+    def __init__(
+        self,
+        deadline: Optional[float],
+        grace: float,
+        terminate: Callable[[], None],
+        kill: Callable[[], None],
+    ) -> None:
+        self.deadline = deadline  # time.monotonic() at which the script is stopped; None: never
+        self.grace = max(0.0, grace)
+        self.reason: Optional[str] = None  # "timeout" or the reason given to stop(), once stopping
+        self.killed = False
+        self._terminate = terminate
+        self._kill = kill
+        self._kill_at: Optional[float] = None
+
+    def stop(self, reason: str, now: Optional[float] = None) -> None:
+        """Start the sequence now (an interrupt); a sequence under way is left as it is."""
+        if self.reason is not None:
+            return
+        now = time.monotonic() if now is None else now
+        self.reason = reason
+        self._kill_at = now + self.grace
+        self._terminate()
+
+    def tick(self, now: Optional[float] = None) -> bool:
+        """Run the steps that are due; True once the kill step has run."""
+        now = time.monotonic() if now is None else now
+        if self.reason is None and self.deadline is not None and now >= self.deadline:
+            self.stop("timeout", now)
+        if self._kill_at is not None and now >= self._kill_at:
+            self._kill_at = None
+            self.killed = True
+            self._kill()
+        return self.killed
+
+    def wait(self, now: Optional[float] = None) -> Optional[float]:
+        """Seconds until the next step is due (0 if overdue); None if none is scheduled."""
+        now = time.monotonic() if now is None else now
+        due = self._kill_at if self.reason is not None else self.deadline
+        return None if due is None else max(0.0, due - now)

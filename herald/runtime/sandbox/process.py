@@ -15,10 +15,10 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from ..._sandbox import frames
-from ..._sandbox.procs import descendants, signal_pids
+from ..._sandbox.procs import KillClock, descendants, signal_pids
 from ..._sandbox.protocol import FrameBuffer, ProtocolError, encode_frame
 from ...capture import CappedCapture
 from .forkserver import ForkServer, ForkServerError
@@ -266,21 +266,24 @@ class ChildProcess:
             poller.register(fd, select.POLLIN)
         if self._pidfd is not None:
             poller.register(self._pidfd, select.POLLIN)
-        killing: Reason | None = None
         known: set[int] = set()
-        kill_deadline = 0.0
+
+        def terminate() -> None:
+            known.update(self._terminate())
+
+        def kill() -> None:
+            signal_pids(known | set(descendants(self.pid)) | {self.pid}, signal.SIGKILL)
+
+        clock = KillClock(deadline, kill_grace, terminate, kill)
         done_status: int | None = None
         reported: int | None = None  # the exit status the child sent just before exiting
         done = False
         while True:
             now = time.monotonic()
-            if killing is None and now >= deadline:
-                killing, known, kill_deadline = "timeout", self._terminate(), now + kill_grace
-            elif killing is not None and kill_deadline and now >= kill_deadline:
-                signal_pids(known | set(descendants(self.pid)) | {self.pid}, signal.SIGKILL)
-                kill_deadline = 0.0
-            wake = deadline if killing is None else (kill_deadline or now + EXIT_SETTLE_SECONDS)
-            timeout_ms = max(0, min(wake - now, 0.25 if self._pidfd is None else 3600.0)) * 1000
+            clock.tick(now)
+            wake = clock.wait(now)
+            wake = EXIT_SETTLE_SECONDS if wake is None else wake  # killed: wait for the exit
+            timeout_ms = min(wake, 0.25 if self._pidfd is None else 3600.0) * 1000
             exited = False
             for fd, _ in poller.poll(timeout_ms):
                 if fd in streams:
@@ -295,16 +298,16 @@ class ChildProcess:
                             poller.unregister(self._from_child)
                 elif fd == interrupt_fd:
                     drain_fd(interrupt_fd)
-                    if killing is None:
-                        killing, known, kill_deadline = "interrupted", self._terminate(), time.monotonic() + kill_grace
+                    clock.stop("interrupted")
                 elif fd == self._pidfd:
                     exited = True
             if not exited and self._pidfd is None:
                 exited = self._exited()
             if exited:
                 break
-            if done and killing is None and all(s.seen for s in streams.values()):
+            if done and clock.reason is None and all(s.seen for s in streams.values()):
                 return Collected("done", done_status, alive=True)
+        killing = cast("Reason | None", clock.reason)
         # The child is gone but not yet reaped, so its pid (= its group id) cannot be reused:
         # kill what is left of its group and any descendants we saw, then drain and reap.
         signal_pids(known | {self.pid}, signal.SIGKILL)

@@ -32,9 +32,10 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from ..._sandbox import frames
+from ..._sandbox.procs import KillClock
 from ..._sandbox.protocol import FrameBuffer, ProtocolError, encode_frame, reply_frame
 from ...backends.base import Channel
 from ...capture import CappedCapture
@@ -204,8 +205,9 @@ class RemoteChild(Generic[S]):
         """Read frames until the script exits (one-shot) or a kernel cell is done and both
         sentinels arrived; serve tool calls meanwhile. At the deadline or on interrupt, kill."""
         streams = {frames.OUT: OutputStream(-1, stdout, sentinel), frames.ERR: OutputStream(-1, stderr, sentinel)}
-        killing: Reason | None = None
-        kill_deadline = 0.0
+        # The supervisor runs its own clock for SIGTERM -> grace -> SIGKILL inside the backend;
+        # this one only asks it to start (terminate) and, if it never answers, cuts the link.
+        clock = KillClock(deadline, kill_grace + KILL_MARGIN_SECONDS, lambda: self._terminate(kill_grace), self.close)
         done, done_status = False, None
         messages, self._backlog = self._backlog, []
         while True:
@@ -219,18 +221,16 @@ class RemoteChild(Generic[S]):
                     done, done_status = True, _int(message.get("exit_code"))
             if self.exit_code is not None or self.gone:
                 break
-            if done and killing is None and all(s.seen for s in streams.values()):
+            if done and clock.reason is None and all(s.seen for s in streams.values()):
                 return Collected("done", done_status, alive=True)
+            if _interrupted(interrupt_fd):
+                clock.stop("interrupted")
             now = time.monotonic()
-            if killing is None and now >= deadline:
-                killing, kill_deadline = "timeout", self._terminate(kill_grace)
-            elif killing is not None and now >= kill_deadline:
-                self.close()  # no word from the backend: ending its stdin kills the tree there
+            if clock.tick(now):  # no word from the backend: ending its stdin kills the tree there
                 break
-            if killing is None and _interrupted(interrupt_fd):
-                killing, kill_deadline = "interrupted", self._terminate(kill_grace)
-            wake = deadline if killing is None else kill_deadline
-            messages = self._read(max(0.0, min(wake - now, POLL_SECONDS)))
+            wake = clock.wait(now)
+            messages = self._read(min(POLL_SECONDS, wake if wake is not None else POLL_SECONDS))
+        killing = cast("Reason | None", clock.reason)
         for stream in streams.values():
             stream.finish()
         if killing is None and self.exit_code is None:
@@ -244,9 +244,8 @@ class RemoteChild(Generic[S]):
             return Collected("done", done_status)
         return Collected("exited", self.exit_code)
 
-    def _terminate(self, grace: float) -> float:
+    def _terminate(self, grace: float) -> None:
         self._send(encode_frame({"type": frames.KILL, "grace": grace}))
-        return time.monotonic() + grace + KILL_MARGIN_SECONDS
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         try:
@@ -276,9 +275,10 @@ class RemoteChild(Generic[S]):
         if self.closed:
             return
         if grace > 0 and not self.gone and self.exit_code is None:
-            deadline = self._terminate(grace)
-            while self.exit_code is None and not self.gone and time.monotonic() < deadline:
-                self._read(min(POLL_SECONDS * 4, max(0.0, deadline - time.monotonic())))
+            clock = KillClock(None, grace + KILL_MARGIN_SECONDS, lambda: self._terminate(grace), lambda: None)
+            clock.stop("killed")
+            while self.exit_code is None and not self.gone and not clock.tick():
+                self._read(min(POLL_SECONDS * 4, clock.wait() or 0.0))
         if self.exit_code is not None:
             # The supervisor leaves right after its exit frame. Seeing the channel end first
             # spares remote backends a kill of a tree that is gone (a round trip).
