@@ -184,7 +184,8 @@ def _oneshot(message: Dict[str, Any], ctl_write: int) -> None:
     _kill_descendants()
     code = status & 0xFF if status >= 0 else 1
     try:  # the parent learns the status now, without waiting to reap us
-        os.write(ctl_write, encode_frame({"type": frames.EXIT, "exit_code": code}))
+        exited: frames.StatusFrame = {"type": frames.EXIT, "exit_code": code}
+        os.write(ctl_write, encode_frame(exited))
     except OSError:
         pass
     os._exit(code)
@@ -208,7 +209,8 @@ def _kernel(message: Dict[str, Any], reader: FrameReader, ctl_write: int) -> Non
         _flush()
         os.write(1, sentinel)
         os.write(2, sentinel)
-        os.write(ctl_write, encode_frame({"type": frames.DONE, "exit_code": status}))
+        done: frames.StatusFrame = {"type": frames.DONE, "exit_code": status}
+        os.write(ctl_write, encode_frame(done))
 
 
 def main() -> None:
@@ -227,7 +229,8 @@ def serve(ctl_read: int, ctl_write: int) -> None:
             pass
     import hermes_tools  # noqa: F401  (pre-import: the script's own import is then free)
 
-    os.write(ctl_write, encode_frame({"type": frames.READY, "pid": os.getpid()}))
+    ready: frames.ReadyFrame = {"type": frames.READY, "pid": os.getpid()}
+    os.write(ctl_write, encode_frame(ready))
     reader = FrameReader(_PipeReader(ctl_read))
     try:
         message = reader.read()

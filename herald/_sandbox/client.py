@@ -74,7 +74,8 @@ class RpcClient:
 
     def call(self, tool: str, args: Dict[str, Any]) -> Any:
         call_id = next(self._ids)
-        frame = encode_frame({"id": call_id, "tool": tool, "args": args})
+        call: frames.CallFrame = {"id": call_id, "tool": tool, "args": args}
+        frame = encode_frame(call)
         link = self._take(tool)
         try:
             link.sock.sendall(frame)
@@ -117,7 +118,8 @@ class RpcClient:
                 self._cond.wait()
         try:
             sock = self._connect()
-            sock.sendall(encode_frame({"type": frames.AUTH, "token": self._token}))
+            auth: frames.AuthFrame = {"type": frames.AUTH, "token": self._token}
+            sock.sendall(encode_frame(auth))
         except OSError as exc:
             self._discard(None, "could not connect to Herald: %s" % exc)
             raise ConnectionLost("could not connect to Herald: %s" % exc, "ConnectionLost", tool) from None

@@ -26,10 +26,22 @@ Fork server socket (Herald <-> zygote.py), key "op":
     REAP      {"op": REAP, "pid"}                               Herald is done with that pid
     READY     {"op": READY}                                     once, after the pre-imports
 
+The TypedDicts below give each frame's shape; senders build frames as these types so a checker
+sees a misspelt key, and readers cast a decoded frame once they have checked its `type`.
 Stdlib only, Python >= 3.8, like the rest of this package.
 """
 
 from __future__ import annotations
+
+import sys
+from typing import Any, Dict
+
+if sys.version_info >= (3, 11):  # for the checker: NotRequired is not in 3.8's typing
+    from typing import NotRequired, TypedDict
+else:  # at run time the annotations below are never evaluated (postponed annotations)
+    from typing import TypedDict
+
+    NotRequired = None
 
 AUTH = "auth"
 READY = "ready"
@@ -48,3 +60,103 @@ FORK = "fork"
 FORKED = "forked"
 REAP = "reap"
 ERROR = "error"
+
+
+# -- shapes ---------------------------------------------------------------------------------
+# RPC socket
+
+
+class AuthFrame(TypedDict):
+    type: str  # AUTH
+    token: str
+
+
+class CallFrame(TypedDict):
+    id: int
+    tool: str
+    args: Dict[str, Any]
+    conn: NotRequired[int]  # on the exec channel: which script connection it came from
+
+
+class ErrorInfo(TypedDict):
+    type: str
+    message: str
+
+
+class ReplyFrame(TypedDict, total=False):
+    id: int
+    result: Any
+    error: ErrorInfo
+    conn: int
+
+
+# Control pipe and exec channel
+
+
+class ReadyFrame(TypedDict):
+    type: str  # READY
+    pid: NotRequired[int]
+
+
+class StatusFrame(TypedDict):
+    type: str  # DONE or EXIT
+    exit_code: int
+
+
+class PrepareFrame(TypedDict):
+    type: str  # PREPARE
+    env: Dict[str, Any]
+    loader: str
+
+
+class StartFrame(TypedDict, total=False):
+    type: str  # START on the exec channel; absent on a child's control pipe
+    mode: str  # "oneshot" or "kernel"
+    socket: str
+    token: str
+    cwd: str
+    code: str
+    sentinel: str
+    line_buffered: bool
+    max_parallel: int
+
+
+class CodeFrame(TypedDict, total=False):
+    type: str  # CODE on the exec channel
+    code: str
+    line_buffered: bool
+
+
+class KillFrame(TypedDict):
+    type: str  # KILL
+    grace: float
+
+
+class OutputFrame(TypedDict):
+    type: str  # OUT or ERR
+    data: str  # latin-1 text: every byte survives JSON
+
+
+class FailedFrame(TypedDict):
+    type: str  # FAILED
+    error: str
+
+
+# Fork server socket
+
+
+class ForkFrame(TypedDict):
+    op: str  # FORK
+    sandbox_dir: str
+
+
+class ForkedFrame(TypedDict):
+    op: str  # FORKED
+    pid: int
+
+
+class ChildExitFrame(TypedDict):
+    op: str  # EXIT
+    pid: int
+    status: int
+

@@ -12,8 +12,9 @@ interrupt kills it → `kill` (idempotent; also for a child never used).
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
+from ..._sandbox import frames
 from ...capture import CappedCapture
 from .process import Collected
 
@@ -23,7 +24,7 @@ class SandboxChild(Protocol):
         """Block until the interpreter can take a run; SandboxStartError (with what it said) if
         it exits or does not get ready in `timeout` seconds."""
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: frames.StartFrame | frames.CodeFrame) -> None:
         """Hand over a run (or a kernel cell)."""
 
     def collect(

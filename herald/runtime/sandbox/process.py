@@ -231,7 +231,7 @@ class ChildProcess:
         """The exit status once the child is gone, else None."""
         return self._process.poll()
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: frames.StartFrame | frames.CodeFrame) -> None:
         data = encode_frame(message)
         while data:
             written = os.write(self._to_child, data)

@@ -180,17 +180,21 @@ class RemoteChild(Generic[S]):
         how = f" (status {status})" if isinstance(status, int) else ""
         return f"the sandbox interpreter on {self._where} exited during start-up{how}: {text or 'no output'}"
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: frames.StartFrame | frames.CodeFrame) -> None:
         """Hand over a run as the Runtime phrases it for a ChildProcess: a first message with
         the mode, the token of the run's binding and the cwd; later `{"code"}` for kernel cells."""
         if "mode" in message:
             token = message.get("token")
             self._session = self._authenticate(token) if isinstance(token, str) else None
             keys = ("mode", "cwd", "code", "sentinel", "line_buffered", "max_parallel")
-            frame = {"type": frames.START, **{k: message.get(k) for k in keys}}
+            # Not the socket or token: the supervisor gives the script its own.
+            start = cast(frames.StartFrame, {"type": frames.START, **{k: message.get(k) for k in keys}})
+            self._send(encode_frame(start))
         else:
-            frame = {"type": frames.CODE, "code": message.get("code", ""), "line_buffered": message.get("line_buffered")}
-        self._send(encode_frame(frame))
+            cell: frames.CodeFrame = {
+                "type": frames.CODE, "code": message.get("code", ""), "line_buffered": bool(message.get("line_buffered"))
+            }
+            self._send(encode_frame(cell))
 
     def collect(
         self,
@@ -245,7 +249,8 @@ class RemoteChild(Generic[S]):
         return Collected("exited", self.exit_code)
 
     def _terminate(self, grace: float) -> None:
-        self._send(encode_frame({"type": frames.KILL, "grace": grace}))
+        kill: frames.KillFrame = {"type": frames.KILL, "grace": grace}
+        self._send(encode_frame(kill))
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         try:
