@@ -1,13 +1,51 @@
-"""Turn what a run produced into the one ExecutionResult: status, capped text, notes."""
+"""A run's results: where its output goes while it runs (capped captures that spill to a file,
+a live listener) and the one ExecutionResult made from it: status, capped text, notes."""
 
 from __future__ import annotations
 
+import logging
+import os
+import secrets
 import time
+from collections.abc import Callable
 
 from ..capture import CappedCapture
+from ..config import Settings
 from .dispatcher import CallScope
 from .sandbox.process import Collected
 from .sandbox.result import ExecutionResult
+
+# on_output(stream, data): "stdout" or "stderr", and the bytes as the script produced them.
+OutputListener = Callable[[str, bytes], None]
+log = logging.getLogger(__name__)
+
+
+def capture_streams(
+    settings: Settings, run_id: str, on_output: OutputListener | None
+) -> tuple[CappedCapture, CappedCapture]:
+    """The stdout and stderr captures of one run: capped, spilling the rest to a file, and
+    teed to `on_output` (whose failures are logged, never the run's)."""
+    limits, spill = settings.sandbox, settings.spill_dir
+    tag = f"{os.getpid()}-{run_id}-{secrets.token_hex(3)}"
+    return (
+        CappedCapture(limits.max_stdout_bytes, spill_dir=spill, spill_name=f"{tag}-stdout.txt",
+                      tee=_listener(on_output, "stdout")),
+        CappedCapture(limits.max_stderr_bytes, spill_dir=spill, spill_name=f"{tag}-stderr.txt",
+                      tee=_listener(on_output, "stderr")),
+    )
+
+
+def _listener(on_output: OutputListener | None, stream: str) -> Callable[[bytes], None] | None:
+    if on_output is None:
+        return None
+
+    def tee(data: bytes) -> None:
+        try:
+            on_output(stream, data)
+        except Exception:  # a broken display must not cost the run or its result
+            log.exception("on_output listener failed")
+
+    return tee
 
 
 def build_result(

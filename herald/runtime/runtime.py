@@ -25,18 +25,18 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from .._sandbox.environ import sandbox_environ
 from ..backends.base import Backend
-from ..capture import CappedCapture
 from ..config import Settings, load_settings
 from ..tools.registry import Registry, ToolContext, default_registry
 from ..transcript import Transcript
-from .dispatcher import CallScope, Dispatcher
-from .outcome import build_result
+from .dispatcher import Dispatcher
+from .grants import Grant, Grants
+from .outcome import OutputListener, build_result, capture_streams
 from .rpc.server import RpcServer
 from .sandbox import forkserver
 from .sandbox.contract import SandboxChild
@@ -47,24 +47,15 @@ from .sandbox.stubgen import write_sandbox
 from .warm import WarmChildren
 
 READY_TIMEOUT = 30.0
-# on_output(stream, data): "stdout" or "stderr", and the bytes as the script produced them.
-OutputListener = Callable[[str, bytes], None]
 EXEC_MODES = ("host", "backend")
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Binding:
-    """What an RPC connection's token is bound to; a kernel's scope changes with each run."""
-
-    scope: CallScope
 
 
 @dataclass
 class _Kernel:
     child: SandboxChild
     token: str
-    binding: _Binding
+    grant: Grant
     sentinel: bytes
 
 
@@ -113,26 +104,25 @@ class Runtime:
                 enabled=list(tools) if tools is not None else self.settings.tools,
                 transcript=self.transcript,
             )
-            self._bindings: dict[str, _Binding] = {}
-            self._bindings_lock = threading.Lock()
+            self._grants = Grants(on_revoke=lambda grant: self._server.close_sessions(grant))
             self._sandbox_dir = tempfile.mkdtemp(prefix="herald-sandbox-")
             undo.callback(shutil.rmtree, self._sandbox_dir, ignore_errors=True)
             write_sandbox(Path(self._sandbox_dir), self.dispatcher.script_tools, self._elsewhere())
             self._max_parallel = max(1, self.settings.sandbox.max_parallel_calls)
-            self._server: RpcServer[_Binding] = RpcServer(
-                self._authenticate,
-                lambda binding, message, echo: self.dispatcher.serve(binding.scope, message, echo),
+            self._server: RpcServer[Grant] = RpcServer(
+                self._grants.lookup,
+                lambda grant, message, echo: self.dispatcher.serve(grant.scope, message, echo),
                 max_concurrency=self._max_parallel,
             )
             undo.callback(self._server.close)
-            self._remote: RemoteSandbox[_Binding] | None = None
+            self._remote: RemoteSandbox[Grant] | None = None
             if self.exec_mode == "backend":
                 self._remote = RemoteSandbox(
                     backend,
                     self.settings,
                     Path(self._sandbox_dir),
-                    self._authenticate,
-                    lambda binding, message, echo: self.dispatcher.serve(binding.scope, message, echo),
+                    self._grants.lookup,
+                    lambda grant, message, echo: self.dispatcher.serve(grant.scope, message, echo),
                 )
                 undo.callback(self._remote.close)
             self._child_env = sandbox_environ(os.environ, self.settings.sandbox.env_passthrough)
@@ -171,21 +161,6 @@ class Runtime:
             else "is not enabled in this session"
             for t in self.registry if t.name not in here
         }
-
-    def _authenticate(self, token: str) -> _Binding | None:
-        with self._bindings_lock:
-            return self._bindings.get(token)
-
-    def _bind(self, scope: CallScope) -> tuple[str, _Binding]:
-        token, binding = secrets.token_urlsafe(24), _Binding(scope)
-        with self._bindings_lock:
-            self._bindings[token] = binding
-        return token, binding
-
-    def _unbind(self, token: str, binding: _Binding) -> None:
-        with self._bindings_lock:
-            self._bindings.pop(token, None)
-        self._server.close_sessions(binding)
 
     def _spawn(self) -> SandboxChild:
         if self._remote is not None:
@@ -273,26 +248,14 @@ class Runtime:
                     except OSError:  # a full disk must not cost the caller the run's result
                         log.exception("could not flush the transcript %s", self.transcript.path)
 
-    def _captures(
-        self, scope: CallScope, on_output: OutputListener | None
-    ) -> tuple[CappedCapture, CappedCapture]:
-        limits, spill = self.settings.sandbox, self.settings.spill_dir
-        tag = f"{os.getpid()}-{scope.run_id}-{secrets.token_hex(3)}"
-        return (
-            CappedCapture(limits.max_stdout_bytes, spill_dir=spill, spill_name=f"{tag}-stdout.txt",
-                          tee=_listener(on_output, "stdout")),
-            CappedCapture(limits.max_stderr_bytes, spill_dir=spill, spill_name=f"{tag}-stderr.txt",
-                          tee=_listener(on_output, "stderr")),
-        )
-
     def _execute_once(
         self, code: str, timeout: float, max_calls: int, on_output: OutputListener | None
     ) -> ExecutionResult:
         started = time.monotonic()
         child = self._children.take(READY_TIMEOUT)
         scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout)
-        token, binding = self._bind(scope)
-        stdout, stderr = self._captures(scope, on_output)
+        token, grant = self._grants.issue(scope)
+        stdout, stderr = capture_streams(self.settings, scope.run_id, on_output)
         try:
             child.send(
                 {"mode": "oneshot", "socket": self._server.path, "token": token, "cwd": self._script_cwd(),
@@ -307,7 +270,7 @@ class Runtime:
             )
         finally:
             scope.cancel.set()  # tool calls the script left running (a long terminal command) stop now
-            self._unbind(token, binding)
+            self._grants.revoke(token, grant)
             child.kill()
             stdout.close()
             stderr.close()
@@ -327,8 +290,8 @@ class Runtime:
         if kernel is None:
             kernel = self._start_kernel(name)
         scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout)
-        kernel.binding.scope = scope
-        stdout, stderr = self._captures(scope, on_output)
+        kernel.grant.scope = scope
+        stdout, stderr = capture_streams(self.settings, scope.run_id, on_output)
         try:
             kernel.child.send({"code": code, "line_buffered": on_output is not None})
             collected = kernel.child.collect(
@@ -351,7 +314,7 @@ class Runtime:
 
     def _start_kernel(self, name: str) -> _Kernel:
         child = self._children.take(READY_TIMEOUT)
-        token, binding = self._bind(self.dispatcher.new_scope(0))
+        token, grant = self._grants.issue(self.dispatcher.new_scope(0))
         sentinel = f"\0__HERALD_KERNEL_{secrets.token_hex(8)}__\0"
         child.send(
             {
@@ -363,14 +326,14 @@ class Runtime:
                 "max_parallel": self._max_parallel,
             }
         )
-        kernel = _Kernel(child, token, binding, sentinel.encode("ascii"))
+        kernel = _Kernel(child, token, grant, sentinel.encode("ascii"))
         self._kernels[name] = kernel
         return kernel
 
     def _stop_kernel(self, name: str) -> None:
         kernel = self._kernels.pop(name, None)
         if kernel is not None:
-            self._unbind(kernel.token, kernel.binding)
+            self._grants.revoke(kernel.token, kernel.grant)
             kernel.child.kill()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -414,16 +377,3 @@ def _check_interpreter(python: str) -> None:
             f"could not start the sandbox interpreter {python}: no such executable "
             "(setting sandbox.python; Python 3.8 or newer)"
         )
-
-
-def _listener(on_output: OutputListener | None, stream: str) -> Callable[[bytes], None] | None:
-    if on_output is None:
-        return None
-
-    def tee(data: bytes) -> None:
-        try:
-            on_output(stream, data)
-        except Exception:  # a broken display must not cost the run or its result
-            log.exception("on_output listener failed")
-
-    return tee

@@ -432,7 +432,7 @@ def test_token_of_a_finished_run_is_rejected(runtime: Runtime) -> None:
         """,
     )
     assert result.output == "1\n"
-    assert runtime._bindings == {}  # every run's token is dropped when the run ends
+    assert len(runtime._grants) == 0  # every run's token is revoked when the run ends
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,52 @@
+"""Grants: what a run's token gives the script that presents it.
+
+A grant is issued per run (or per kernel session) and revoked when it ends; an RPC connection
+that authenticates with its token is bound to it, and the Dispatcher serves the connection's
+calls with the grant's scope (allow-list, call budget, deadline). A kernel keeps one grant across
+cells; each cell replaces the scope inside it.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .dispatcher import CallScope
+
+
+@dataclass(eq=False)
+class Grant:
+    """What an RPC connection's token is bound to; a kernel's scope changes with each run."""
+
+    scope: CallScope
+
+
+class Grants:
+    """The live grants of one Runtime, by token. `on_revoke(grant)` closes its connections."""
+
+    def __init__(self, on_revoke: Callable[[Grant], None]) -> None:
+        self._on_revoke = on_revoke
+        self._lock = threading.Lock()
+        self._live: dict[str, Grant] = {}
+
+    def issue(self, scope: CallScope) -> tuple[str, Grant]:
+        token, grant = secrets.token_urlsafe(24), Grant(scope)
+        with self._lock:
+            self._live[token] = grant
+        return token, grant
+
+    def lookup(self, token: str) -> Grant | None:
+        """The grant a connection presenting `token` gets; None for unknown or revoked tokens."""
+        with self._lock:
+            return self._live.get(token)
+
+    def revoke(self, token: str, grant: Grant) -> None:
+        with self._lock:
+            self._live.pop(token, None)
+        self._on_revoke(grant)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._live)
