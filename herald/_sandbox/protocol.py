@@ -57,7 +57,7 @@ def decode_body(body: Any) -> Dict[str, Any]:
     """One frame's body (bytes or a buffer such as a memoryview) as a message."""
     try:
         message = _decoder.decode(str(body, "utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # deep nesting: RecursionError
         raise ProtocolError("frame is not UTF-8 JSON: %s" % exc) from None
     if not isinstance(message, dict):
         raise ProtocolError("frame must hold a JSON object, got %s" % type(message).__name__)

@@ -512,3 +512,21 @@ def test_silent_peer_on_the_runtime_socket_does_not_block_runs(runtime: Runtime)
             runtime, "from hermes_tools import terminal\nprint(terminal('echo hi')['output'])"
         )
         assert result.output == "hi\n"
+
+
+def test_deeply_nested_json_is_a_protocol_error() -> None:
+    body = b"[" * 200_000 + b"]" * 200_000
+    with pytest.raises(ProtocolError):
+        decode_body(body)
+
+
+def test_a_nested_json_bomb_closes_only_its_connection(echo_server: tuple[RpcServer[str], Echo]) -> None:
+    server, _ = echo_server
+    bomb = raw_connect(server.path)
+    bomb.sendall(encode_frame({"type": "auth", "token": "good-token"}))
+    body = b'{"id":1,"tool":"echo","args":' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    bomb.sendall(HEADER.pack(len(body)) + body)
+    assert bomb.recv(16) == b""  # closed, not served and not left hanging
+    client = RpcClient(unix_connector(server.path, timeout=10), "good-token")
+    assert client.call("echo", {"n": 1})["n"] == 1
+

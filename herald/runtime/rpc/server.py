@@ -12,12 +12,14 @@ connecting. `serve_call` is how a call becomes a reply frame, here and for in-ba
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -25,6 +27,9 @@ from ..._sandbox import frames
 from ..._sandbox.protocol import FrameReader, ProtocolError, reply_frame
 
 log = logging.getLogger(__name__)
+
+ACCEPT_RETRY_SECONDS = 0.05
+_TRANSIENT_ACCEPT_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.ECONNABORTED, errno.EINTR}
 
 S = TypeVar("S")
 # A handler serves one call: (session, request, keys to echo) -> the encoded reply frame. It
@@ -86,15 +91,20 @@ class RpcServer(Generic[S]):
         while not self._closed:
             try:
                 sock, _ = self._listener.accept()
-            except OSError:
-                return
+            except OSError as exc:
+                if self._closed or exc.errno not in _TRANSIENT_ACCEPT_ERRORS:
+                    return
+                # Out of descriptors or memory for a moment (a script opening sockets in a
+                # loop): the connection waits in the backlog; serving resumes when they free up.
+                time.sleep(ACCEPT_RETRY_SECONDS)
+                continue
             conn = _Connection(self, sock)
             with self._lock:
                 if self._closed:
                     sock.close()
                     return
                 self._connections.add(conn)
-            conn.start()
+            threading.Thread(target=conn.serve, name="herald-rpc-conn", daemon=True).start()
 
     def _admit(self, session: S) -> _RunLimit | None:
         """Count a new connection of `session`; None if it already holds its maximum."""
@@ -161,13 +171,11 @@ class _Connection(Generic[S]):
         self._state_lock = threading.Lock()
         self._closed = False
 
-    def start(self) -> None:
+    def serve(self) -> None:
+        """Serve this connection until it closes (the calling thread's whole job meanwhile)."""
         # A peer that never authenticates must not hold a thread and a descriptor forever.
-        self.sock.settimeout(self.server._auth_timeout)
-        threading.Thread(target=self._serve_forever, name="herald-rpc-conn", daemon=True).start()
-
-    def _serve_forever(self) -> None:
         try:
+            self.sock.settimeout(self.server._auth_timeout)
             message = self._read()
             if message is None or not self._authenticate(message):
                 return
@@ -182,6 +190,8 @@ class _Connection(Generic[S]):
                 self.sock.sendall(frame)
         except OSError:
             return
+        except Exception:  # never let one connection take its thread (shared by later ones) down
+            log.exception("RPC connection failed; closing it")
         finally:
             self.close()
             self.server._forget(self)  # again: a close() from elsewhere may have come before _admit
