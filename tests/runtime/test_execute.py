@@ -369,6 +369,29 @@ def test_parallel_calls_run_concurrently(make_runtime: Any) -> None:
     assert result.tool_calls_made == 16
 
 
+def test_parallel_in_a_loop_reuses_its_threads_and_nests(make_runtime: Any) -> None:
+    # Each round's 16 calls meet at a barrier, so each round has all 16 at once; the threads
+    # of one round serve the next (the process's thread count stays put); a job may itself
+    # call parallel() without waiting for threads its caller holds.
+    runtime = make_runtime(registry=custom_registry(meet_tool(16)))
+    result = run_ok(
+        runtime,
+        """
+        import threading
+        from hermes_tools import parallel, meet
+        rounds = []
+        for _ in range(3):
+            jobs = [lambda i=i: (meet(i), threading.get_native_id())[1] for i in range(16)]
+            rounds.append(set(parallel(jobs)))
+        print(len(rounds[0]) == 16 and rounds[0] == rounds[1] == rounds[2])
+        print(parallel(lambda: parallel(lambda: 1, lambda: 2), lambda: 3))
+        """,
+        max_tool_calls=100,
+        timeout=120,
+    )
+    assert result.output == "True\n[[1, 2], 3]\n", result.output
+
+
 def test_parallel_failure_and_return_exceptions(runtime: Runtime) -> None:
     result = run_ok(
         runtime,
