@@ -19,12 +19,13 @@ Exec channel of in-backend runs (Herald <-> supervisor.py):
     OUT, ERR  {"type": OUT|ERR, "data"}                        the script's output (latin-1 text)
     READY, DONE, EXIT as on the control pipe; FAILED {"type": FAILED, "error"}: the supervisor broke
 
-Fork server socket (Herald <-> zygote.py), key "op":
-    FORK      {"op": FORK, "sandbox_dir"} + fds                 Herald: a child, please
+Fork server socket (client <-> zygote.py), key "op"; the client is Herald in host mode, a
+run's supervisor (scriptproc.py) in the backend:
+    FORK      {"op": FORK, "sandbox_dir"} + fds                 client: a child, please
     FORKED    {"op": FORKED, "pid"} or ERROR {"op": ERROR, "message"}
     EXIT      {"op": EXIT, "pid", "status"}                     a forked child exited
-    REAP      {"op": REAP, "pid"}                               Herald is done with that pid
-    READY     {"op": READY}                                     once, after the pre-imports
+    REAP      {"op": REAP, "pid"}                               the client is done with that pid
+    READY     {"op": READY}                                     host mode: once, after the pre-imports
 
 Stdlib only, Python >= 3.8, like the rest of this package.
 """
