@@ -11,7 +11,8 @@ Control pipe of a sandbox child (bootstrap.py -> Herald):
     EOF       (made up by the reader when the pipe closes)
 
 Exec channel of in-backend runs (Herald <-> supervisor.py):
-    PREPARE   {"type": PREPARE, "env", "loader"}               Herald: spawn the script interpreter
+    PREPARE   {"type": PREPARE, "env", "loader", "fork_server"}  Herald: start the script interpreter
+              (fork_server: the backend zygote's socket path, or null to spawn)
     START     {"type": START, "mode", "cwd", "code"|"sentinel", "line_buffered"}
     CODE      {"type": CODE, "code", "line_buffered"}          the next kernel cell
     KILL      {"type": KILL, "grace"}                          SIGTERM the tree, SIGKILL after grace
