@@ -35,7 +35,7 @@ class SandboxSettings:
     kill_grace: float = 5.0
     python: str = sys.executable
     warm: bool = True
-    fork_server: bool = True  # fork children from a pre-imported interpreter instead of starting one
+    fork_server: bool = True  # fork children from a pre-imported interpreter (host or backend mode)
     max_parallel_calls: int = 16
     env_passthrough: list[str] = field(default_factory=list)
     exec_mode: str = "host"  # host: the script runs here | backend: inside the backend (open() acts there)

@@ -7,8 +7,11 @@
     environ.py     the environment policy: what code the model controls may see of ours
     bootstrap.py   a sandbox child: wait for a script, run it, report
     zygote.py      the fork server: forks sandbox children from a pre-imported interpreter
+                   (for Herald in host mode, for every run's supervisor in the backend)
     supervisor.py  in-backend execution, the backend's side: starts the child there and
                    multiplexes its output, control and tool calls over one exec channel
+    scriptproc.py  the supervisor's child: forked by the backend's zygote, or spawned
+    sinks.py       the supervisor's non-blocking write queues and tool-call connections
 
 Herald imports these modules as `herald._sandbox.X`: the RPC server and the host's side of
 the sandbox use the same frames, and stopping a process tree or scrubbing an environment is

@@ -11,7 +11,8 @@ Control pipe of a sandbox child (bootstrap.py -> Herald):
     EOF       (made up by the reader when the pipe closes)
 
 Exec channel of in-backend runs (Herald <-> supervisor.py):
-    PREPARE   {"type": PREPARE, "env", "loader"}               Herald: spawn the script interpreter
+    PREPARE   {"type": PREPARE, "env", "loader", "fork_server"}  Herald: start the script interpreter
+              (fork_server: the backend zygote's socket path, or null to spawn)
     START     {"type": START, "mode", "cwd", "code"|"sentinel", "line_buffered"}
     CODE      {"type": CODE, "code", "line_buffered"}          the next kernel cell
     KILL      {"type": KILL, "grace"}                          SIGTERM the tree, SIGKILL after grace
@@ -19,12 +20,13 @@ Exec channel of in-backend runs (Herald <-> supervisor.py):
     OUT, ERR  {"type": OUT|ERR, "data"}                        the script's output (latin-1 text)
     READY, DONE, EXIT as on the control pipe; FAILED {"type": FAILED, "error"}: the supervisor broke
 
-Fork server socket (Herald <-> zygote.py), key "op":
-    FORK      {"op": FORK, "sandbox_dir"} + fds                 Herald: a child, please
+Fork server socket (client <-> zygote.py), key "op"; the client is Herald in host mode, a
+run's supervisor (scriptproc.py) in the backend:
+    FORK      {"op": FORK, "sandbox_dir"} + fds                 client: a child, please
     FORKED    {"op": FORKED, "pid"} or ERROR {"op": ERROR, "message"}
     EXIT      {"op": EXIT, "pid", "status"}                     a forked child exited
-    REAP      {"op": REAP, "pid"}                               Herald is done with that pid
-    READY     {"op": READY}                                     once, after the pre-imports
+    REAP      {"op": REAP, "pid"}                               the client is done with that pid
+    READY     {"op": READY}                                     host mode: once, after the pre-imports
 
 The TypedDicts below give each frame's shape; senders build frames as these types so a checker
 sees a misspelt key, and readers cast a decoded frame once they have checked its `type`.

@@ -5,7 +5,7 @@ an SSH channel, a Docker exec socket, a Modal exec stream) as
 `python3 -I -B -c <loader> SANDBOX_DIR`; its stdin and stdout are the whole link to Herald and
 carry length-prefixed JSON frames (protocol.py) both ways, multiplexing everything:
 
-    Herald -> here   {"type": "prepare", "env": {"passthrough": [...]}, "loader": "..."}  spawn the script
+    Herald -> here   {"type": "prepare", "env": {"passthrough": [...]}, "loader", "fork_server"}  start the script
     here -> Herald   {"type": "ready"}                                   it waits for a script
     Herald -> here   {"type": "start", "mode": "oneshot"|"kernel", "cwd", "code"|"sentinel", "line_buffered"}
     Herald -> here   {"type": "code", "code": "...", "line_buffered"}    the next kernel cell
@@ -20,9 +20,11 @@ carry length-prefixed JSON frames (protocol.py) both ways, multiplexing everythi
 
 Why a separate supervisor process: it must stay responsive while the script runs anything at all
 (a C call holding the GIL, a blocked write), so that a kill frame or the end of its stdin always
-takes the script down. The script interpreter is exactly the host mode's (bootstrap.py), started
-in its own session and process group with stdin from /dev/null and stdout/stderr on pipes read
-here. Its `hermes_tools` client connects to a Unix socket in the private sandbox directory that
+takes the script down. The script interpreter is exactly the host mode's (bootstrap.py), in its
+own session and process group with stdin from /dev/null and stdout/stderr on pipes read here:
+forked by the Runtime's zygote when "fork_server" names its socket, else (or if that fails)
+spawned, see scriptproc.py. This process lives for one run (or one kernel session); the zygote,
+on an exec channel of its own, for the Runtime, so every run after the first few is a fork. Its `hermes_tools` client connects to a Unix socket in the private sandbox directory that
 only this process serves; the first frame must carry a token that never leaves the backend. Each
 connection (a forked child makes its own) is tagged with a number on the stream.
 
@@ -33,24 +35,24 @@ in host mode. When Herald goes away (end of stdin, SIGTERM, SIGHUP) the whole tr
 
 from __future__ import annotations
 
-import collections
 import os
 import secrets
 import select
 import signal
 import socket
-import subprocess
 import sys
 import time
 import traceback
-from typing import Any, Deque, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set
 
 from . import frames
 
 # The /proc walk finds descendants that left the script's process group.
 from .environ import sandbox_environ
-from .procs import descendants, signal_pids
+from .procs import KillClock, descendants, signal_pids
 from .protocol import FrameBuffer, ProtocolError, encode_frame
+from .scriptproc import LOST_STATUS, ScriptProcess, fork_script, spawn_script
+from .sinks import Conn, Sink
 
 READ_SIZE = 1 << 16
 WIRE_HIGH_WATER = 4 << 20  # bytes queued for Herald before the script's output is left unread
@@ -59,70 +61,25 @@ IDLE_CHECK_SECONDS = 1.0  # re-check the script's exit this often even without S
 AF_UNIX_PATH_MAX = 100
 
 
-class _Sink:
-    """A non-blocking fd we write to: data queues here until the fd takes it."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.chunks: Deque[Any] = collections.deque()
-        self.size = 0
-        self.broken = False
-
-    def push(self, data: bytes) -> None:
-        if not self.broken and data:
-            self.chunks.append(memoryview(data))
-            self.size += len(data)
-
-    def flush(self) -> None:
-        while self.chunks:
-            head = self.chunks[0]
-            try:
-                written = os.write(self.fd, head)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
-                self.broken = True
-                self.chunks.clear()
-                self.size = 0
-                return
-            self.size -= written
-            if written < len(head):
-                self.chunks[0] = head[written:]
-                return
-            self.chunks.popleft()
-
-
-class _Conn:
-    """One hermes_tools connection from the script (or a process it forked)."""
-
-    def __init__(self, sock: socket.socket, number: int) -> None:
-        sock.setblocking(False)
-        self.sock = sock
-        self.fd = sock.fileno()
-        self.number = number
-        self.frames = FrameBuffer()
-        self.out = _Sink(self.fd)
-        self.authenticated = False
-
-
 class Supervisor:
     def __init__(self, sandbox_dir: str, wire_in: int, wire_out: int) -> None:
         self.sandbox_dir = sandbox_dir
         self.wire_in = wire_in
         self.inbox = FrameBuffer()
-        self.wire = _Sink(wire_out)
+        self.wire = Sink(wire_out)
         self.token = secrets.token_urlsafe(24)
         self.listener: Optional[socket.socket] = None
         self.socket_path = ""
-        self.conns: Dict[int, _Conn] = {}
+        self.conns: Dict[int, Conn] = {}
         self.conn_numbers = 0
-        self.child: Optional["subprocess.Popen[bytes]"] = None
+        self.child: Optional[ScriptProcess] = None
         self.outputs: Dict[int, str] = {}  # script stdout/stderr read ends -> "out"/"err"
         self.ctl_in: Optional[int] = None  # the script's control frames ("ready", "done")
         self.ctl_frames = FrameBuffer()
-        self.ctl: Optional[_Sink] = None  # frames to the script's bootstrap
+        self.ctl: Optional[Sink] = None  # frames to the script's bootstrap
         self.known: Set[int] = set()  # processes signalled when the kill began
-        self.sigkill_at: Optional[float] = None
+        self.reported: Optional[int] = None  # the exit status the script sent on its control pipe
+        self.clock: Optional[KillClock] = None  # SIGTERM -> grace -> SIGKILL, once asked to kill
         self.exited_at: Optional[float] = None
         self.wake_r, self.wake_w = os.pipe()
         for fd in (wire_in, wire_out, self.wake_r, self.wake_w):
@@ -141,47 +98,38 @@ class Supervisor:
         listener.listen(64)
         listener.setblocking(False)
         self.listener, self.socket_path = listener, path
-        to_child_r, to_child_w = os.pipe()
-        from_child_r, from_child_w = os.pipe()
-        try:
-            self.child = subprocess.Popen(
-                [sys.executable, "-I", "-B", "-c", message["loader"], self.sandbox_dir, str(to_child_r), str(from_child_w)],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=(to_child_r, from_child_w),
-                start_new_session=True,
-                # The host mode's policy (environ.py) on this machine's environment.
-                env=sandbox_environ(os.environ, message.get("env", {}).get("passthrough", ())),
-                cwd=self.sandbox_dir,
-            )
-        finally:
-            os.close(to_child_r)
-            os.close(from_child_w)
-        assert self.child.stdout is not None and self.child.stderr is not None
-        self.outputs = {self.child.stdout.fileno(): frames.OUT, self.child.stderr.fileno(): frames.ERR}
-        self.ctl_in, self.ctl = from_child_r, _Sink(to_child_w)
-        for fd in (*self.outputs, from_child_r, to_child_w):
-            os.set_blocking(fd, False)
+        self.child = self.start_script(message)
+        self.outputs = {self.child.stdout: frames.OUT, self.child.stderr: frames.ERR}
+        self.ctl_in, self.ctl = self.child.ctl_in, Sink(self.child.ctl_out)
+
+    def start_script(self, message: Dict[str, Any]) -> ScriptProcess:
+        """Forked by the Runtime's zygote when Herald names one (setting sandbox.fork_server),
+        else, or when that fails, a freshly spawned interpreter."""
+        zygote = message.get("fork_server")
+        if isinstance(zygote, str) and zygote:
+            try:
+                return fork_script(zygote, self.sandbox_dir)
+            except OSError:
+                pass  # not started yet, killed, or refused: spawn, as without a fork server
+        # The host mode's policy (environ.py) on this machine's environment.
+        env = sandbox_environ(os.environ, message.get("env", {}).get("passthrough", ()))
+        return spawn_script(message["loader"], self.sandbox_dir, env)
 
     def child_exited(self) -> bool:
-        if self.child is None:
-            return False
-        if self.child.returncode is not None or not hasattr(os, "waitid"):  # no waitid: macOS
-            return self.child.poll() is not None
-        try:
-            info = os.waitid(os.P_PID, self.child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return True
-        return info is not None
+        return self.child is not None and self.child.exited()
 
     def terminate(self, grace: float) -> None:
         """SIGTERM the script and everything it started; SIGKILL whatever is left after `grace`."""
         if self.child is None or self.exited_at is not None:
             return
+        if self.clock is None:
+            self.clock = KillClock(None, grace, self.sigterm_everything, self.kill_everything)
+        self.clock.stop("killed")
+
+    def sigterm_everything(self) -> None:
+        assert self.child is not None
         self.known |= set(descendants(self.child.pid)) | {self.child.pid}
         signal_pids(self.known, signal.SIGTERM)
-        self.sigkill_at = time.monotonic() + max(0.0, grace)
 
     def kill_everything(self) -> None:
         if self.child is not None:
@@ -217,8 +165,10 @@ class Supervisor:
             self.send({"type": frames.READY})
         elif kind == frames.DONE:
             self.send({"type": frames.DONE, "exit_code": message.get("exit_code", 1)})
+        elif kind == frames.EXIT and isinstance(message.get("exit_code"), int):
+            self.reported = message["exit_code"]
 
-    def from_conn(self, conn: _Conn, message: Dict[str, Any]) -> bool:
+    def from_conn(self, conn: Conn, message: Dict[str, Any]) -> bool:
         """Relay one frame; False closes the connection (no valid token first)."""
         if not conn.authenticated:
             token = message.get("token")
@@ -236,6 +186,8 @@ class Supervisor:
         fds = [self.wire_in, self.wake_r]
         if self.ctl_in is not None:
             fds.append(self.ctl_in)
+        if self.child is not None and self.child.watch is not None:
+            fds.append(self.child.watch)  # the zygote's word on a forked script's exit
         if self.wire.size < WIRE_HIGH_WATER:
             fds.extend(self.outputs)
             fds.extend(conn.fd for conn in self.conns.values())
@@ -243,7 +195,7 @@ class Supervisor:
                 fds.append(self.listener.fileno())
         return fds
 
-    def sinks(self) -> List[_Sink]:
+    def sinks(self) -> List[Sink]:
         sinks = [self.wire] + [conn.out for conn in self.conns.values()]
         if self.ctl is not None:
             sinks.append(self.ctl)
@@ -252,9 +204,8 @@ class Supervisor:
     def run(self) -> None:
         while True:
             now = time.monotonic()
-            if self.sigkill_at is not None and now >= self.sigkill_at:
-                self.sigkill_at = None
-                self.kill_everything()
+            if self.clock is not None:
+                self.clock.tick(now)
             if self.exited_at is None and self.child_exited():
                 assert self.child is not None
                 self.exited_at = now
@@ -264,8 +215,9 @@ class Supervisor:
                 self.finish()
                 return
             waits = [IDLE_CHECK_SECONDS]
-            if self.sigkill_at is not None:
-                waits.append(self.sigkill_at - now)
+            kill_due = self.clock.wait(now) if self.clock is not None else None
+            if kill_due is not None:
+                waits.append(kill_due)
             if self.exited_at is not None:
                 waits.append(self.exited_at + EXIT_SETTLE_SECONDS - now)
             interest = dict.fromkeys(self.readers(), select.POLLIN)
@@ -332,12 +284,15 @@ class Supervisor:
         except OSError:
             return
         self.conn_numbers += 1
-        self.conns[self.conn_numbers] = _Conn(sock, self.conn_numbers)
+        self.conns[self.conn_numbers] = Conn(sock, self.conn_numbers)
 
     def read(self, fd: int) -> Optional[bytes]:
         """Bytes from `fd`; b"" at its end; None when it had nothing after all."""
         if self.listener is not None and fd == self.listener.fileno():
             self.accept()
+            return None
+        if self.child is not None and fd == self.child.watch:
+            self.child.readable()  # a message from the zygote; the loop checks for the exit
             return None
         try:
             return os.read(fd, READ_SIZE)
@@ -350,6 +305,10 @@ class Supervisor:
         """The script interpreter is gone: reap it, report its status, hand over what is queued."""
         assert self.child is not None
         status = self.child.wait()
+        if status is None:  # forked, and the zygote died before it could tell: ask the script
+            if self.ctl_in is not None:
+                self.readable(self.ctl_in)  # its last frame may still wait in the pipe
+            status = self.reported if self.reported is not None and not self.known else LOST_STATUS
         self.send({"type": frames.EXIT, "exit_code": status})
         self.drain_wire()
 
@@ -360,6 +319,8 @@ class Supervisor:
             self.wire.flush()
 
     def close(self) -> None:
+        if self.child is not None:
+            self.child.close()
         if self.listener is not None:
             self.listener.close()
             if not self.socket_path.startswith("\0"):

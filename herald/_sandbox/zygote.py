@@ -1,24 +1,36 @@
 """The fork server: a pre-imported interpreter that forks a fresh sandbox child per request.
 Stdlib only, Python >= 3.8.
 
-Started by Herald (forkserver.py) as `python -I -B -c <loader> ZYGOTE_DIR SOCKET_FD`, with a
-scrubbed environment, in its own session, with nothing on stdin/stdout/stderr. The socket is a
-SOCK_SEQPACKET pair end; each message is one JSON object:
+Two ways to start it, one mechanism:
 
-    Herald -> here   {"op": "fork", "sandbox_dir": d} + fds [stdout, stderr, ctl_read, ctl_write]
-    here -> Herald   {"op": "forked", "pid": n}  or  {"op": "error", "message": "..."}
-    here -> Herald   {"op": "exit", "pid": n, "status": s}   s as Popen.returncode (-N: signal N)
-    Herald -> here   {"op": "reap", "pid": n}                 Herald is done with that pid
-    here -> Herald   {"op": "ready"}                          once, after the pre-imports
+- Host mode (forkserver.py): `python -I -B -c <loader> ZYGOTE_DIR SOCKET_FD`, with a scrubbed
+  environment, in its own session, with nothing on stdin/stdout/stderr. SOCKET_FD is a
+  SOCK_SEQPACKET pair end to Herald, its one client; when Herald's end closes, it leaves.
+- In-backend execution (runtime/sandbox/remote_zygote.py): `python -I -B -c <loader> SANDBOX_DIR
+  --listen SOCKET_PATH [PASSTHROUGH_NAME...]` on an exec channel of its own that lives as long
+  as the Runtime. It applies environ.py's policy to its own environment (what a spawned child
+  would get), listens on SOCKET_PATH (in the private sandbox directory) and serves every run's
+  supervisor (supervisor.py, scriptproc.py) on a connection of its own. It leaves when its stdin
+  ends: the channel closed, or Herald went away.
+
+Each message is one JSON object:
+
+    client -> here   {"op": "fork", "sandbox_dir": d} + fds [stdout, stderr, ctl_read, ctl_write]
+    here -> client   {"op": "forked", "pid": n}  or  {"op": "error", "message": "..."}
+    here -> client   {"op": "exit", "pid": n, "status": s}   s as Popen.returncode (-N: signal N)
+    client -> here   {"op": "reap", "pid": n}                 the client is done with that pid
+    here -> Herald   {"op": "ready"}                          host mode, once, after the pre-imports
 
 Why: starting an interpreter costs ~35 ms; a fork of this one, which has already imported the
 stdlib modules scripts and the runtime use, costs well under one. Each child is a new process
 (new session and process group, fresh random seed, its own `hermes_tools` imported after the
-fork from the Runtime's sandbox directory), so nothing leaks between runs. This process stays
+fork from the sandbox directory), so nothing leaks between runs. This process stays
 single-threaded: forking a threaded process is unsafe.
 
-An exited child is reported at once but reaped only on "reap": until then its pid stays a
-zombie, so Herald's pidfd and its kill of the process group can never hit a reused pid.
+An exited child is reported at once (to the client that asked for it) but reaped only on
+"reap": until then its pid stays a zombie, so a kill of its process group can never hit a
+reused pid. A listening zygote's client that goes away without reaping (a supervisor that was
+killed) takes its children with it: they are killed and reaped here.
 """
 
 from __future__ import annotations
@@ -31,9 +43,10 @@ import select
 import signal
 import socket
 import sys
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Set
 
 from . import frames
+from .procs import descendants, signal_pids
 
 PREIMPORTS = (
     "json", "socket", "threading", "struct", "traceback", "linecache", "builtins", "typing", "re",
@@ -42,26 +55,61 @@ PREIMPORTS = (
 )
 MAX_MESSAGE = 65536
 FDS_PER_FORK = 4
+LISTEN_FLAG = "--listen"
+
+
+class _Child:
+    def __init__(self, owner: socket.socket) -> None:
+        self.owner = owner  # the client that asked for it: its exit goes there, only it may reap
+        self.reported = False
 
 
 class Zygote:
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.children: Dict[int, bool] = {}  # pid -> its exit reported yet?
+    """Serves `herald`, the one client of host mode, whose end of the socket ends the zygote;
+    or (`listener`, `lifeline`) every client that connects, until `lifeline` (stdin) ends."""
+
+    def __init__(
+        self,
+        herald: Optional[socket.socket] = None,
+        listener: Optional[socket.socket] = None,
+        lifeline: Optional[int] = None,
+    ) -> None:
+        self.herald = herald
+        self.listener = listener
+        self.lifeline = lifeline
+        self.clients: Dict[int, socket.socket] = {}
+        if herald is not None:
+            self.clients[herald.fileno()] = herald
+        self.broken: Set[socket.socket] = set()  # clients a send failed on: dropped by the loop
+        self.children: Dict[int, _Child] = {}
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
         os.set_blocking(self.wake_r, False)
         signal.set_wakeup_fd(self.wake_w)
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)
 
-    def send(self, message: Dict[str, Any]) -> None:
-        self.sock.send(json.dumps(message).encode("utf-8"))
+    def send(self, client: socket.socket, message: Dict[str, Any]) -> None:
+        data = json.dumps(message).encode("utf-8")
+        if client is self.herald:
+            client.send(data)
+            return
+        # A client that does not read must not stall every other run: never block on it.
+        try:
+            client.send(data, socket.MSG_DONTWAIT)
+        except OSError:
+            self.broken.add(client)
 
     def serve(self) -> None:
-        self.send({"op": frames.READY})
+        if self.herald is not None:
+            self.send(self.herald, {"op": frames.READY})
         while True:
+            watched = [self.wake_r, *self.clients]
+            if self.listener is not None:
+                watched.append(self.listener.fileno())
+            if self.lifeline is not None:
+                watched.append(self.lifeline)
             try:
-                readable, _, _ = select.select([self.sock.fileno(), self.wake_r], [], [])
+                readable, _, _ = select.select(watched, [], [])
             except InterruptedError:
                 continue
             if self.wake_r in readable:
@@ -71,13 +119,54 @@ class Zygote:
                 except BlockingIOError:
                     pass
                 self.report_exits()
-            if self.sock.fileno() in readable and not self.handle_request():
+            if self.lifeline is not None and self.lifeline in readable and not self.lifeline_holds():
                 return
+            if self.listener is not None and self.listener.fileno() in readable:
+                self.accept()
+            for fd in readable:
+                client = self.clients.get(fd)
+                if client is not None and not self.handle_request(client):
+                    if client is self.herald:  # Herald went away: leave; children in use are Herald's to kill
+                        return
+                    self.broken.add(client)
+            for client in list(self.broken):
+                self.drop(client)
 
-    def handle_request(self) -> bool:
+    def lifeline_holds(self) -> bool:
+        assert self.lifeline is not None
+        try:
+            return bool(os.read(self.lifeline, 512))  # nothing is sent on it: only its end matters
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError:
+            return False
+
+    def accept(self) -> None:
+        assert self.listener is not None
+        try:
+            client, _ = self.listener.accept()
+        except OSError:
+            return
+        if not _same_user(client):
+            client.close()
+            return
+        self.clients[client.fileno()] = client
+
+    def drop(self, client: socket.socket) -> None:
+        """A client left (or stopped reading): its children's runs are over, kill and reap them."""
+        self.broken.discard(client)
+        self.clients.pop(client.fileno(), None)
+        for pid, child in list(self.children.items()):
+            if child.owner is client:
+                if not child.reported:  # also what left its process group: no one else will
+                    signal_pids(descendants(pid), signal.SIGKILL)
+                self.reap(pid, client)
+        client.close()
+
+    def handle_request(self, client: socket.socket) -> bool:
         fds = array.array("i")
         try:
-            data, ancillary, _, _ = self.sock.recvmsg(MAX_MESSAGE, socket.CMSG_SPACE(FDS_PER_FORK * fds.itemsize))
+            data, ancillary, _, _ = client.recvmsg(MAX_MESSAGE, socket.CMSG_SPACE(FDS_PER_FORK * fds.itemsize))
         except InterruptedError:
             return True
         except OSError:
@@ -85,17 +174,19 @@ class Zygote:
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                 fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
-        if not data:  # Herald went away: leave; children in use are Herald's to kill
+        if not data:
             return False
         try:
             message = json.loads(data.decode("utf-8"))
             op = message.get("op")
             if op == frames.FORK and len(fds) == FDS_PER_FORK:
-                self.fork(str(message["sandbox_dir"]), list(fds))
+                self.fork(client, str(message["sandbox_dir"]), list(fds))
             elif op == frames.REAP:
-                self.reap(int(message["pid"]))
+                self.reap(int(message["pid"]), client)
             else:
-                self.send({"op": frames.ERROR, "message": "bad request %r" % (op,)})
+                self.send(client, {"op": frames.ERROR, "message": "bad request %r" % (op,)})
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            self.send(client, {"op": frames.ERROR, "message": "bad request: %s" % (exc,)})
         finally:
             for fd in fds:
                 try:
@@ -104,16 +195,16 @@ class Zygote:
                     pass
         return True
 
-    def fork(self, sandbox_dir: str, fds: "List[int]") -> None:
+    def fork(self, client: socket.socket, sandbox_dir: str, fds: "List[int]") -> None:
         try:
             pid = os.fork()
         except OSError as exc:
-            self.send({"op": frames.ERROR, "message": "fork failed: %s" % exc})
+            self.send(client, {"op": frames.ERROR, "message": "fork failed: %s" % exc})
             return
         if pid == 0:
             self.become_child(sandbox_dir, fds)  # never returns
-        self.children[pid] = False
-        self.send({"op": frames.FORKED, "pid": pid})
+        self.children[pid] = _Child(client)
+        self.send(client, {"op": frames.FORKED, "pid": pid})
 
     def become_child(self, sandbox_dir: str, fds: "List[int]") -> None:
         try:
@@ -122,10 +213,15 @@ class Zygote:
             os.setsid()
             stdout, stderr, ctl_read, ctl_write = fds
             devnull = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(devnull, 0)
+            os.dup2(devnull, 0)  # in-backend, 0-2 were the zygote's exec channel: replaced here
             os.dup2(stdout, 1)
             os.dup2(stderr, 2)
-            for fd in (devnull, stdout, stderr, self.wake_r, self.wake_w, self.sock.fileno()):
+            ours = [devnull, stdout, stderr, self.wake_r, self.wake_w, *self.clients]
+            if self.listener is not None:
+                ours.append(self.listener.fileno())
+            if self.lifeline is not None and self.lifeline > 2:
+                ours.append(self.lifeline)
+            for fd in ours:
                 os.close(fd)
             os.set_inheritable(ctl_read, False)
             os.set_inheritable(ctl_write, False)
@@ -145,8 +241,8 @@ class Zygote:
         os._exit(70)
 
     def report_exits(self) -> None:
-        for pid, reported in list(self.children.items()):
-            if reported:
+        for pid, child in list(self.children.items()):
+            if child.reported:
                 continue
             try:
                 info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -156,13 +252,14 @@ class Zygote:
             if info is None:
                 continue
             status = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-            self.children[pid] = True
-            self.send({"op": frames.EXIT, "pid": pid, "status": status})
+            child.reported = True
+            self.send(child.owner, {"op": frames.EXIT, "pid": pid, "status": status})
 
-    def reap(self, pid: int) -> None:
-        if pid not in self.children:
+    def reap(self, pid: int, client: socket.socket) -> None:
+        child = self.children.get(pid)
+        if child is None or child.owner is not client:  # not this client's to reap
             return
-        if not self.children[pid]:
+        if not child.reported:
             try:
                 os.killpg(pid, signal.SIGKILL)
             except OSError:
@@ -173,10 +270,25 @@ class Zygote:
             pass
         del self.children[pid]
 
+    def stop(self) -> None:
+        """Leaving while listening: every child still here belongs to a run that is over."""
+        for client in list(self.clients.values()):
+            self.drop(client)
 
-def main() -> None:
-    sys.path.insert(0, sys.argv[1])
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=int(sys.argv[2]))
+
+def _same_user(client: socket.socket) -> bool:
+    # The socket sits in a 0700 directory already; where the kernel tells the peer's uid, check
+    # it too: a fork of this process runs whatever its control pipe is handed.
+    if not hasattr(socket, "SO_PEERCRED"):
+        return True
+    try:
+        creds = client.getsockopt(socket.SOL_SOCKET, getattr(socket, "SO_PEERCRED"), 12)  # noqa: B009
+    except OSError:
+        return False
+    return int.from_bytes(creds[4:8], sys.byteorder) == os.getuid()
+
+
+def _preimport() -> None:
     for name in PREIMPORTS:
         try:
             __import__(name)
@@ -185,4 +297,49 @@ def main() -> None:
     for name in ("bootstrap", "client", "helpers"):  # what every child runs: load it once, here
         importlib.import_module("." + name, __package__)
 
-    Zygote(sock).serve()
+
+def _listen(path: str) -> socket.socket:
+    try:
+        os.unlink(path)  # left by a zygote of this directory that was killed
+    except OSError:
+        pass
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    old_umask = os.umask(0o077)
+    try:
+        listener.bind(path)
+    finally:
+        os.umask(old_umask)
+    listener.listen(64)
+    listener.setblocking(False)
+    return listener
+
+
+def main() -> None:
+    sys.path.insert(0, sys.argv[1])
+    if len(sys.argv) > 3 and sys.argv[2] == LISTEN_FLAG:
+        main_listening(sys.argv[3], sys.argv[4:])
+        return
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=int(sys.argv[2]))
+    _preimport()
+    Zygote(herald=sock).serve()
+
+
+def main_listening(path: str, passthrough: "List[str]") -> None:
+    from .environ import sandbox_environ
+
+    # Children inherit this environment: make it the one a spawned child would be given.
+    environ = sandbox_environ(os.environ, passthrough)
+    os.environ.clear()
+    os.environ.update(environ)
+    _preimport()
+    listener = _listen(path)  # only now: a supervisor that can connect finds a ready zygote
+    zygote = Zygote(listener=listener, lifeline=0)
+    try:
+        zygote.serve()
+    finally:
+        zygote.stop()
+        listener.close()
+        try:
+            os.unlink(path)
+        except OSError:
+            pass

@@ -11,8 +11,9 @@ Execution policy:
 - Kernel sessions (`session="name"`) keep one child and its globals across runs; a timeout,
   interrupt or crash kills it and the result says the state was lost.
 - `exec_mode="backend"` runs the child inside the backend instead (sandbox/remote.py): the same
-  bootstrap, RPC frames and Dispatcher, carried over the backend's exec channel; warm start and
-  kernel sessions work the same way there.
+  bootstrap, RPC frames and Dispatcher, carried over the backend's exec channel; warm start,
+  kernel sessions and the fork server (a zygote in the backend, remote_zygote.py) work the same
+  way there.
 """
 
 from __future__ import annotations

@@ -188,7 +188,9 @@ def test_cold_start_and_many_runs(backend_runtime: RuntimeFactory) -> None:
 
 
 def test_script_that_kills_its_supervisor_gets_a_clear_error(backend_runtime: RuntimeFactory) -> None:
-    runtime = backend_runtime()
+    # A spawned script's parent is its supervisor; a forked one's is the zygote (see
+    # test_backend_mode_fork.py for the same with the fork server).
+    runtime = backend_runtime(overrides={"sandbox.fork_server": False})
     result = runtime.execute(
         script(
             """

@@ -93,6 +93,8 @@ def test_sandbox_layout(tmp_path: Path) -> None:
         "helpers.py",
         "procs.py",
         "protocol.py",
+        "scriptproc.py",
+        "sinks.py",
         "supervisor.py",
         "zygote.py",
     ]

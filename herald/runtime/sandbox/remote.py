@@ -11,7 +11,8 @@ Policy:
   (which holds the supervisor, supervisor.py). The directory is removed when the Runtime closes.
 - Per run, `RemoteChild` opens one exec channel (`Backend.open_channel`, in a background thread,
   so a warm successor costs the run that spawns it nothing) running the supervisor, which
-  starts the host mode's child bootstrap in its own process group (see
+  starts the host mode's child bootstrap in its own process group: forked by the Runtime's
+  zygote in the backend (remote_zygote.py) when there is one, else spawned (see
   herald/_sandbox/supervisor.py for the frames). Tool calls, output, control and exit all travel
   as protocol frames over that one stream; nothing is polled from files.
 - Tool calls are served by the Runtime's Dispatcher (allow-list, argument checks, budget,

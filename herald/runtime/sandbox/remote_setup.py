@@ -4,7 +4,9 @@ the pool that serves tool calls (see remote.py for the policy and the per-run ch
 `RemoteSandbox.prepare` probes the python (`command -v`, version >= 3.8; anything else is a
 `RemotePythonError` that says what to install or set), makes a private 0700 directory on the
 backend (`mktemp -d`) and copies the sandbox files into it with the backend's `write_bytes`;
-`spawn` starts a `RemoteChild` there; `close` removes the directory.
+`spawn` starts a `RemoteChild` there, whose script is forked by the Runtime's zygote in the
+backend when there is one (remote_zygote.py, setting `sandbox.fork_server`); `close` stops the
+zygote and removes the directory.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ...config import Settings
 from ..rpc.server import Handler
 from .process import LOADER, SandboxStartError
 from .remote import RemoteChild
+from .remote_zygote import RemoteZygote
 from .stubgen import RUNTIME_PACKAGE
 
 REMOTE_LOADER = (
@@ -62,6 +65,7 @@ class RemoteSandbox(Generic[S]):
         self._python = settings.sandbox.remote_python
         self._lock = threading.Lock()
         self.remote_dir: str | None = None
+        self.zygote: RemoteZygote | None = None
         self._pool = ThreadPoolExecutor(
             max_workers=max(1, settings.sandbox.max_parallel_calls), thread_name_prefix="herald-remote-rpc"
         )
@@ -86,6 +90,13 @@ class RemoteSandbox(Generic[S]):
                         f"could not copy the sandbox files to {remote_dir} on {self.where}: {exc}"
                     ) from None
                 self.remote_dir = remote_dir
+                if self._settings.sandbox.fork_server:
+                    self.zygote = RemoteZygote(
+                        lambda argv: self.backend.open_channel(argv, cwd=remote_dir),
+                        self._python,
+                        remote_dir,
+                        list(self._settings.sandbox.env_passthrough),
+                    )
             return self.remote_dir
 
     def _probe(self) -> str:
@@ -151,7 +162,11 @@ class RemoteSandbox(Generic[S]):
         argv = [self._python, "-I", "-B", "-c", REMOTE_LOADER, remote_dir]
         # The supervisor applies environ.py's policy there; only the user's passthrough names travel.
         env = {"passthrough": list(self._settings.sandbox.env_passthrough)}
-        prepare = {"type": frames.PREPARE, "env": env, "loader": LOADER}
+        zygote = self.zygote
+        if zygote is not None:
+            zygote.ensure()  # started (or replaced) in the background: this run may still spawn
+        fork_server = zygote.path if zygote is not None and zygote.usable else None
+        prepare = {"type": frames.PREPARE, "env": env, "loader": LOADER, "fork_server": fork_server}
         return RemoteChild(
             lambda: self.backend.open_channel(argv, cwd=remote_dir),
             prepare,
@@ -166,5 +181,8 @@ class RemoteSandbox(Generic[S]):
         self._pool.shutdown(wait=False, cancel_futures=True)
         with self._lock:
             remote_dir, self.remote_dir = self.remote_dir, None
+            zygote, self.zygote = self.zygote, None
+        if zygote is not None:
+            zygote.close()
         if remote_dir is not None:
             self._remove(remote_dir)

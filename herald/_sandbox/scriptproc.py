@@ -1,0 +1,192 @@
+"""The script interpreter of an in-backend run, as the supervisor (supervisor.py) holds it.
+Stdlib only, Python >= 3.8.
+
+Two ways to get one, the same process either way (bootstrap.py in its own session and process
+group, stdin from /dev/null, stdout, stderr and a control pipe pair on pipes to the supervisor):
+
+- `fork_script`: ask the Runtime's zygote in the backend (zygote.py, listening on a socket in
+  the sandbox directory) to fork one. Well under a millisecond, where an interpreter's start-up
+  costs ~35 ms or more; the zygote reports the exit over our connection and reaps the child
+  only when told, so its pid cannot be reused while we may still signal its group.
+- `spawn_script`: start a fresh interpreter, when there is no zygote or it fails in any way
+  (not started yet, killed, refused): a run never fails because the fork server did.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from . import frames
+from .procs import alive
+
+FORK_REPLY_TIMEOUT = 5.0  # a zygote that does not answer this fast is treated as gone
+LOST_STATUS = -signal.SIGKILL  # an exit nobody could report (the zygote died) after a kill
+
+
+class ScriptProcess:
+    """A started script interpreter: its pid and our ends of its pipes (all non-blocking)."""
+
+    pid = 0
+    watch: Optional[int] = None  # an fd the supervisor polls and hands to `readable`, if any
+
+    def __init__(self, stdout: int, stderr: int, ctl_in: int, ctl_out: int) -> None:
+        self.stdout, self.stderr, self.ctl_in, self.ctl_out = stdout, stderr, ctl_in, ctl_out
+        for fd in (stdout, stderr, ctl_in, ctl_out):
+            os.set_blocking(fd, False)
+
+    def readable(self) -> None:
+        """`watch` has something to read."""
+
+    def exited(self) -> bool:
+        """It has exited; it is not reaped yet, so its pid still names its process group."""
+        raise NotImplementedError
+
+    def wait(self) -> Optional[int]:
+        """Its status as Popen.returncode (-N: signal N), None if nobody could tell; let its pid go."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Leaving: whatever is still ours of it is let go."""
+
+
+class Spawned(ScriptProcess):
+    def __init__(self, proc: "subprocess.Popen[bytes]", fds: "Tuple[int, int, int, int]") -> None:
+        super().__init__(*fds)
+        self.proc = proc
+        self.pid = proc.pid
+
+    def exited(self) -> bool:
+        if self.proc.returncode is not None or not hasattr(os, "waitid"):  # no waitid: macOS
+            return self.proc.poll() is not None
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return info is not None
+
+    def wait(self) -> Optional[int]:
+        return self.proc.wait()
+
+
+class Forked(ScriptProcess):
+    def __init__(self, sock: socket.socket, pid: int, fds: "Tuple[int, int, int, int]") -> None:
+        super().__init__(*fds)
+        sock.setblocking(False)
+        self.sock: Optional[socket.socket] = sock
+        self.watch = sock.fileno()
+        self.pid = pid
+        self.status: Optional[int] = None
+
+    def readable(self) -> None:
+        if self.sock is None:
+            return
+        try:
+            data = self.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:  # the zygote died: its orphan is init's now, and its exit is unknown to us
+            self._disconnect()
+            return
+        try:
+            message = json.loads(data.decode("utf-8"))
+        except ValueError:
+            return
+        if message.get("op") == frames.EXIT and message.get("pid") == self.pid:
+            self.status = int(message.get("status", LOST_STATUS))
+
+    def exited(self) -> bool:
+        return self.status is not None or (self.sock is None and not alive(self.pid))
+
+    def wait(self) -> Optional[int]:
+        status = self.status
+        if self.sock is not None:
+            try:
+                self.sock.send(json.dumps({"op": frames.REAP, "pid": self.pid}).encode("utf-8"))
+            except OSError:
+                pass
+        self._disconnect()
+        return status
+
+    def close(self) -> None:
+        # Our connection ending tells the zygote to kill and reap whatever of ours is left.
+        self._disconnect()
+
+    def _disconnect(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock, self.watch = None, None
+
+
+def _pipes() -> "Tuple[List[int], List[int]]":
+    """Four pipes: (ours: stdout read, stderr read, control in, control out),
+    (the child's: stdout write, stderr write, control read, control write)."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    to_child_r, to_child_w = os.pipe()
+    from_child_r, from_child_w = os.pipe()
+    return [out_r, err_r, from_child_r, to_child_w], [out_w, err_w, to_child_r, from_child_w]
+
+
+def _close(fds: "List[int]") -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def fork_script(zygote_path: str, sandbox_dir: str) -> Forked:
+    """A child forked by the zygote listening on `zygote_path`; OSError if there is none
+    there or it fails to give one (the caller spawns instead)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ours, theirs = _pipes()
+    try:
+        sock.settimeout(FORK_REPLY_TIMEOUT)
+        sock.connect(zygote_path)
+        request = json.dumps({"op": frames.FORK, "sandbox_dir": sandbox_dir}).encode("utf-8")
+        sock.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", theirs))])
+        reply: Dict[str, Any] = json.loads(sock.recv(65536).decode("utf-8") or "{}")
+        if reply.get("op") != frames.FORKED:
+            raise OSError("the zygote refused: %s" % (reply.get("message") or "it went away"))
+        pid = int(reply["pid"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        sock.close()
+        _close(ours)
+        raise OSError(str(exc) or type(exc).__name__) from None
+    finally:
+        _close(theirs)
+    out_r, err_r, ctl_in, ctl_out = ours
+    return Forked(sock, pid, (out_r, err_r, ctl_in, ctl_out))
+
+
+def spawn_script(loader: str, sandbox_dir: str, env: "Mapping[str, str]") -> Spawned:
+    """A fresh interpreter running `loader` (bootstrap.py's main) in its own session."""
+    ours, theirs = _pipes()
+    out_w, err_w, to_child_r, from_child_w = theirs
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-B", "-c", loader, sandbox_dir, str(to_child_r), str(from_child_w)],
+            stdin=subprocess.DEVNULL,
+            stdout=out_w,
+            stderr=err_w,
+            pass_fds=(to_child_r, from_child_w),
+            start_new_session=True,
+            env=dict(env),
+            cwd=sandbox_dir,
+        )
+    except BaseException:
+        _close(ours)
+        raise
+    finally:
+        _close(theirs)
+    out_r, err_r, ctl_in, ctl_out = ours
+    return Spawned(proc, (out_r, err_r, ctl_in, ctl_out))

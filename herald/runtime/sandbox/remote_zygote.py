@@ -1,0 +1,121 @@
+"""In-backend execution, the fork server inside the backend: one zygote (_sandbox/zygote.py) per
+Runtime, so that each run's script is a fork of a pre-imported interpreter instead of a new one.
+
+Policy:
+- A run's supervisor lives for that run only (one exec channel each, remote.py), so a zygote it
+  started would die with it and no later run could use it. The zygote therefore has an exec
+  channel of its own, opened by `RemoteSandbox` once the sandbox files are in place (setting
+  `sandbox.fork_server`), and lives as long as the Runtime: it listens on a socket in the
+  private sandbox directory, which the prepare frame names to every supervisor.
+- It leaves when its stdin ends: `close` (the Runtime closes), Herald gone, an SSH connection
+  dropped. Processes it forked for a supervisor that died are killed there.
+- A run never depends on it: a supervisor that cannot connect (the zygote is still importing,
+  was killed, refused) spawns an interpreter as before. A zygote found dead when a run is
+  spawned is replaced, in the background, at most `MAX_STARTS` times per Runtime, so one that
+  cannot live on this backend does not cost every run a start.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import threading
+from collections.abc import Callable
+
+from ..._sandbox.zygote import LISTEN_FLAG
+from ...backends.base import Channel
+from .stubgen import RUNTIME_PACKAGE
+
+ZYGOTE_LOADER = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    f"from {RUNTIME_PACKAGE}.zygote import main; main()"
+)
+SOCKET_NAME = "zygote.sock"
+AF_UNIX_PATH_MAX = 100  # sun_path is 104 bytes on macOS, 108 on Linux: keep clear of both
+MAX_STARTS = 3
+CLOSE_JOIN_SECONDS = 30.0
+log = logging.getLogger(__name__)
+
+
+class RemoteZygote:
+    """The zygote of one RemoteSandbox, on its exec channel (opened in the background)."""
+
+    def __init__(
+        self, open_channel: Callable[[list[str]], Channel], python: str, remote_dir: str, passthrough: list[str]
+    ) -> None:
+        self.path = posixpath.join(remote_dir, SOCKET_NAME)
+        self._argv = [python, "-I", "-B", "-c", ZYGOTE_LOADER, remote_dir, LISTEN_FLAG, self.path, *passthrough]
+        self._open_channel = open_channel
+        self._lock = threading.Lock()
+        self._channel: Channel | None = None
+        self._opener: threading.Thread | None = None
+        self._starts = 0
+        self._closed = False
+        self.usable = len(self.path.encode()) <= AF_UNIX_PATH_MAX
+        if not self.usable:
+            log.info("sandbox directory path too long for a socket (%s): runs spawn their interpreter", remote_dir)
+
+    def ensure(self) -> None:
+        """Start the zygote if none runs (without waiting for it): the next runs fork from it."""
+        with self._lock:
+            if self._closed or not self.usable or (self._opener is not None and self._opener.is_alive()):
+                return
+            if self._channel is not None:
+                if _running(self._channel):
+                    return
+                dead, self._channel = self._channel, None
+                threading.Thread(target=_close_quietly, args=(dead,), name="herald-zygote-close", daemon=True).start()
+            if self._starts >= MAX_STARTS:
+                log.warning("the backend's fork server died %d times: runs spawn their interpreter", self._starts)
+                self.usable = False
+                return
+            self._starts += 1
+            self._opener = threading.Thread(target=self._open, name="herald-zygote-open", daemon=True)
+            self._opener.start()
+
+    def _open(self) -> None:
+        try:
+            channel = self._open_channel(self._argv)
+        except Exception as exc:  # BackendError, or whatever the backend's client raised
+            log.warning("could not start the backend's fork server (runs spawn their interpreter): %s", exc)
+            with self._lock:
+                self.usable = False
+            return
+        with self._lock:
+            if not self._closed:
+                self._channel = channel
+                return
+        _close_quietly(channel)  # closed while it opened
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            opener = self._opener
+        if opener is not None:
+            opener.join(timeout=CLOSE_JOIN_SECONDS)
+        with self._lock:
+            channel, self._channel = self._channel, None
+        if channel is not None:
+            _close_quietly(channel)
+
+
+def _running(channel: Channel) -> bool:
+    """The zygote says nothing on its channel unless it fails: its end of output means it is gone."""
+    for _ in range(64):
+        try:
+            chunk = channel.recv(0)
+        except Exception:
+            return False
+        if chunk is None:
+            return True
+        if not chunk:
+            return False
+        log.debug("the backend's fork server said: %s", chunk.decode("utf-8", "replace").strip())
+    return True
+
+
+def _close_quietly(channel: Channel) -> None:
+    try:
+        channel.close()
+    except Exception as exc:
+        log.debug("closing the fork server's exec channel failed: %s", exc)
