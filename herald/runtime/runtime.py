@@ -36,6 +36,7 @@ from ..config import Settings, load_settings
 from ..tools.registry import Registry, ToolContext, default_registry
 from ..transcript import Transcript
 from .dispatcher import CallScope, Dispatcher
+from .execute_code import execute_code_tool
 from .outcome import build_result
 from .rpc.server import RpcServer
 from .sandbox import forkserver
@@ -113,6 +114,9 @@ class Runtime:
                 enabled=list(tools) if tools is not None else self.settings.tools,
                 transcript=self.transcript,
             )
+            # The model's way to run scripts here; known to the dispatcher, which refuses it to scripts.
+            self.execute_tool = execute_code_tool(self)
+            self.dispatcher.add_direct(self.execute_tool)
             self._bindings: dict[str, _Binding] = {}
             self._bindings_lock = threading.Lock()
             self._sandbox_dir = tempfile.mkdtemp(prefix="herald-sandbox-")
