@@ -105,4 +105,5 @@ def todo_tool(todo: TodoList) -> Tool:
         returns="{'todos': [{'id', 'content', 'status'}], 'counts': {state: int}}",
         sandbox=False,
         touches=tool_wide("todo"),
+        changes_agent_state=True,  # a write changes what the next read returns
     )

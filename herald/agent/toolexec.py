@@ -24,6 +24,7 @@ from typing import Any
 from ..capture import CappedCapture
 from ..config import Settings
 from ..runtime import Runtime
+from ..runtime.execute_code import EXECUTE_CODE
 from ..tools.arguments import bind_arguments
 from ..tools.registry import Tool, ToolError
 from ..tools.resources import Resource, conflicts
@@ -31,7 +32,6 @@ from ..transcript import preview
 from .events import AgentEvent, InnerToolCall, Notice, ToolCallRecord, ToolFinished, ToolStarted
 from .guardrails import LoopGuard
 from .jsonrepair import repair_arguments
-from .prompts import EXECUTE_CODE
 from .providers.base import Message, ToolCall
 
 MAX_PARALLEL = 8

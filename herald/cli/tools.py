@@ -35,11 +35,11 @@ def session_offer(settings: Any) -> Any:
 
 def model_schemas(settings: Any, fmt: str) -> list[dict[str, Any]]:
     """The schemas `herald run` gives the model: execute_code, then every offered tool."""
-    from ..agent.prompts import execute_code_tool
     from ..agent.providers.anthropic_messages import to_anthropic_tools
+    from ..runtime.execute_code import execute_code_schema
 
     offer = session_offer(settings)
-    schemas = [execute_code_tool(offer.script_tools, settings).llm_schema(), *(t.llm_schema() for t in offer.tools)]
+    schemas = [execute_code_schema(offer.script_tools, settings), *(t.llm_schema() for t in offer.tools)]
     return to_anthropic_tools(schemas) if fmt == "anthropic" else schemas
 
 

@@ -16,6 +16,8 @@ Policy, in order:
    never to the model's context.
 `call_direct` is the path of a model's direct (non-script) tool call: any enabled tool, the same
 argument binding (without the script-only refusals), lock, error mapping and logging, no budget.
+It also runs execute_code, which the Runtime adds (`add_direct`): a tool that runs scripts
+(`Tool.runs_scripts`) holds no locks, since its script's calls come back here and take their own.
 Errors are data: `{"error": {"type", "message"}}`, never an exception out of `handle`.
 
 Which tools a session offers at all is decided once, by `offer_tools`: a tool that cannot work
@@ -173,6 +175,15 @@ class Dispatcher:
         # Called after each script call with (tool name, succeeded): live progress for a UI.
         self.on_script_call: Callable[[str, bool], None] | None = None
 
+    def add_direct(self, tool: Tool) -> None:
+        """Offer `tool` to direct calls too: a tool made after this dispatcher, such as the
+        owning Runtime's execute_code. It is not added to `tools` (the registry's offer)."""
+        if tool.name in self._offered or tool.name in self.registry:
+            raise ValueError(f"a tool named {tool.name!r} is already offered")
+        if tool.sandbox:
+            raise ValueError(f"tool {tool.name}: only direct-call tools can be added after the offer")
+        self._offered[tool.name] = tool
+
     def new_scope(self, max_calls: int, deadline: float | None = None) -> CallScope:
         return CallScope(run_id=f"run-{next(self._ids)}", max_calls=max_calls, deadline=deadline)
 
@@ -183,8 +194,9 @@ class Dispatcher:
         if not isinstance(name, str) or not name:
             message = f"A tool call must name a tool. Available in this script: {self._available()}."
             return _error("UnknownTool", message)
-        if name == "execute_code":
-            message = "execute_code cannot be called from inside a script (no nested sandboxes)."
+        known = self._offered.get(name) or self.registry.get(name)
+        if known is not None and known.runs_scripts:
+            message = f"{name} cannot be called from inside a script (no nested sandboxes)."
         elif name in self.offer.withheld:
             message = f"Tool '{name}' is not available in this session: {self.offer.withheld[name]}."
         elif name in self.registry and name not in self._offered:
@@ -197,7 +209,7 @@ class Dispatcher:
         else:
             message = f"Unknown tool: '{name}'."
         return _error(
-            "UnknownTool" if name not in self.registry else "ToolNotAvailable",
+            "UnknownTool" if known is None else "ToolNotAvailable",
             f"{message} Available in this script: {self._available()}.",
         )
 
@@ -236,7 +248,8 @@ class Dispatcher:
         tool = self._offered.get(name)
         started = time.perf_counter()
         if tool is None:
-            known = ", ".join(sorted(self._offered)) or "none"
+            # The session's enabled tools: what `enabled` chose (tools added later are always there).
+            known = ", ".join(sorted(t.name for t in self.tools)) or "none"
             if name in self.offer.withheld:
                 message = f"Tool '{name}' is not available in this session: {self.offer.withheld[name]}."
             elif name in self.registry:
@@ -248,7 +261,8 @@ class Dispatcher:
             reply = self._with_backend_note(self._run(tool, args, None, cancel))
         seconds = time.perf_counter() - started
         if self.transcript is not None:
-            self._log(call_id, "tool_call", name, args, reply, len(reply_frame({}, reply, ())) - HEADER.size, seconds)
+            size = len(reply_frame({}, reply, ())) - HEADER.size
+            self._log(call_id, "tool_call", name, args, reply, size, seconds, _script_fields(tool, reply))
         return reply
 
     def resources(self, name: str, args: Any) -> list[Resource]:
@@ -271,7 +285,10 @@ class Dispatcher:
                 bound["timeout"] = min(limit, left)
             if cancel is not None and cancel.is_set():
                 return interrupted
-            with self._locks.hold(tool.resources(bound, self.ctx), cancel, CANCEL_POLL_SECONDS) as held:
+            # A script's calls come back here and lock what each touches: holding all the script
+            # may touch for the whole run would make them wait for ever.
+            resources = [] if tool.runs_scripts else tool.resources(bound, self.ctx)
+            with self._locks.hold(resources, cancel, CANCEL_POLL_SECONDS) as held:
                 if not held:  # interrupted while another call held what this one touches
                     return interrupted
                 with cancellable(cancel):
@@ -306,17 +323,19 @@ class Dispatcher:
         return reply
 
     def _log(
-        self, run_id: str, kind: str, name: Any, args: Any, reply: dict[str, Any], size: int, seconds: float
+        self, run_id: str, kind: str, name: Any, args: Any, reply: dict[str, Any], size: int, seconds: float,
+        extra: dict[str, Any] | None = None,
     ) -> None:
         if self.transcript is None:
             return
         try:
-            self._write_log(run_id, kind, name, args, reply, size, seconds)
+            self._write_log(run_id, kind, name, args, reply, size, seconds, extra or {})
         except Exception:  # the call already ran: a logging failure must not turn it into an error
             log.exception("could not write the transcript record of a %s call", name)
 
     def _write_log(
-        self, run_id: str, kind: str, name: Any, args: Any, reply: dict[str, Any], size: int, seconds: float
+        self, run_id: str, kind: str, name: Any, args: Any, reply: dict[str, Any], size: int, seconds: float,
+        extra: dict[str, Any],
     ) -> None:
         assert self.transcript is not None
         record: dict[str, Any] = {
@@ -328,8 +347,18 @@ class Dispatcher:
         }
         if "error" in reply:
             record["error"] = reply["error"]
+        record.update(extra)
         record["reply_bytes"] = size  # the reply as encoded for the wire (UTF-8 JSON)
         self.transcript.write(record)
+
+
+def _script_fields(tool: Tool | None, reply: dict[str, Any]) -> dict[str, Any]:
+    """What the transcript keeps of a script run beside the call: its status and how many
+    calls the script made (each also has its own sandbox_tool_call record)."""
+    result = reply.get("result")
+    if tool is None or not tool.runs_scripts or not isinstance(result, dict):
+        return {}
+    return {"status": result.get("status"), "inner_calls": result.get("tool_calls_made", 0)}
 
 
 def _error(kind: str, message: str) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from ..config import Settings, load_settings
 from ..tools.registry import Registry, ToolContext, default_registry
 from ..transcript import Transcript
 from .dispatcher import Dispatcher
+from .execute_code import execute_code_tool
 from .grants import Grant, Grants
 from .outcome import OutputListener, build_result, capture_streams
 from .rpc.server import RpcServer
@@ -105,6 +106,9 @@ class Runtime:
                 enabled=list(tools) if tools is not None else self.settings.tools,
                 transcript=self.transcript,
             )
+            # The model's way to run scripts here; known to the dispatcher, which refuses it to scripts.
+            self.execute_tool = execute_code_tool(self)
+            self.dispatcher.add_direct(self.execute_tool)
             self._grants = Grants(on_revoke=lambda grant: self._server.close_sessions(grant))
             self._sandbox_dir = tempfile.mkdtemp(prefix="herald-sandbox-")
             undo.callback(shutil.rmtree, self._sandbox_dir, ignore_errors=True)

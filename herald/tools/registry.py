@@ -71,8 +71,16 @@ class Tool:
     # same thing take turns (see tools/resources.py). None: nothing shared, runs alongside anything.
     touches: ResourceFn | None = None
     mutates: bool = False  # changes files, processes or remote state (permission profiles)
+    # Changes the agent's own state, not the workspace (todo's list): no mutation for permission
+    # profiles, but a call may change what a later call sees, so it is not `read_only` either.
+    changes_agent_state: bool = False
     # The agent does not charge a model turn whose only call is this tool (execute_code).
     refunds_turn: bool = False
+    # Runs the model's script (its `code` argument) in the sandbox and returns
+    # ExecutionResult.to_dict(): the agent shows the script and counts its calls, the dispatcher
+    # takes no locks for it (the script's own calls lock what they touch) and refuses it from
+    # inside a script (no nested sandboxes). execute_code is the one such tool.
+    runs_scripts: bool = False
     # Arguments a script may not pass, with the reason given to the script.
     script_refused_args: Mapping[str, str] = field(default_factory=dict)
     # Why this tool cannot work with these settings (no provider key, no browser), or None when it
@@ -98,12 +106,21 @@ class Tool:
         except Exception:
             return [Resource(f"tool:{self.name}"), Resource(ANY_FILE)]
 
+    @property
+    def read_only(self) -> bool:
+        """A successful call changed nothing a later call sees: the loop guard may then count
+        identical results of identical calls as no progress."""
+        return not (self.mutates or self.changes_agent_state)
+
     def __post_init__(self) -> None:
         if self.parameters.get("type") != "object":
             raise ValueError(f"tool {self.name}: parameters must be a JSON schema of type object")
         missing = set(self.parameters.get("required", [])) - set(self.properties)
         if missing:
             raise ValueError(f"tool {self.name}: required parameters {sorted(missing)} are not defined")
+        if self.runs_scripts and (self.sandbox or "code" not in self.required):
+            # Caught here, at definition, rather than as a nested sandbox or a view without a script.
+            raise ValueError(f"tool {self.name}: a tool that runs scripts needs sandbox=False and a required 'code'")
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -117,11 +134,14 @@ class Tool:
 
     def llm_schema(self) -> dict[str, Any]:
         """The OpenAI-style function schema the model sees."""
-        description = self.description + (f"\nReturns: {self.returns}" if self.returns else "")
-        return {
-            "type": "function",
-            "function": {"name": self.name, "description": description, "parameters": self.parameters},
-        }
+        return function_schema(self.name, self.description, self.parameters, self.returns)
+
+
+def function_schema(name: str, description: str, parameters: dict[str, Any], returns: str = "") -> dict[str, Any]:
+    """An OpenAI-style function schema; `Tool.llm_schema`, and the one a tool that needs a live
+    session would have, for callers without a session (`herald tools --json`)."""
+    text = description + (f"\nReturns: {returns}" if returns else "")
+    return {"type": "function", "function": {"name": name, "description": text, "parameters": parameters}}
 
 
 class Registry:
