@@ -32,11 +32,12 @@ class ToolStarted:
     call_id: str
     name: str
     arguments: dict[str, Any]
+    runs_script: bool = False  # the tool runs arguments["code"] (Tool.runs_scripts): inner calls follow
 
 
 @dataclass(frozen=True)
 class InnerToolCall:
-    """A tool call made from inside a running execute_code script."""
+    """A tool call made from inside a running script (execute_code)."""
 
     tool: str
     ok: bool
@@ -73,7 +74,7 @@ class ToolCallRecord:
     arguments: dict[str, Any]
     ok: bool
     seconds: float
-    inner_calls: int = 0  # execute_code: tool calls the script made
+    inner_calls: int = 0  # a tool that runs scripts (execute_code): tool calls the script made
     blocked: bool = False  # refused by a guardrail, the budget or an interrupt; not run
 
 

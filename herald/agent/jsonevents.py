@@ -6,7 +6,7 @@ One object per line, each with `event` (its kind) and `elapsed` (seconds since t
     text                 text                     (streamed model text, several deltas per line)
     tool_call_delta      index, id, name, arguments (a tool call being streamed, likewise)
     model_call_finished  turn, usage, seconds, text, tool_calls
-    tool_started         call_id, name, arguments
+    tool_started         call_id, name, arguments, runs_script (true: inner_tool_call events follow)
     inner_tool_call      tool, ok, count          (a call made by a running execute_code script)
     tool_finished        call_id, name, ok, seconds, summary, inner_calls
     notice               kind, text               (retry, fallback, compaction, guardrail, ...)

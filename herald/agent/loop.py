@@ -47,7 +47,7 @@ from .events import (
 )
 from .guardrails import LoopGuard
 from .modelcall import ModelCaller, ModelCallFailed
-from .prompts import execute_code_tool, system_prompt
+from .prompts import system_prompt
 from .providers.base import (
     Message,
     ModelCallCancelled,
@@ -145,7 +145,7 @@ class Agent:
             )
             undo.callback(self.runtime.close)
             direct_tools = self.runtime.dispatcher.tools  # without tools that cannot work here
-            execute_tool = execute_code_tool(self.runtime.dispatcher.script_tools, self.settings)
+            execute_tool = self.runtime.execute_tool  # runs scripts on this session's Runtime
             self.tool_schemas = [execute_tool.llm_schema(), *(t.llm_schema() for t in direct_tools)]
             if state is not None and isinstance(state.meta.get("system"), str):
                 self.system = state.meta["system"]  # the session's prompt, byte for byte
@@ -155,7 +155,7 @@ class Agent:
             self.messages: list[Message] = _close_dangling_calls(state.messages if state else [])
             self.caller = ModelCaller(chain, agent, emit=self._emit, record=self.session.record)
             self.executor = ToolExecutor(
-                runtime=self.runtime, execute_tool=execute_tool, direct_tools=direct_tools, settings=self.settings,
+                runtime=self.runtime, tools=[execute_tool, *direct_tools], settings=self.settings,
                 guard=LoopGuard(warn_after=agent.guard_warn_after, block_after=agent.guard_block_after),
                 emit=self._emit, record=self.session.record, cancel=self._interrupted,
             )

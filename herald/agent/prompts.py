@@ -1,39 +1,17 @@
-"""The system prompt and the execute_code tool, built once per session.
+"""The system prompt, built once per session.
 
-The execute_code description is generated from the offer of script tools (runtime/execute_code.py).
-The system prompt never changes during a session: it is the prefix providers cache, and anything
-that varies (budget notes, guardrail warnings, compaction digests) goes into the conversation
-instead.
+It never changes during a session: it is the prefix providers cache, and anything that varies
+(budget notes, guardrail warnings, compaction digests) goes into the conversation instead. The
+execute_code tool it points to is made by the Runtime (runtime/execute_code.py).
 """
 
 from __future__ import annotations
 
 import platform
-from typing import Any
 
 from ..config import Settings
-from ..runtime.execute_code import EXECUTE_CODE, PARAMETERS, execute_code_description
-from ..tools.registry import Tool, ToolContext
-from ..tools.resources import ANY_FILE, BROWSER, SANDBOX, SHELL, fixed
-
-
-def execute_code_tool(script_tools: list[Tool], settings: Settings) -> Tool:
-    """The agent-level execute_code tool (its handler lives in the agent, which owns the Runtime)."""
-
-    def not_here(args: dict[str, Any], ctx: ToolContext) -> Any:
-        raise RuntimeError("execute_code is run by the agent, not through the dispatcher")
-
-    return Tool(
-        name=EXECUTE_CODE,
-        description=execute_code_description(script_tools, settings),
-        parameters=PARAMETERS,
-        handler=not_here,
-        sandbox=False,
-        # A script may use the shell, the browser and any file (its own calls lock what they touch).
-        touches=fixed(SANDBOX, SHELL, BROWSER, ANY_FILE),
-        mutates=True,
-        refunds_turn=True,
-    )
+from ..runtime.execute_code import EXECUTE_CODE
+from ..tools.registry import Tool
 
 
 def system_prompt(*, backend_name: str, cwd: str, direct_tools: list[Tool], settings: Settings) -> str:

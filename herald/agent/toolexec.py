@@ -1,9 +1,10 @@
 """Run the tool calls of one model turn and turn them into tool-result messages.
 
 Per call: repair the argument JSON (unrepairable: `{}` in the history and an error result, the
-tool is not run); refuse unknown tools; ask the loop guard (a blocked call is not run); run it —
-`execute_code` on the session's Runtime, every other tool through the dispatcher's direct path;
-let the guard append a warning; cut an oversized result (head + tail, full text in a spill file).
+tool is not run); refuse unknown tools; ask the loop guard (a blocked call is not run); run it
+through the dispatcher's direct path (execute_code too: the Runtime's tool runs the script there
+and returns its ExecutionResult, which fails the call unless the script succeeded); let the guard
+append a warning; cut an oversized result (head + tail, full text in a spill file).
 
 Several calls in one turn run concurrently only when no two touch the same thing (a file or a
 directory holding it, the shell, the browser, tool-wide state: `Tool.touches`, the question the
@@ -24,9 +25,7 @@ from typing import Any
 from ..capture import CappedCapture
 from ..config import Settings
 from ..runtime import Runtime
-from ..runtime.execute_code import EXECUTE_CODE
-from ..tools.arguments import bind_arguments
-from ..tools.registry import Tool, ToolError
+from ..tools.registry import Tool
 from ..tools.resources import Resource, conflicts
 from ..transcript import preview
 from .events import AgentEvent, InnerToolCall, Notice, ToolCallRecord, ToolFinished, ToolStarted
@@ -60,8 +59,7 @@ class ToolExecutor:
         self,
         *,
         runtime: Runtime,
-        execute_tool: Tool,
-        direct_tools: list[Tool],
+        tools: list[Tool],
         settings: Settings,
         guard: LoopGuard,
         emit: Callable[[AgentEvent], None],
@@ -69,8 +67,7 @@ class ToolExecutor:
         cancel: threading.Event,
     ) -> None:
         self.runtime = runtime
-        self.execute_tool = execute_tool
-        self._direct = {t.name: t for t in direct_tools}
+        self._tools = {t.name: t for t in tools}  # what the model may call; the dispatcher runs them all
         self.settings = settings
         self.guard = guard
         self._emit = emit
@@ -99,9 +96,7 @@ class ToolExecutor:
         return tool is not None and tool.refunds_turn
 
     def _tool(self, name: str) -> Tool | None:
-        if name == EXECUTE_CODE:
-            return self.execute_tool
-        return self._direct.get(name)
+        return self._tools.get(name)
 
     # -- running -----------------------------------------------------------------------------
 
@@ -130,15 +125,15 @@ class ToolExecutor:
 
     def _one(self, call: PreparedCall) -> ToolOutcome:
         started = time.monotonic()
-        self._emit(ToolStarted(call.id, call.name, call.arguments))
         tool = self._tool(call.name)
-        inner = 0
+        runs_script = tool is not None and tool.runs_scripts
+        self._emit(ToolStarted(call.id, call.name, call.arguments, runs_script))
         if self._cancel.is_set():
             return self._refused(call, "Not run: the session was interrupted before this call started.", started)
         if call.error:
             return self._refused(call, call.error, started)
         if tool is None:
-            known = ", ".join(sorted([EXECUTE_CODE, *self._direct]))
+            known = ", ".join(sorted(self._tools))
             withheld = self.runtime.dispatcher.offer.withheld
             if call.name in withheld:
                 what = f"is not available in this session: {withheld[call.name]}"
@@ -149,41 +144,23 @@ class ToolExecutor:
         if not decision.allows_execution:
             self._emit(Notice("guardrail", decision.message))
             return self._refused(call, decision.message, started)
-        if call.name == EXECUTE_CODE:
-            text, failed, inner = self._execute_code(call)
-        else:
-            reply = self.runtime.dispatcher.call_direct(call.name, call.arguments, call_id=call.id, cancel=self._cancel)
-            result = reply.get("result")
-            failed = "error" in reply or (isinstance(result, dict) and result.get("interrupted") is True)
-            text = _render_error(reply["error"]) if "error" in reply else _render(result)
-        read_only = not tool.mutates and call.name != "todo"
-        decision = self.guard.after_call(call.name, call.arguments, text, failed=failed, read_only=read_only)
+        if runs_script:
+            with self._inner_lock:  # the live count of InnerToolCall starts again with this script
+                self._inner = 0
+        reply = self.runtime.dispatcher.call_direct(call.name, call.arguments, call_id=call.id, cancel=self._cancel)
+        result = reply.get("result")
+        failed = "error" in reply or (isinstance(result, dict) and result.get("interrupted") is True)
+        text = _render_error(reply["error"]) if "error" in reply else _render(result)
+        inner = 0
+        if runs_script and isinstance(result, dict):  # an ExecutionResult: ok only if the script succeeded
+            failed = failed or result.get("status") != "success"
+            inner = int(result.get("tool_calls_made") or 0)
+        decision = self.guard.after_call(call.name, call.arguments, text, failed=failed, read_only=tool.read_only)
         if decision.action == "warn":
             self._emit(Notice("guardrail", decision.message))
             text = text + "\n\n" + decision.message
-        return self._finish(call, self._cap(text, call.id), ok=not failed, started=started, inner=inner)
-
-    def _execute_code(self, call: PreparedCall) -> tuple[str, bool, int]:
-        try:
-            bound = bind_arguments(self.execute_tool, call.arguments)
-        except ToolError as exc:
-            self._record("tool_call", run=call.id, tool=EXECUTE_CODE, args=preview(call.arguments), error=str(exc))
-            return f"Error (ToolError): {exc}", True, 0
-        with self._inner_lock:
-            self._inner = 0
-        started = time.perf_counter()
-        result = self.runtime.execute(bound["code"])
-        self._record(
-            "tool_call",
-            run=call.id,
-            tool=EXECUTE_CODE,
-            args=preview(call.arguments),
-            duration_ms=round((time.perf_counter() - started) * 1000, 3),
-            status=result.status,
-            inner_calls=result.tool_calls_made,
-            result_chars=len(result.output) + len(result.error),
-        )
-        return json.dumps(result.to_dict(), ensure_ascii=False), not result.ok, result.tool_calls_made
+        return self._finish(call, self._cap(text, call.id), ok=not failed, started=started, inner=inner,
+                            runs_script=runs_script)
 
     def _on_inner_call(self, tool: str, ok: bool) -> None:
         with self._inner_lock:
@@ -210,9 +187,12 @@ class ToolExecutor:
         self._record("tool_call", run=call.id, tool=call.name, args=preview(call.arguments), blocked=True, error=message)
         return self._finish(call, message, ok=False, started=started, blocked=True)
 
-    def _finish(self, call: PreparedCall, text: str, *, ok: bool, started: float, inner: int = 0, blocked: bool = False) -> ToolOutcome:
+    def _finish(
+        self, call: PreparedCall, text: str, *, ok: bool, started: float, inner: int = 0, blocked: bool = False,
+        runs_script: bool = False,
+    ) -> ToolOutcome:
         seconds = time.monotonic() - started
-        summary = _summary(call.name, text) if ok else (text.strip().splitlines() or ["error"])[0][:200]
+        summary = _summary(text, runs_script) if ok else (text.strip().splitlines() or ["error"])[0][:200]
         self._emit(ToolFinished(call.id, call.name, ok, seconds, summary, inner))
         message: Message = {"role": "tool", "tool_call_id": call.id, "content": text}
         if not ok:
@@ -231,9 +211,9 @@ def _render_error(error: Any) -> str:
     return f"Error: {error}"
 
 
-def _summary(name: str, text: str) -> str:
+def _summary(text: str, runs_script: bool) -> str:
     """One line for the live view: a script's first output line, else the result's start."""
-    if name == EXECUTE_CODE:
+    if runs_script:
         try:
             output = str(json.loads(text).get("output") or "").strip()
         except (ValueError, AttributeError):  # cut to size: no longer JSON

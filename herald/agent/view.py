@@ -1,5 +1,5 @@
-"""The live terminal view of `herald run`: model streaming, each tool call, execute_code progress
-(inner calls and elapsed time while the script runs), the final answer and the usage.
+"""The live terminal view of `herald run`: model streaming, each tool call, a script's progress
+(execute_code's inner calls and elapsed time while it runs), the final answer and the usage.
 
 The view runs on stderr so that stdout carries only the final answer. Events arrive from the
 agent's threads; one lock keeps the state consistent.
@@ -43,8 +43,8 @@ def make_console(*, stderr: bool = False, file: IO[str] | None = None) -> Consol
     return Console(file=file, stderr=stderr, highlight=False, soft_wrap=True, width=10_000)
 
 
-def _args_preview(name: str, arguments: dict[str, Any], limit: int = 80) -> str:
-    if name == "execute_code" and isinstance(arguments.get("code"), str):
+def _args_preview(arguments: dict[str, Any], runs_script: bool, limit: int = 80) -> str:
+    if runs_script and isinstance(arguments.get("code"), str):  # a script: its size, not its text
         lines = arguments["code"].count("\n") + 1
         return f"{lines} line script"
     text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
@@ -58,7 +58,7 @@ class AgentView:
         self._live: Live | None = None
         self._streamed = ""
         self._status = "starting"
-        self._running: dict[str, tuple[str, float]] = {}  # call id -> tool name, start time
+        self._running: dict[str, tuple[str, float, bool]] = {}  # call id -> tool name, start time, runs a script
         self._inner = 0
         self._building: dict[int, tuple[str, int]] = {}  # tool calls being streamed: name, argument size
 
@@ -72,8 +72,8 @@ class AgentView:
                 parts.append(Text(tail, style="italic"))
             for name, size in self._building.values():
                 parts.append(Text(f"  composing {name or 'tool call'} ({size} chars)", style="dim"))
-            for name, started in self._running.values():
-                extra = f" · {self._inner} inner call(s)" if name == "execute_code" else ""
+            for name, started, runs_script in self._running.values():
+                extra = f" · {self._inner} inner call(s)" if runs_script else ""
                 parts.append(Text(f"⚙ {name}{extra} · {time.monotonic() - started:.1f} s", style="cyan"))
             if not self._running:
                 parts.append(Text(f"… {self._status}", style="dim"))
@@ -112,16 +112,16 @@ class AgentView:
                 self._streamed, self._building = "", {}
                 self._status = "running tools" if event.tool_calls else "done"
             elif isinstance(event, ToolStarted):
-                self._running[event.call_id] = (event.name, time.monotonic())
-                if event.name == "execute_code":
+                self._running[event.call_id] = (event.name, time.monotonic(), event.runs_script)
+                if event.runs_script:
                     self._inner = 0
-                printed.append(Text(f"→ {event.name}({_args_preview(event.name, event.arguments)})", style="bold"))
+                printed.append(Text(f"→ {event.name}({_args_preview(event.arguments, event.runs_script)})", style="bold"))
             elif isinstance(event, InnerToolCall):
                 self._inner = event.count
             elif isinstance(event, ToolFinished):
-                self._running.pop(event.call_id, None)
+                _, _, runs_script = self._running.pop(event.call_id, ("", 0.0, False))
                 mark = "[green]✓[/]" if event.ok else "[red]✗[/]"
-                inner = f" · {event.inner_calls} inner call(s)" if event.name == "execute_code" else ""
+                inner = f" · {event.inner_calls} inner call(s)" if runs_script else ""
                 printed.append(f"{mark} [bold]{escape(event.name)}[/]{inner} · {event.seconds:.2f} s · "
                                f"[dim]{escape(event.summary)}[/]")
             elif isinstance(event, Notice):
