@@ -6,7 +6,7 @@ Two ways to start it, one mechanism:
 - Host mode (forkserver.py): `python -I -B -c <loader> ZYGOTE_DIR SOCKET_FD`, with a scrubbed
   environment, in its own session, with nothing on stdin/stdout/stderr. SOCKET_FD is a
   SOCK_SEQPACKET pair end to Herald, its one client; when Herald's end closes, it leaves.
-- In-backend execution (runtime/sandbox/remote_zygote.py): `python -I -B -c <loader> SANDBOX_DIR
+- In-backend execution (runtime/sandbox/backend_zygote.py): `python -I -B -c <loader> SANDBOX_DIR
   --listen SOCKET_PATH [PASSTHROUGH_NAME...]` on an exec channel of its own that lives as long
   as the Runtime. It applies environ.py's policy to its own environment (what a spawned child
   would get), listens on SOCKET_PATH (in the private sandbox directory) and serves every run's

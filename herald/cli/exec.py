@@ -60,7 +60,7 @@ def read_script(source: str) -> str:
 
 def cmd_exec(args: argparse.Namespace) -> int:
     from ..runtime import Runtime
-    from ..runtime.sandbox.process import SandboxStartError
+    from ..runtime.sandbox.host_child import SandboxStartError
 
     if args.events and not args.json:
         raise UsageError("--events goes with --json (the events are JSON lines before the result object)")

@@ -10,9 +10,9 @@ Execution policy:
   SIGTERM, then SIGKILL after the grace period; whatever survives the child is killed too.
 - Kernel sessions (`session="name"`) keep one child and its globals across runs; a timeout,
   interrupt or crash kills it and the result says the state was lost.
-- `exec_mode="backend"` runs the child inside the backend instead (sandbox/remote.py): the same
+- `exec_mode="backend"` runs the child inside the backend instead (sandbox/backend_child.py): the same
   bootstrap, RPC frames and Dispatcher, carried over the backend's exec channel; warm start,
-  kernel sessions and the fork server (a zygote in the backend, remote_zygote.py) work the same
+  kernel sessions and the fork server (a zygote in the backend, backend_zygote.py) work the same
   way there.
 """
 
@@ -41,9 +41,9 @@ from .grants import Grant, Grants
 from .outcome import OutputListener, build_result, capture_streams
 from .rpc.server import RpcServer
 from .sandbox import forkserver
+from .sandbox.backend_sandbox import BackendSandbox
 from .sandbox.contract import SandboxChild
-from .sandbox.process import ChildProcess, SandboxStartError, drain_fd
-from .sandbox.remote_setup import RemoteSandbox
+from .sandbox.host_child import ChildProcess, SandboxStartError, drain_fd
 from .sandbox.result import ExecutionResult
 from .sandbox.stubgen import write_sandbox
 from .warm import WarmChildren
@@ -120,9 +120,9 @@ class Runtime:
                 max_concurrency=self._max_parallel,
             )
             undo.callback(self._server.close)
-            self._remote: RemoteSandbox[Grant] | None = None
+            self._remote: BackendSandbox[Grant] | None = None
             if self.exec_mode == "backend":
-                self._remote = RemoteSandbox(
+                self._remote = BackendSandbox(
                     backend,
                     self.settings,
                     Path(self._sandbox_dir),

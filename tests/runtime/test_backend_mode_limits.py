@@ -15,8 +15,8 @@ import pytest
 from herald import Runtime, Settings
 from herald.backends.base import Backend
 from herald.backends.local import LocalBackend
-from herald.runtime.sandbox.process import SandboxStartError
-from herald.runtime.sandbox.remote_setup import RemotePythonError
+from herald.runtime.sandbox.backend_sandbox import BackendPythonError
+from herald.runtime.sandbox.host_child import SandboxStartError
 
 from ._backend_mode import backend_runtime, exec_backend, gone_on_backend, remote_pids, unique_sleep
 from ._helpers import run_ok, script, wait_for
@@ -123,14 +123,14 @@ def test_stderr_is_capped(backend_runtime: RuntimeFactory) -> None:
 
 def test_a_missing_python_is_a_clear_error(exec_backend: Backend, settings: Settings) -> None:
     missing = settings.with_overrides({"sandbox.remote_python": "python3-herald-missing"})
-    with pytest.raises(RemotePythonError) as info:
+    with pytest.raises(BackendPythonError) as info:
         Runtime(exec_backend, settings=missing, exec_mode="backend")
     message = str(info.value)
     assert f"on the {exec_backend.name} backend, but `python3-herald-missing` was not found there" in message
     assert "sandbox.remote_python" in message and 'exec_mode "host"' in message
     # Without warm start the error comes with the first run instead.
     cold = missing.with_overrides({"sandbox.warm": False})
-    with Runtime(exec_backend, settings=cold, exec_mode="backend") as runtime, pytest.raises(RemotePythonError):
+    with Runtime(exec_backend, settings=cold, exec_mode="backend") as runtime, pytest.raises(BackendPythonError):
         runtime.execute("print(1)")
 
 
@@ -139,7 +139,7 @@ def test_an_old_python_is_refused(workspace: Path, settings: Settings, tmp_path:
     fake.write_text("#!/bin/sh\necho '__HERALD_PROBE__ version 2.7'\n")
     fake.chmod(0o755)
     old = settings.with_overrides({"sandbox.remote_python": str(fake)})
-    with LocalBackend(str(workspace), settings=old) as backend, pytest.raises(RemotePythonError) as info:
+    with LocalBackend(str(workspace), settings=old) as backend, pytest.raises(BackendPythonError) as info:
         Runtime(backend, settings=old, exec_mode="backend")
     assert "needs Python 3.8 or newer" in str(info.value) and "is Python 2.7" in str(info.value)
 
@@ -187,5 +187,5 @@ def test_the_backend_side_runs_on_python_3_8(workspace: Path, settings: Settings
 @pytest.mark.parametrize("version", ["2.7", "3.6"])
 def test_a_real_old_python_is_refused(version: str, workspace: Path, settings: Settings) -> None:
     old = settings.with_overrides({"sandbox.remote_python": _interpreter(version)})
-    with LocalBackend(str(workspace), settings=old) as backend, pytest.raises(RemotePythonError, match=f"is Python {version}"):
+    with LocalBackend(str(workspace), settings=old) as backend, pytest.raises(BackendPythonError, match=f"is Python {version}"):
         Runtime(backend, settings=old, exec_mode="backend")

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from herald import Runtime
 from herald._sandbox.procs import alive
+from herald.runtime.sandbox.forkserver import ForkServerError
+from herald.runtime.sandbox.host_child import ChildProcess
 
 from ._helpers import run_ok, wait_for
 
@@ -84,3 +88,37 @@ def test_closing_the_last_runtime_stops_the_zygote(make_runtime: Callable[..., R
 def test_fork_server_off_spawns_interpreters(make_runtime: Callable[..., Runtime]) -> None:
     runtime = make_runtime(overrides={"sandbox.fork_server": False})
     assert identity(runtime)[1] == os.getpid()
+
+
+class _ZygoteDyingMidRequest:
+    """Stands in for a zygote that forks the requested child and dies before it can answer: the
+    orphan keeps the request's pipes and, like a bootstrap, reads the run's frames from them."""
+
+    def __init__(self) -> None:
+        self.report_r, self.report_w = os.pipe()
+
+    def fork(self, sandbox_dir: str, fds: tuple[int, int, int, int]) -> int:
+        if os.fork() == 0:
+            try:
+                keep = (fds[2], self.report_w)  # like a real zygote: none of Herald's ends
+                os.closerange(3, min(keep))
+                os.closerange(min(keep) + 1, max(keep))
+                os.closerange(max(keep) + 1, 4096)
+                data = os.read(fds[2], 65536)
+                os.write(self.report_w, b"read: " + data[:40] if data else b"EOF")
+            finally:
+                os._exit(0)
+        os.close(self.report_w)
+        raise ForkServerError("the fork server is gone (it died after forking)")
+
+
+def test_a_child_spawned_after_a_failed_fork_shares_no_pipe_with_the_orphan(tmp_path: Path) -> None:
+    zygote = _ZygoteDyingMidRequest()
+    child = ChildProcess(sys.executable, str(tmp_path), {"PATH": os.defpath}, forkserver=zygote)  # type: ignore[arg-type]
+    try:
+        assert not child.forked
+        child.send({"code": "print('for the spawned child only')"})
+        with os.fdopen(zygote.report_r, "rb") as report:
+            assert report.read() == b"EOF", "the orphan of the failed fork read the run's frames"
+    finally:
+        child.kill()

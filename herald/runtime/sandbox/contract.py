@@ -1,7 +1,7 @@
 """`SandboxChild`: what the Runtime needs of a sandbox child, wherever it runs.
 
-Two implementations: `ChildProcess` (process.py: an interpreter on this machine, spawned or forked
-from the fork server) and `RemoteChild` (remote.py: an interpreter inside the backend, driven by
+Two implementations: `ChildProcess` (host_child.py: an interpreter on this machine, spawned or forked
+from the fork server) and `BackendChild` (backend_child.py: an interpreter inside the backend, driven by
 the backend-side supervisor over the exec channel). The Runtime talks only to this contract.
 
 A child's life: made (and warming up) → `wait_ready` → `send` a run (`{"mode": "oneshot"|"kernel",
@@ -16,7 +16,7 @@ from typing import Protocol
 
 from ..._sandbox import frames
 from ...capture import CappedCapture
-from .process import Collected
+from .host_child import Collected
 
 
 class SandboxChild(Protocol):

@@ -4,7 +4,7 @@ how they exit.
 Policy: one zygote per (interpreter, environment), shared by every Runtime of this process that
 asks for the same pair and closed when the last of them lets go. A fork costs a fraction of a
 millisecond where starting an interpreter costs ~35 ms. If the zygote cannot start or dies, the
-caller falls back to spawning an interpreter (process.py), and the next request starts a new
+caller falls back to spawning an interpreter (host_child.py), and the next request starts a new
 zygote; a run never fails because the fork server did.
 """
 

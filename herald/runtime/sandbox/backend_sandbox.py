@@ -1,11 +1,11 @@
 """In-backend execution, once per Runtime: the backend's python, the sandbox files there, and
-the pool that serves tool calls (see remote.py for the policy and the per-run child).
+the pool that serves tool calls (see backend_child.py for the policy and the per-run child).
 
-`RemoteSandbox.prepare` probes the python (`command -v`, version >= 3.8; anything else is a
-`RemotePythonError` that says what to install or set), makes a private 0700 directory on the
+`BackendSandbox.prepare` probes the python (`command -v`, version >= 3.8; anything else is a
+`BackendPythonError` that says what to install or set), makes a private 0700 directory on the
 backend (`mktemp -d`) and copies the sandbox files into it with the backend's `write_bytes`;
-`spawn` starts a `RemoteChild` there, whose script is forked by the Runtime's zygote in the
-backend when there is one (remote_zygote.py, setting `sandbox.fork_server`); `close` stops the
+`spawn` starts a `BackendChild` there, whose script is forked by the Runtime's zygote in the
+backend when there is one (backend_zygote.py, setting `sandbox.fork_server`); `close` stops the
 zygote and removes the directory.
 """
 
@@ -24,9 +24,9 @@ from ...backends.base import Backend, BackendError
 from ...backends.shell import shell_quote
 from ...config import Settings
 from ..rpc.server import Handler
-from .process import LOADER, SandboxStartError
-from .remote import RemoteChild
-from .remote_zygote import RemoteZygote
+from .backend_child import BackendChild
+from .backend_zygote import BackendZygote
+from .host_child import LOADER, SandboxStartError
 from .stubgen import RUNTIME_PACKAGE
 
 REMOTE_LOADER = (
@@ -41,11 +41,11 @@ S = TypeVar("S")
 log = logging.getLogger(__name__)
 
 
-class RemotePythonError(SandboxStartError):
+class BackendPythonError(SandboxStartError):
     """The backend has no usable Python for in-backend execution; the message says what to do."""
 
 
-class RemoteSandbox(Generic[S]):
+class BackendSandbox(Generic[S]):
     """Per Runtime: the backend's python, the private directory with the sandbox files, and the
     pool that serves tool calls arriving over the runs' channels."""
 
@@ -65,7 +65,7 @@ class RemoteSandbox(Generic[S]):
         self._python = settings.sandbox.remote_python
         self._lock = threading.Lock()
         self.remote_dir: str | None = None
-        self.zygote: RemoteZygote | None = None
+        self.zygote: BackendZygote | None = None
         self._pool = ThreadPoolExecutor(
             max_workers=max(1, settings.sandbox.max_parallel_calls), thread_name_prefix="herald-remote-rpc"
         )
@@ -91,7 +91,7 @@ class RemoteSandbox(Generic[S]):
                     ) from None
                 self.remote_dir = remote_dir
                 if self._settings.sandbox.fork_server:
-                    self.zygote = RemoteZygote(
+                    self.zygote = BackendZygote(
                         lambda argv: self.backend.open_channel(argv, cwd=remote_dir),
                         self._python,
                         remote_dir,
@@ -118,7 +118,7 @@ class RemoteSandbox(Generic[S]):
             'its path, or run scripts on this machine with exec_mode "host".'
         )
         if "missing" in found:
-            raise RemotePythonError(
+            raise BackendPythonError(
                 f"in-backend execution needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer on {self.where}, "
                 f"but `{self._python}` was not found there. {fix}"
             )
@@ -128,13 +128,13 @@ class RemoteSandbox(Generic[S]):
         if not (major.isdigit() and minor.isdigit()):
             if remote_dir:
                 self._remove(remote_dir)
-            raise RemotePythonError(
+            raise BackendPythonError(
                 f"`{self._python}` on {self.where} did not run: {result.output.strip()[:500] or 'no output'}. {fix}"
             )
         if (int(major), int(minor)) < MIN_PYTHON:
             if remote_dir:
                 self._remove(remote_dir)
-            raise RemotePythonError(
+            raise BackendPythonError(
                 f"in-backend execution needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer, but `{self._python}` "
                 f"on {self.where} is Python {version}. {fix}"
             )
@@ -155,7 +155,7 @@ class RemoteSandbox(Generic[S]):
         except Exception as exc:  # the backend may be gone already; nothing left to clean then
             log.debug("could not remove %s on %s: %s", remote_dir, self.where, exc)
 
-    def spawn(self) -> RemoteChild[S]:
+    def spawn(self) -> BackendChild[S]:
         """A child whose channel opens in the background (on a remote backend that is a round
         trip or more): a warm successor costs the run that spawns it nothing."""
         remote_dir = self.prepare()
@@ -167,7 +167,7 @@ class RemoteSandbox(Generic[S]):
             zygote.ensure()  # started (or replaced) in the background: this run may still spawn
         fork_server = zygote.path if zygote is not None and zygote.usable else None
         prepare = {"type": frames.PREPARE, "env": env, "loader": LOADER, "fork_server": fork_server}
-        return RemoteChild(
+        return BackendChild(
             lambda: self.backend.open_channel(argv, cwd=remote_dir),
             prepare,
             self._authenticate,

@@ -2,9 +2,9 @@
 Runtime, so that each run's script is a fork of a pre-imported interpreter instead of a new one.
 
 Policy:
-- A run's supervisor lives for that run only (one exec channel each, remote.py), so a zygote it
+- A run's supervisor lives for that run only (one exec channel each, backend_child.py), so a zygote it
   started would die with it and no later run could use it. The zygote therefore has an exec
-  channel of its own, opened by `RemoteSandbox` once the sandbox files are in place (setting
+  channel of its own, opened by `BackendSandbox` once the sandbox files are in place (setting
   `sandbox.fork_server`), and lives as long as the Runtime: it listens on a socket in the
   private sandbox directory, which the prepare frame names to every supervisor.
 - It leaves when its stdin ends: `close` (the Runtime closes), Herald gone, an SSH connection
@@ -37,8 +37,8 @@ CLOSE_JOIN_SECONDS = 30.0
 log = logging.getLogger(__name__)
 
 
-class RemoteZygote:
-    """The zygote of one RemoteSandbox, on its exec channel (opened in the background)."""
+class BackendZygote:
+    """The zygote of one BackendSandbox, on its exec channel (opened in the background)."""
 
     def __init__(
         self, open_channel: Callable[[list[str]], Channel], python: str, remote_dir: str, passthrough: list[str]

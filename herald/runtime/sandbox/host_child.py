@@ -141,32 +141,47 @@ class _Forked:
         self.server.release(self.pid)
 
 
+def _pipes() -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
+    """The child's pipes: our ends (stdout, stderr, control write, control read) and the child's
+    (stdout, stderr, control read, control write)."""
+    to_child_r, to_child_w = os.pipe()
+    from_child_r, from_child_w = os.pipe()
+    stdout_r, stdout_w = os.pipe()
+    stderr_r, stderr_w = os.pipe()
+    return (stdout_r, stderr_r, to_child_w, from_child_r), (stdout_w, stderr_w, to_child_r, from_child_w)
+
+
+def _close(fds: tuple[int, ...]) -> None:
+    for fd in fds:
+        os.close(fd)
+
+
 class ChildProcess:
     def __init__(self, python: str, sandbox_dir: str, env: dict[str, str], forkserver: ForkServer | None = None) -> None:
-        to_child_r, self._to_child = os.pipe()
-        self._from_child, from_child_w = os.pipe()
-        self.stdout_fd, stdout_w = os.pipe()
-        self.stderr_fd, stderr_w = os.pipe()
         self.forked = False
-        try:
-            forked = self._fork(forkserver, sandbox_dir, (stdout_w, stderr_w, to_child_r, from_child_w))
-            self._process: _Spawned | _Forked = forked or _Spawned(subprocess.Popen(
-                    [python, "-I", "-B", "-c", LOADER, sandbox_dir, str(to_child_r), str(from_child_w)],
+        self._process: _Spawned | _Forked
+        forked = self._fork(forkserver, sandbox_dir)
+        if forked is not None:
+            self._process = forked
+        else:
+            ours, theirs = _pipes()
+            try:
+                self._process = _Spawned(subprocess.Popen(
+                    [python, "-I", "-B", "-c", LOADER, sandbox_dir, str(theirs[2]), str(theirs[3])],
                     stdin=subprocess.DEVNULL,
-                    stdout=stdout_w,
-                    stderr=stderr_w,
-                    pass_fds=(to_child_r, from_child_w),
+                    stdout=theirs[0],
+                    stderr=theirs[1],
+                    pass_fds=theirs[2:],
                     start_new_session=True,
                     env=env,
                     cwd=sandbox_dir,
-            ))
-        except OSError as exc:
-            for fd in (self._to_child, self._from_child, self.stdout_fd, self.stderr_fd):
-                os.close(fd)
-            raise SandboxStartError(f"could not start the sandbox interpreter {python}: {exc}") from None
-        finally:
-            for fd in (to_child_r, from_child_w, stdout_w, stderr_w):
-                os.close(fd)
+                ))
+            except OSError as exc:
+                _close(ours)
+                raise SandboxStartError(f"could not start the sandbox interpreter {python}: {exc}") from None
+            finally:
+                _close(theirs)
+            self.stdout_fd, self.stderr_fd, self._to_child, self._from_child = ours
         self.pid = self._process.pid
         for fd in (self.stdout_fd, self.stderr_fd, self._from_child):
             os.set_blocking(fd, False)
@@ -178,16 +193,22 @@ class ChildProcess:
         self.ready = False
         self.closed = False
 
-    def _fork(
-        self, server: ForkServer | None, sandbox_dir: str, fds: tuple[int, int, int, int]
-    ) -> _Forked | None:
+    def _fork(self, server: ForkServer | None, sandbox_dir: str) -> _Forked | None:
+        """A child forked by `server`, or None (spawn one instead). Each attempt has pipes of its
+        own: a zygote that dies mid-request may already have forked a child holding them, which
+        must never share a pipe with the child spawned in its place."""
         if server is None:
             return None
+        ours, theirs = _pipes()
         try:
-            pid = server.fork(sandbox_dir, fds)
+            pid = server.fork(sandbox_dir, theirs)
         except ForkServerError as exc:
+            _close(ours)
             log.warning("fork server failed (%s); spawning an interpreter instead", exc)
             return None
+        finally:
+            _close(theirs)
+        self.stdout_fd, self.stderr_fd, self._to_child, self._from_child = ours
         self.forked = True
         return _Forked(server, pid)
 

@@ -4,15 +4,15 @@ Policy:
 - The script runs where the backend's commands run (the container, the SSH host, the Modal
   sandbox), so `open()`, `subprocess` and `os.getcwd()` in it act there; it starts in the
   backend shell's current directory.
-- Once per Runtime, `RemoteSandbox` (remote_setup.py) probes the backend's python (`command -v`, version >= 3.8;
-  anything else is a `RemotePythonError` that says what to install or set), makes a private
+- Once per Runtime, `BackendSandbox` (backend_sandbox.py) probes the backend's python (`command -v`, version >= 3.8;
+  anything else is a `BackendPythonError` that says what to install or set), makes a private
   0700 directory there (`mktemp -d`) and ships the sandbox files into it with the backend's
   `write_bytes`: the same `hermes_tools.py` and `_hermes_runtime` package as in host mode
   (which holds the supervisor, supervisor.py). The directory is removed when the Runtime closes.
-- Per run, `RemoteChild` opens one exec channel (`Backend.open_channel`, in a background thread,
+- Per run, `BackendChild` opens one exec channel (`Backend.open_channel`, in a background thread,
   so a warm successor costs the run that spawns it nothing) running the supervisor, which
   starts the host mode's child bootstrap in its own process group: forked by the Runtime's
-  zygote in the backend (remote_zygote.py) when there is one, else spawned (see
+  zygote in the backend (backend_zygote.py) when there is one, else spawned (see
   herald/_sandbox/supervisor.py for the frames). Tool calls, output, control and exit all travel
   as protocol frames over that one stream; nothing is polled from files.
 - Tool calls are served by the Runtime's Dispatcher (allow-list, argument checks, budget,
@@ -41,7 +41,7 @@ from ..._sandbox.protocol import FrameBuffer, ProtocolError, encode_frame, reply
 from ...backends.base import Channel
 from ...capture import CappedCapture
 from ..rpc.server import Handler, serve_call
-from .process import Collected, OutputStream, Reason, SandboxStartError, drain_fd
+from .host_child import Collected, OutputStream, Reason, SandboxStartError, drain_fd
 
 POLL_SECONDS = 0.05  # how long the collect loop waits on a quiet stream before checking interrupts
 KILL_MARGIN_SECONDS = 3.0  # time past the kill grace for the backend to report the exit
@@ -56,7 +56,7 @@ S = TypeVar("S")
 log = logging.getLogger(__name__)
 
 
-class RemoteChild(Generic[S]):
+class BackendChild(Generic[S]):
     """One sandbox child inside the backend, seen through its exec channel. Offers what the
     Runtime uses of a ChildProcess: wait_ready, send, collect, poll, kill."""
 
