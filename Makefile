@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.herald-installed
-APT_PACKAGES := ripgrep
+APT_PACKAGES := ripgrep bubblewrap
 # The Docker backend's tests: a real dockerd, and debootstrap to build their image (no registry here).
 APT_PACKAGES += docker.io debootstrap
 # The browser tools drive Debian's Chromium through Playwright (never `playwright install`).
