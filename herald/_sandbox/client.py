@@ -17,7 +17,7 @@ import itertools
 import os
 import socket
 import threading
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from . import frames
 from .protocol import FrameReader, ProtocolError, encode_frame
@@ -148,11 +148,27 @@ class RpcClient:
             self._cond.notify_all()
 
 
+UNIX_PATH_MAX = 107  # sockaddr_un.sun_path, less its terminating NUL
+
+
+def at_unix_path(path: str, call: Callable[[str], None]) -> None:
+    """`call(path)` for socket.bind/connect; a path too long for AF_UNIX (a deep TMPDIR) is
+    reached through /proc/self/fd of its directory instead."""
+    if len(os.fsencode(path)) <= UNIX_PATH_MAX:
+        call(path)
+        return
+    directory = os.open(os.path.dirname(path), getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY)
+    try:
+        call("/proc/self/fd/%d/%s" % (directory, os.path.basename(path)))
+    finally:
+        os.close(directory)
+
+
 def unix_connector(path: str, timeout: Optional[float] = None) -> Any:
     def connect() -> socket.socket:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(timeout)
-        sock.connect(path)
+        at_unix_path(path, sock.connect)
         return sock
 
     return connect

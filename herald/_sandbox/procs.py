@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from typing import Callable, Dict, Iterable, List, Optional
 
@@ -54,6 +55,49 @@ def descendants(*pids: int) -> List[int]:
     while frontier:
         frontier = [child for parent in frontier for child in tree.get(parent, [])]
         found.extend(frontier)
+    return found
+
+
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, value: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        return bool(ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def set_dumpable(dumpable: bool) -> bool:
+    """PR_SET_DUMPABLE: when off, processes of the same user cannot ptrace us or read our
+    /proc/<pid>/environ, mem or fd (Linux; False elsewhere). Herald turns it off for itself and
+    the zygote; a script's own process inherits it from the zygote."""
+    return _prctl(PR_SET_DUMPABLE, 1 if dumpable else 0)
+
+
+def become_subreaper() -> bool:
+    """Make orphans of our descendants re-parent to us instead of init (Linux; False elsewhere).
+
+    A run's process is one: a double-forked or setsid daemon the script starts stays below it,
+    where killing the run's tree finds it. The zygote is one too: what a finished run's process
+    left behind lands there, and the zygote kills it (zygote.py)."""
+    return _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def own_children() -> List[int]:
+    """Our children as the kernel lists them (orphans re-parented to us included)."""
+    found: List[int] = []
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open("/proc/self/task/%s/children" % task) as f:
+                found.extend(int(pid) for pid in f.read().split())
+    except OSError:
+        pass
     return found
 
 

@@ -24,6 +24,7 @@ import sys
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import frames
+from .client import at_unix_path
 from .procs import alive
 
 FORK_REPLY_TIMEOUT = 5.0  # a zygote that does not answer this fast is treated as gone
@@ -151,7 +152,7 @@ def fork_script(zygote_path: str, sandbox_dir: str) -> Forked:
     ours, theirs = _pipes()
     try:
         sock.settimeout(FORK_REPLY_TIMEOUT)
-        sock.connect(zygote_path)
+        at_unix_path(zygote_path, sock.connect)
         request = json.dumps({"op": frames.FORK, "sandbox_dir": sandbox_dir}).encode("utf-8")
         sock.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", theirs))])
         reply: Dict[str, Any] = json.loads(sock.recv(65536).decode("utf-8") or "{}")

@@ -46,7 +46,8 @@ import sys
 from typing import Any, Dict, List, Optional, Set
 
 from . import frames
-from .procs import descendants, signal_pids
+from .client import at_unix_path
+from .procs import become_subreaper, descendants, own_children, set_dumpable, signal_pids
 
 PREIMPORTS = (
     "json", "socket", "threading", "struct", "traceback", "linecache", "builtins", "typing", "re",
@@ -254,6 +255,22 @@ class Zygote:
             status = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
             child.reported = True
             self.send(child.owner, {"op": frames.EXIT, "pid": pid, "status": status})
+        self.kill_strays()
+
+    def kill_strays(self) -> None:
+        """Kill and reap what finished runs left behind: we are their subreaper, and a run's own
+        process (also a subreaper) hands its orphans up only when it exits, so any child we did
+        not fork belongs to a run that is over."""
+        strays = [pid for pid in own_children() if pid not in self.children]
+        if not strays:
+            return
+        for _ in range(3):  # the tree may still fork while we look; kill it again
+            signal_pids(descendants(*strays) + strays, signal.SIGKILL)
+        for pid in strays:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
 
     def reap(self, pid: int, client: socket.socket) -> None:
         child = self.children.get(pid)
@@ -306,7 +323,7 @@ def _listen(path: str) -> socket.socket:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     old_umask = os.umask(0o077)
     try:
-        listener.bind(path)
+        at_unix_path(path, listener.bind)
     finally:
         os.umask(old_umask)
     listener.listen(64)
@@ -320,6 +337,8 @@ def main() -> None:
         main_listening(sys.argv[3], sys.argv[4:])
         return
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=int(sys.argv[2]))
+    become_subreaper()
+    set_dumpable(False)  # a script (same user, same namespace) cannot trace us and taint later forks
     _preimport()
     Zygote(herald=sock).serve()
 
@@ -331,6 +350,8 @@ def main_listening(path: str, passthrough: "List[str]") -> None:
     environ = sandbox_environ(os.environ, passthrough)
     os.environ.clear()
     os.environ.update(environ)
+    become_subreaper()
+    set_dumpable(False)
     _preimport()
     listener = _listen(path)  # only now: a supervisor that can connect finds a ready zygote
     zygote = Zygote(listener=listener, lifeline=0)

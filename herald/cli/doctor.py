@@ -115,12 +115,21 @@ def _browser_row(settings: Settings) -> Row:
     return _row("browser", True, f"{where} (Chromium {version})")
 
 
-def _isolation_row() -> Row:
-    return _row(
-        "isolation", None,
-        "none: scripts run as your user with your view of this machine (files, network, processes); "
-        "run untrusted scripts in a container (--backend docker --exec-mode backend)",
-    )
+def _isolation_row(settings: Settings) -> Row:
+    """What confines a script here (host mode), from the same decision a Runtime makes."""
+    from ..runtime.sandbox import isolation
+
+    try:
+        chosen = isolation.resolve(settings, os.getcwd(), settings.sandbox.python)
+    except ValueError as exc:
+        return _row("isolation", False, str(exc))
+    if chosen.mode == "none":
+        return _row("isolation", None, f"{chosen.describe}: scripts run as your user with your view of this "
+                    "machine (files, network, processes); install bubblewrap, or use a container "
+                    "(--backend docker --exec-mode backend)")
+    seen = ", ".join(chosen.read_write) or "nothing"
+    return _row("isolation", True if chosen.mode == "bwrap" else None,
+                f"{chosen.describe}; read-write: {seen}; home, Herald's config and data hidden")
 
 
 def _local_backend_row(settings: Settings) -> Row:
@@ -147,7 +156,7 @@ def collect(args: argparse.Namespace) -> list[Row]:
         ("model provider", lambda: _provider_row(settings)),
         ("web", lambda: _web_row(settings)),
         ("browser", lambda: _browser_row(settings)),
-        ("isolation", _isolation_row),
+        ("isolation", lambda: _isolation_row(settings)),
         ("backend local", lambda: _local_backend_row(settings)),
     ]
     for name, check in checks:

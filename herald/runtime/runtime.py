@@ -27,7 +27,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .._sandbox.environ import sandbox_environ
@@ -40,10 +40,11 @@ from .execute_code import execute_code_tool
 from .grants import Grant, Grants
 from .outcome import OutputListener, build_result, capture_streams
 from .rpc.server import RpcServer
-from .sandbox import forkserver
+from .sandbox import forkserver, isolation
 from .sandbox.backend_sandbox import BackendSandbox
 from .sandbox.contract import SandboxChild
 from .sandbox.host_child import ChildProcess, SandboxStartError, drain_fd
+from .sandbox.isolation import Isolation, shared_root
 from .sandbox.result import ExecutionResult
 from .sandbox.stubgen import write_sandbox
 from .warm import WarmChildren
@@ -110,7 +111,11 @@ class Runtime:
             self.execute_tool = execute_code_tool(self)
             self.dispatcher.add_direct(self.execute_tool)
             self._grants = Grants(on_revoke=lambda grant: self._server.close_sessions(grant))
-            self._sandbox_dir = tempfile.mkdtemp(prefix="herald-sandbox-")
+            host_mode = self.exec_mode == "host"
+            # Host mode: under the process's shared root, the one directory every isolated
+            # sandbox sees (isolation.py); backend mode ships these files to the backend.
+            self._sandbox_dir = tempfile.mkdtemp(prefix="sandbox-" if host_mode else "herald-sandbox-",
+                                                 dir=shared_root() if host_mode else None)
             undo.callback(shutil.rmtree, self._sandbox_dir, ignore_errors=True)
             write_sandbox(Path(self._sandbox_dir), self.dispatcher.script_tools, self._elsewhere())
             self._max_parallel = max(1, self.settings.sandbox.max_parallel_calls)
@@ -118,6 +123,7 @@ class Runtime:
                 self._grants.lookup,
                 lambda grant, message, echo: self.dispatcher.serve(grant.scope, message, echo),
                 max_concurrency=self._max_parallel,
+                parent_dir=shared_root() if host_mode else None,
             )
             undo.callback(self._server.close)
             self._remote: BackendSandbox[Grant] | None = None
@@ -131,9 +137,10 @@ class Runtime:
                 )
                 undo.callback(self._remote.close)
             self._child_env = sandbox_environ(os.environ, self.settings.sandbox.env_passthrough)
+            self.isolation = self._isolation()
             self._forks: forkserver.Lease | None = None
             if self._remote is None and self.settings.sandbox.fork_server:
-                self._forks = forkserver.Lease(self.settings.sandbox.python, self._child_env)
+                self._forks = forkserver.Lease(self.settings.sandbox.python, self._child_env, self.isolation)
                 undo.callback(self._forks.close)
             self._interrupt_r, self._interrupt_w = os.pipe()
             undo.callback(os.close, self._interrupt_r)
@@ -171,7 +178,19 @@ class Runtime:
         if self._remote is not None:
             return self._remote.spawn()
         server = self._forks.server() if self._forks is not None else None
-        return ChildProcess(self.settings.sandbox.python, self._sandbox_dir, self._child_env, forkserver=server)
+        return ChildProcess(self.settings.sandbox.python, self._sandbox_dir, self._child_env, forkserver=server,
+                            isolation=self.isolation)
+
+    def _isolation(self) -> Isolation:
+        if self._remote is not None:  # the backend is the boundary there
+            if self.backend.name in ("docker", "modal"):
+                return Isolation("container", f"the {self.backend.name} container is the boundary")
+            return Isolation("none", f"the script runs as the {self.backend.name} backend's user; "
+                                     "bwrap inside the backend is not used yet")
+        try:
+            return isolation.resolve(self.settings, self._script_cwd(), self.settings.sandbox.python)
+        except ValueError as exc:
+            raise SandboxStartError(str(exc)) from None
 
     def _script_cwd(self) -> str:
         # In host mode a script's own open() sees this machine: start it where the local
@@ -244,8 +263,10 @@ class Runtime:
             drain_fd(self._interrupt_r)
             try:
                 if session is not None:
-                    return self._execute_in_kernel(code, session, reset, timeout, max_calls, on_output)
-                return self._execute_once(code, timeout, max_calls, on_output)
+                    result = self._execute_in_kernel(code, session, reset, timeout, max_calls, on_output)
+                else:
+                    result = self._execute_once(code, timeout, max_calls, on_output)
+                return replace(result, isolation=self.isolation.describe)
             finally:
                 if self.transcript is not None:
                     try:

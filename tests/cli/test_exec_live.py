@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from herald._sandbox.procs import alive
+from tests.runtime._helpers import host_pid
 
 from ._herald import HERALD, herald_env, start
 
@@ -150,15 +151,17 @@ def test_stop_signals_kill_the_tree_and_clean_up(workspace: Path, home: Path, tm
     scratch.mkdir()
     script = workspace / "s.py"
     script.write_text(
-        "import subprocess\n"
+        "import os, subprocess\n"
         "child = subprocess.Popen(['sleep', '300'])\n"
-        "print(child.pid, flush=True)\n"
+        "print(child.pid, os.readlink('/proc/self/ns/pid'), flush=True)\n"
         "child.wait()\n"
     )
     proc = subprocess.Popen([*HERALD, "exec", str(script)], cwd=workspace, env=herald_env(home, TMPDIR=str(scratch)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        sleeper = int(read_line(proc.stdout))
+        ns_pid, pidns = read_line(proc.stdout).split()
+        sleeper = host_pid(int(ns_pid), pidns)  # as this machine sees it (the script may be in a PID namespace)
+        assert sleeper is not None
         proc.send_signal(signum)
         _, err = proc.communicate(timeout=DEADLINE)
     finally:

@@ -61,3 +61,29 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 30.0, step: float =
             return True
         time.sleep(step)
     return predicate()
+
+
+# A script's view of itself: under isolation its pids are its PID namespace's, so it also names
+# that namespace, and `host_pid` finds the same process as this machine sees it.
+IDENTITY = (
+    "import os\n"
+    "print(os.getpid(), os.getppid(), os.getsid(0), os.readlink('/proc/self/ns/pid'))\n"
+)
+
+
+def host_pid(ns_pid: int, pidns: str) -> int | None:
+    """This machine's pid of the process that is `ns_pid` in the PID namespace `pidns`."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{entry}/ns/pid") != pidns:
+                continue
+            with open(f"/proc/{entry}/status") as f:
+                nspid = next(line for line in f if line.startswith("NSpid:")).split()[1:]
+        except (OSError, StopIteration):
+            continue
+        if int(nspid[-1]) == ns_pid:
+            return int(entry)
+    return None
+

@@ -33,12 +33,14 @@ def secrets_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_secrets_are_scrubbed(secrets_env: None, make_runtime: Any) -> None:
     runtime = make_runtime()
-    env = json.loads(run_ok(runtime, DUMP_ENV).output)
+    result = run_ok(runtime, DUMP_ENV)
+    env = json.loads(result.output)
     for name in SECRETS:
         assert name not in env, name
     assert not any(value in json.dumps(env) for value in SECRETS.values())
     assert env["PATH"] == "/usr/local/bin:/usr/bin:/bin"
-    assert env["HOME"] == "/home/herald-test"
+    # Isolated, the user's home is not mounted: HOME is the sandbox's private /tmp.
+    assert env["HOME"] == ("/tmp" if result.isolation.startswith("bwrap") else "/home/herald-test")
     assert env["LANG"] == "C.UTF-8"
     assert env["HERALD_SANDBOX"] == "1"
     assert "MY_PROJECT_SETTING" not in env

@@ -15,14 +15,16 @@ from herald._sandbox.procs import alive
 from herald.runtime.sandbox.forkserver import ForkServerError
 from herald.runtime.sandbox.host_child import ChildProcess
 
-from ._helpers import run_ok, wait_for
-
-IDENTITY = "import os\nprint(os.getpid(), os.getppid(), os.getsid(0))\n"
+from ._helpers import IDENTITY, host_pid, run_ok, wait_for
 
 
 def identity(runtime: Runtime) -> tuple[int, int, int]:
-    pid, ppid, sid = map(int, run_ok(runtime, IDENTITY).output.split())
-    return pid, ppid, sid
+    """The script's pid and session id as it saw them (under isolation: in its PID namespace),
+    and its parent (the zygote, which outlives the run) as this machine sees it."""
+    pid, ppid, sid, pidns = run_ok(runtime, IDENTITY).output.split()
+    parent = host_pid(int(ppid), pidns)
+    assert parent is not None, "the script's parent is gone"
+    return int(pid), parent, int(sid)
 
 
 def test_runs_are_forked_fresh_processes_in_their_own_session(make_runtime: Callable[..., Runtime]) -> None:
@@ -30,6 +32,7 @@ def test_runs_are_forked_fresh_processes_in_their_own_session(make_runtime: Call
     first, second = identity(runtime), identity(runtime)
     assert first[0] != second[0]
     assert first[1] == second[1] != os.getpid(), "children come from the zygote, not from Herald"
+    assert b"zygote" in Path(f"/proc/{first[1]}/cmdline").read_bytes()
     assert first[2] == first[0] and second[2] == second[0], "each child leads its own session"
 
 
@@ -65,15 +68,16 @@ def test_timeout_kills_the_forked_tree(make_runtime: Callable[..., Runtime]) -> 
     runtime = make_runtime()
     runtime.wait_warm()  # the 2 s are the script's, not an interpreter's start-up
     result = runtime.execute(
-        "import subprocess, time\n"
+        "import os, subprocess, time\n"
         "p = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
-        "print(p.pid, flush=True)\n"
+        "print(p.pid, os.readlink('/proc/self/ns/pid'), flush=True)\n"
         "time.sleep(300)\n",
         timeout=2,
     )
     assert result.status == "timeout"
-    sleeper = int(result.output.split()[0])
-    assert wait_for(lambda: not alive(sleeper)), "a process the script started outlived the timeout"
+    ns_pid, pidns = result.output.split()
+    sleeper = host_pid(int(ns_pid), pidns)
+    assert sleeper is None or wait_for(lambda: not alive(sleeper)), "a process the script started outlived the timeout"
 
 
 def test_closing_the_last_runtime_stops_the_zygote(make_runtime: Callable[..., Runtime], settings: Any) -> None:
@@ -87,7 +91,10 @@ def test_closing_the_last_runtime_stops_the_zygote(make_runtime: Callable[..., R
 
 def test_fork_server_off_spawns_interpreters(make_runtime: Callable[..., Runtime]) -> None:
     runtime = make_runtime(overrides={"sandbox.fork_server": False})
-    assert identity(runtime)[1] == os.getpid()
+    result = run_ok(runtime, IDENTITY)
+    ppid = int(result.output.split()[1])
+    # Herald starts the interpreter itself: isolated, bwrap's init (pid 1 of a fresh namespace).
+    assert ppid == (1 if result.isolation.startswith("bwrap") else os.getpid())
 
 
 class _ZygoteDyingMidRequest:

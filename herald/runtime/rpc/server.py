@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from ..._sandbox import frames
+from ..._sandbox.client import at_unix_path
 from ..._sandbox.protocol import FrameReader, ProtocolError, reply_frame
 
 log = logging.getLogger(__name__)
@@ -67,17 +68,18 @@ class RpcServer(Generic[S]):
         max_concurrency: int = 16,
         max_connections: int = 64,
         auth_timeout: float = 10.0,
+        parent_dir: str | None = None,
     ) -> None:
         self._authenticate = authenticate
         self._auth_timeout = auth_timeout
         self._handle = handle
         self._max_concurrency = max(1, max_concurrency)
         self._max_connections = max(1, max_connections)
-        self.directory = tempfile.mkdtemp(prefix="herald-rpc-")
+        self.directory = tempfile.mkdtemp(prefix="herald-rpc-", dir=parent_dir)  # parent: where sandboxes see it
         os.chmod(self.directory, 0o700)
         self.path = os.path.join(self.directory, "rpc.sock")
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._listener.bind(self.path)
+        at_unix_path(self.path, self._listener.bind)
         os.chmod(self.path, 0o600)
         self._listener.listen(64)
         self._closed = False

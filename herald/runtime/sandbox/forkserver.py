@@ -1,8 +1,10 @@
 """Herald's side of the fork server (_sandbox/zygote.py): start it, ask it for children, learn
 how they exit.
 
-Policy: one zygote per (interpreter, environment), shared by every Runtime of this process that
-asks for the same pair and closed when the last of them lets go. A fork costs a fraction of a
+Policy: one zygote per (interpreter, environment, isolation), shared by every Runtime of this
+process that asks for the same and closed when the last of them lets go. An isolated zygote runs
+in its own PID namespace (isolation.py): it names its children by their pid there, which Herald
+translates to this machine's pid (`NSpid` in /proc) before it waits for, signals or reaps them. A fork costs a fraction of a
 millisecond where starting an interpreter costs ~35 ms. If the zygote cannot start or dies, the
 caller falls back to spawning an interpreter (host_child.py), and the next request starts a new
 zygote; a run never fails because the fork server did.
@@ -13,6 +15,7 @@ from __future__ import annotations
 import array
 import json
 import logging
+import os
 import shutil
 import signal
 import socket
@@ -25,6 +28,8 @@ from typing import Any
 
 from ..._sandbox import frames
 from ..._sandbox.procs import alive
+from . import spawner
+from .isolation import Isolation, shared_root
 from .stubgen import RUNTIME_PACKAGE, write_runtime_package
 
 LOADER = (
@@ -42,14 +47,17 @@ class ForkServerError(RuntimeError):
 
 
 class ForkServer:
-    def __init__(self, python: str, env: Mapping[str, str]) -> None:
+    def __init__(self, python: str, env: Mapping[str, str], isolation: Isolation | None = None) -> None:
         self.python = python
-        self._dir = tempfile.mkdtemp(prefix="herald-zygote-")
+        self.isolation = isolation or Isolation("none")
+        self._dir = tempfile.mkdtemp(prefix="zygote-", dir=shared_root())  # visible inside the isolation
         write_runtime_package(Path(self._dir))
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._host_pids: dict[int, int] = {}  # the zygote's name for a child -> this machine's pid
+        self._ns_pids: dict[int, int] = {}  # and back
         try:
-            self.proc = subprocess.Popen(
-                [python, "-I", "-B", "-c", LOADER, self._dir, str(theirs.fileno())],
+            self.proc = spawner.popen(
+                self.isolation.command([python, "-I", "-B", "-c", LOADER, self._dir, str(theirs.fileno())]),
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),), start_new_session=True, env=dict(env), cwd=self._dir,
             )
@@ -91,7 +99,8 @@ class ForkServer:
             with self._cond:
                 op = message.get("op")
                 if op == frames.EXIT:
-                    self._statuses[int(message["pid"])] = int(message["status"])
+                    pid = int(message["pid"])
+                    self._statuses[self._host_pids.get(pid, pid)] = int(message["status"])
                 elif op == frames.READY:
                     self._ready = True
                 else:
@@ -126,7 +135,16 @@ class ForkServer:
                 reply = self._replies.pop(0)
         if reply.get("op") != frames.FORKED:
             raise ForkServerError(str(reply.get("message", "the fork server refused")))
-        return int(reply["pid"])
+        pid = int(reply["pid"])
+        if self.isolation.mode != "bwrap":
+            return pid
+        host = _host_pid(self.proc.pid, pid)
+        if host is None:
+            raise ForkServerError(f"the fork server's child {pid} is not visible from here")
+        with self._cond:
+            self._host_pids[pid] = host
+            self._ns_pids[host] = pid
+        return host
 
     def status(self, pid: int) -> int | None:
         """The child's exit status once it has exited (as Popen.returncode), else None."""
@@ -144,8 +162,10 @@ class ForkServer:
         """Herald is done with `pid`: the zygote may reap it (its pid can be reused after)."""
         with self._cond:
             self._statuses.pop(pid, None)
+            ns_pid = self._ns_pids.pop(pid, pid)
+            self._host_pids.pop(ns_pid, None)
         try:
-            self._sock.send(json.dumps({"op": frames.REAP, "pid": pid}).encode())
+            self._sock.send(json.dumps({"op": frames.REAP, "pid": ns_pid}).encode())
         except OSError:
             pass
 
@@ -170,21 +190,49 @@ class ForkServer:
 
 # -- the pool: one zygote per (interpreter, environment) ---------------------------------------
 
-Key = tuple[str, tuple[tuple[str, str], ...]]
+Key = tuple[str, tuple[tuple[str, str], ...], Isolation]
 _servers: dict[Key, ForkServer] = {}
 _users: dict[Key, int] = {}
 _failed: set[Key] = set()
 _pool_lock = threading.Lock()
 
 
+def _host_pid(root: int, ns_pid: int) -> int | None:
+    """This machine's pid of the process below `root` whose innermost pid is `ns_pid`."""
+    frontier = [root]
+    while frontier:
+        below: list[int] = []
+        for pid in frontier:
+            try:
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{task}/children") as f:
+                        below += [int(p) for p in f.read().split()]
+            except OSError:
+                continue
+        for pid in below:
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    for line in f:
+                        if line.startswith("NSpid:"):
+                            ids = line.split()[1:]
+                            if len(ids) > 1 and int(ids[-1]) == ns_pid:
+                                return pid
+                            break
+            except OSError:
+                continue
+        frontier = below
+    return None
+
+
 class Lease:
     """A Runtime's claim on the shared fork server for its interpreter and environment. The
     zygote starts on first use, is replaced when it has died, and closes with its last lease."""
 
-    def __init__(self, python: str, env: Mapping[str, str]) -> None:
+    def __init__(self, python: str, env: Mapping[str, str], isolation: Isolation | None = None) -> None:
         self.python = python
         self.env = dict(env)
-        self._key: Key = (python, tuple(sorted(self.env.items())))
+        self.isolation = isolation or Isolation("none")
+        self._key: Key = (python, tuple(sorted(self.env.items())), self.isolation)
         self._closed = False
         with _pool_lock:
             _users[self._key] = _users.get(self._key, 0) + 1
@@ -200,7 +248,7 @@ class Lease:
             if server is not None:  # died: replace it, and let the old one go in the background
                 threading.Thread(target=server.close, name="herald-forkserver-close", daemon=True).start()
             try:
-                server = _servers[self._key] = ForkServer(self.python, self.env)
+                server = _servers[self._key] = ForkServer(self.python, self.env, self.isolation)
             except ForkServerError:
                 _servers.pop(self._key, None)
                 _failed.add(self._key)

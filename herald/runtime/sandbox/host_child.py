@@ -21,7 +21,9 @@ from ..._sandbox import frames
 from ..._sandbox.procs import KillClock, descendants, signal_pids
 from ..._sandbox.protocol import FrameBuffer, ProtocolError, encode_frame
 from ...capture import CappedCapture
+from . import spawner
 from .forkserver import ForkServer, ForkServerError
+from .isolation import Isolation
 from .stubgen import RUNTIME_PACKAGE
 
 LOADER = (
@@ -157,7 +159,10 @@ def _close(fds: tuple[int, ...]) -> None:
 
 
 class ChildProcess:
-    def __init__(self, python: str, sandbox_dir: str, env: dict[str, str], forkserver: ForkServer | None = None) -> None:
+    def __init__(
+        self, python: str, sandbox_dir: str, env: dict[str, str], forkserver: ForkServer | None = None,
+        isolation: Isolation | None = None,
+    ) -> None:
         self.forked = False
         self._process: _Spawned | _Forked
         forked = self._fork(forkserver, sandbox_dir)
@@ -166,8 +171,9 @@ class ChildProcess:
         else:
             ours, theirs = _pipes()
             try:
-                self._process = _Spawned(subprocess.Popen(
-                    [python, "-I", "-B", "-c", LOADER, sandbox_dir, str(theirs[2]), str(theirs[3])],
+                command = [python, "-I", "-B", "-c", LOADER, sandbox_dir, str(theirs[2]), str(theirs[3])]
+                self._process = _Spawned(spawner.popen(
+                    isolation.command(command) if isolation is not None else command,
                     stdin=subprocess.DEVNULL,
                     stdout=theirs[0],
                     stderr=theirs[1],

@@ -23,6 +23,7 @@ class ExecutionResult:
     # What Herald itself says about the run (timeout, refused calls, lost state); also at the end
     # of `error`. Kept apart so a live view that already streamed stderr can show just these.
     notes: list[str] = field(default_factory=list)
+    isolation: str = ""  # what confined the script: "bwrap (no network)", "none (why)", ... (isolation.py)
 
     @property
     def ok(self) -> bool:

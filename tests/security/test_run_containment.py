@@ -1,0 +1,78 @@
+"""Nothing a script starts outlives its run: daemons, setsid children and processes forked from a
+SIGTERM handler are gone after success, timeout and interrupt, with and without the fork server
+and isolation. Each process is found on this machine by a unique command line."""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Callable
+
+import pytest
+
+from herald import Runtime
+from tests.runtime._helpers import wait_for
+
+
+def _marker() -> str:
+    return f"1000.{uuid.uuid4().int % 10**9:09d}"
+
+
+def _alive_with(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def _escapes(marker: str) -> str:
+    """A script that hides `sleep MARKER` processes every way a process can leave its parent."""
+    return (
+        "import os, signal, subprocess, sys, time\n"
+        f"M = {marker!r}\n"
+        "def daemon():\n"  # the classic double fork + setsid
+        "    if os.fork() == 0:\n"
+        "        os.setsid()\n"
+        "        if os.fork() == 0:\n"
+        "            os.execvp('sleep', ['sleep', M])\n"
+        "        os._exit(0)\n"
+        "daemon()\n"
+        "subprocess.Popen(['setsid', 'sleep', M])\n"
+        "subprocess.Popen(['sleep', M], start_new_session=True)\n"
+        "def on_term(*_):\n"  # a last child forked while being killed
+        "    subprocess.Popen(['sleep', M], start_new_session=True)\n"
+        "    os._exit(143)\n"
+        "signal.signal(signal.SIGTERM, on_term)\n"
+        "time.sleep(0.5)\n"
+        "print('started', flush=True)\n"
+    )
+
+
+@pytest.mark.parametrize("overrides", [
+    {}, {"sandbox.fork_server": False}, {"sandbox.isolation": "none"},
+    {"sandbox.isolation": "none", "sandbox.fork_server": False},
+], ids=["defaults", "spawned", "no-isolation", "no-isolation-spawned"])
+@pytest.mark.parametrize("ending", ["success", "timeout", "interrupt"])
+def test_nothing_the_script_started_outlives_the_run(
+    make_runtime: Callable[..., Runtime], overrides: dict[str, object], ending: str
+) -> None:
+    runtime = make_runtime(overrides=overrides)
+    runtime.wait_warm()
+    marker = _marker()
+    code = _escapes(marker) + ("" if ending == "success" else "time.sleep(300)\n")
+    if ending == "interrupt":
+        started = threading.Event()
+        timer = threading.Thread(target=lambda: (wait_for(lambda: len(_alive_with(marker)) >= 3, timeout=60),
+                                                 started.set(), runtime.interrupt()), daemon=True)
+        timer.start()
+    result = runtime.execute(code, timeout=3 if ending == "timeout" else 120)
+    assert result.status == ending + ("ed" if ending == "interrupt" else "") if ending != "success" else result.ok, result
+    assert wait_for(lambda: not _alive_with(marker), timeout=30), \
+        f"left running after {ending}: {_alive_with(marker)} ({result.isolation})"
