@@ -8,6 +8,8 @@ refuses to read (devices, FIFOs, over files.read_max_bytes) are skipped, like un
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
 import select
 import subprocess
@@ -23,6 +25,8 @@ from .walk import walk_files
 
 WORKER = Path(__file__).with_name("regex_worker.py")
 POLL_SECONDS = 0.05  # how often a wait for the worker looks at the call's cancel event
+BATCH_BYTES = 1 << 20  # files go to the worker together up to this size or count
+BATCH_FILES = 256
 
 
 def relative(base: str, absolute: str) -> str:
@@ -55,6 +59,20 @@ def find_matches(
 ) -> list[tuple[str, int, str]]:
     """The first `wanted` (absolute path, line number, line) whose line `pattern` matches."""
     found: list[tuple[str, int, str]] = []
+    batch: list[tuple[str, list[str]]] = []  # files not yet sent: one round trip for many small files
+    batch_chars = 0
+
+    def send() -> None:
+        nonlocal batch_chars
+        lines = [line for _, file_lines in batch for line in file_lines]
+        starts = list(itertools.accumulate((len(file_lines) for _, file_lines in batch), initial=0))
+        for number in worker.matching(lines, wanted - len(found)):
+            at = bisect.bisect_right(starts, number - 1) - 1  # the file holding batch line `number`
+            path, file_lines = batch[at]
+            found.append((path, number - starts[at], file_lines[number - starts[at] - 1]))
+        batch.clear()
+        batch_chars = 0
+
     with _RegexWorker(pattern, deadline) as worker:
         for path in _files(backend, root, base, keep, deadline):
             try:
@@ -64,12 +82,15 @@ def find_matches(
             if looks_binary(data):
                 continue
             lines = split_lines(data.decode("utf-8", "replace"))
-            if not lines:
-                continue
-            for number in worker.matching(lines, wanted - len(found)):
-                found.append((path, number, lines[number - 1]))
-            if len(found) >= wanted:
-                break
+            if lines:
+                batch.append((path, lines))
+                batch_chars += len(data)
+            if batch_chars >= BATCH_BYTES or len(batch) >= BATCH_FILES:
+                send()
+                if len(found) >= wanted:
+                    break
+        if batch and len(found) < wanted:
+            send()
     return found
 
 
@@ -95,7 +116,7 @@ class _RegexWorker:
     def _start(self) -> subprocess.Popen[bytes]:
         # Its own session: a terminal's Ctrl-C is for Herald, which stops the worker itself.
         proc = subprocess.Popen(
-            [sys.executable, "-I", str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, "-I", "-S", str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, env={}, start_new_session=True,
         )
         assert proc.stdin is not None

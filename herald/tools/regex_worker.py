@@ -3,7 +3,7 @@
 A regex with nested repeats (`(a+)+$`) can take exponential time, and Python's `re` holds the
 GIL while it runs: inside Herald it would stall every thread, the timers that end a run
 included. Here it runs outside Herald's process, which kills this one when the search's time is
-up. Stdlib only, run as a script (`python -I regex_worker.py`): importing the herald package
+up. Stdlib only, run as a script (`python -I -S regex_worker.py`): importing the herald package
 would cost more than most searches.
 
 Protocol, bytes on stdin and stdout:

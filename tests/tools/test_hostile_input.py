@@ -162,6 +162,15 @@ def test_the_python_engine_finds_what_it_should(make_runtime: Callable[..., Runt
     ]
     assert result["has_more"] and result["engine"] == "python"
 
+    # Across the worker's batches (many small files go in one request), lines map back to files.
+    for i in range(600):
+        (workspace / f"f{i:03}.txt").write_text("x\n" * (i % 3) + f"needle {i}\n")
+    reply = runtime.dispatcher.call_direct("search_files", {"pattern": r"needle \d", "limit": 1000})
+    matches = reply["result"]["matches"]
+    assert [(m["path"], m["line"], m["text"]) for m in matches] == [
+        (f"f{i:03}.txt", i % 3 + 1, f"needle {i}") for i in range(600)
+    ]
+
 
 @pytest.fixture
 def slow_for_ripgrep(workspace: Path) -> str:
