@@ -172,6 +172,18 @@ def test_the_python_engine_finds_what_it_should(make_runtime: Callable[..., Runt
     ]
 
 
+@pytest.mark.parametrize("engine", ["auto", "python"])
+def test_a_glob_with_many_wildcards_on_a_long_name_ends_at_once(
+    make_runtime: Callable[..., Runtime], workspace: Path, engine: str
+) -> None:
+    runtime = make_runtime(overrides={"files.search": engine})
+    (workspace / ("a" * 200)).write_text("a\n")
+    glob = "*a*a*a*a*a*a*a*a*a*a*b"
+    for args in ({"pattern": glob, "target": "files"}, {"pattern": "a", "file_glob": glob}):
+        reply = finishes(lambda args=args: runtime.dispatcher.call_direct("search_files", args))
+        assert reply["result"]["count"] == 0, reply
+
+
 @pytest.fixture
 def slow_for_ripgrep(workspace: Path) -> str:
     """A pattern ripgrep needs a long time for on the workspace (Unicode word boundaries beside
