@@ -121,6 +121,15 @@ def test_search_files_refuses_a_fifo_it_is_given(runtime: Runtime, workspace: Pa
     assert [m["path"] for m in reply["result"]["matches"]] == ["a.txt"], reply
 
 
+def test_patch_of_a_long_near_repeat_in_a_big_file_ends_at_once(runtime: Runtime, workspace: Path) -> None:
+    """Looking for old_string at every line costs lines x old_string lines (tens of seconds
+    here) while patch holds the file's lock; the search is linear."""
+    (workspace / "target").write_text("a\n" * 1_000_000)
+    args = {"path": "target", "old_string": "a\n" * 5000 + "b", "new_string": "c"}
+    reply = finishes(lambda: runtime.dispatcher.call_direct("patch", args))
+    assert reply["error"]["type"] == "NoMatch", reply
+
+
 def test_a_file_over_the_limit_is_refused(make_runtime: Callable[..., Runtime], workspace: Path) -> None:
     runtime = make_runtime(overrides={"files.read_max_bytes": 100})
     (workspace / "target").write_text("a" * 101)
