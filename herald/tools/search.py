@@ -249,7 +249,14 @@ def _rg_lines(
         f"{command} 2>/dev/null{window}; printf '\\n%s' \"${{PIPESTATUS[0]}}\"", timeout=deadline.left(), workdir=workdir
     )
     if result.timed_out or deadline.cancelled:  # cut short: what came back is not the answer
-        raise deadline.expired_error()
+        error = deadline.expired_error()
+        if result.note:  # killing rg took the session's shell with it: say what is kept
+            error = ToolError(
+                f"{error} The session's shell, which ran ripgrep, was restarted in the same directory "
+                "with the same exported variables.",
+                error.error_type,
+            )
+        raise error
     if result.truncated:
         return None
     body, _, status = result.output.rpartition("\n")

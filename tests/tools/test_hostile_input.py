@@ -223,5 +223,6 @@ def test_ripgrep_in_a_direct_call_is_bounded_by_its_timeout(runtime: Runtime, sl
     )
     assert time.monotonic() - started < 2 + 15
     assert reply["error"]["type"] == "Timeout", reply
+    assert "shell, which ran ripgrep, was restarted" in reply["error"]["message"]
     assert wait_for(lambda: not pids_with_marker("heraldslowmarker"), timeout=15), "ripgrep still runs"
     shell_works(runtime)
