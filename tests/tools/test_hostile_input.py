@@ -11,7 +11,7 @@ import resource
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -194,17 +194,19 @@ def test_a_glob_with_many_wildcards_on_a_long_name_ends_at_once(
 
 
 @pytest.fixture
-def slow_for_ripgrep(workspace: Path) -> str:
+def slow_for_ripgrep(workspace: Path) -> Iterator[str]:
     """A pattern ripgrep needs a long time for on the workspace (Unicode word boundaries beside
     a bounded repeat defeat its fast paths: ~0.4 s per MB here). The literal alternative is the
     marker that finds its process."""
     if shutil.which("rg") is None:
         pytest.skip("ripgrep (rg) is not installed")
     block = ("héllo wörld ça naïve straße 日本語 ελληνικά " * 40 + "\n").encode()
-    with open(workspace / "words.txt", "wb") as fh:
+    words = workspace / "words.txt"
+    with open(words, "wb") as fh:
         for _ in range(64 * MB // len(block)):
             fh.write(block)
-    return r"[\w\W]{30}\b\W{5}|heraldslowmarker"
+    yield r"[\w\W]{30}\b\W{5}|heraldslowmarker"
+    words.unlink()  # pytest keeps recent tmp dirs: do not leave 64 MB behind
 
 
 def test_ripgrep_is_stopped_when_the_run_ends(runtime: Runtime, slow_for_ripgrep: str) -> None:
