@@ -3,19 +3,62 @@
 Every tool that touches commands or files is written once against this protocol, so `terminal`,
 `read_file`, `write_file`, `patch` and `search_files` behave the same on every backend. A backend
 provides only two things: a persistent shell session and file access. File errors are the
-standard `OSError` subclasses (`FileNotFoundError`, `IsADirectoryError`, `PermissionError`, ...);
-failures of the backend itself (connection lost, container gone) are `BackendError`.
+standard `OSError` subclasses (`FileNotFoundError`, `IsADirectoryError`, `PermissionError`, ...)
+and the two below for what a reader refuses; failures of the backend itself (connection lost,
+container gone) are `BackendError`.
+
+Reading trusts nothing about the file: a script may point a tool at a FIFO (an open that blocks
+for ever), a device (/dev/zero never ends, and reports size 0) or a file that grows while it is
+read. So `read_bytes` reads regular files only, checked on the opened file where the mechanism
+allows, and never more than its limit + 1 bytes.
 """
 
 from __future__ import annotations
 
+import errno
 import posixpath
+import stat as st_mod
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 
 class BackendError(RuntimeError):
     """The backend itself failed (not the command): the message says what to check."""
+
+
+class NotRegularFileError(OSError):
+    """The path is a device, FIFO or socket, not a regular file: reading it could block or never end."""
+
+
+class FileTooLargeError(OSError):
+    """The file holds more bytes than its reader accepts (`max_bytes`)."""
+
+
+def check_regular(path: str, mode: int, size: int, max_bytes: int) -> None:
+    """Refuse to read what `mode` and `size` (a stat of `path`) describe unless it is a regular
+    file of at most `max_bytes`: the one rule every backend's `read_bytes` applies."""
+    if st_mod.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
+    if not st_mod.S_ISREG(mode):
+        raise NotRegularFileError(errno.EINVAL, f"not a regular file ({_kind(mode)})", path)
+    if size > max_bytes:
+        raise FileTooLargeError(errno.EFBIG, f"the file is {size:,} bytes, over the {max_bytes:,}-byte limit", path)
+
+
+def check_length(path: str, data: bytes, max_bytes: int) -> bytes:
+    """`data` read with a limit of `max_bytes` + 1, refused when it ran past `max_bytes` (the file
+    grew, or claimed a smaller size than it has)."""
+    if len(data) > max_bytes:
+        raise FileTooLargeError(errno.EFBIG, f"the file holds over {max_bytes:,} bytes", path)
+    return data
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((st_mod.S_ISFIFO, "a FIFO"), (st_mod.S_ISCHR, "a character device"),
+                       (st_mod.S_ISBLK, "a block device"), (st_mod.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "a special file"
 
 
 @dataclass(frozen=True)
@@ -92,7 +135,12 @@ class Backend(Protocol):
         """Start `argv` on the backend (environment scrubbed as for the shell) as a Channel."""
         ...
 
-    def read_bytes(self, path: str) -> bytes: ...
+    def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
+        """The contents of the regular file at `path` (symlinks followed); `max_bytes` None is
+        the setting files.read_max_bytes. Anything else raises NotRegularFileError (without
+        blocking on a FIFO), more than `max_bytes` FileTooLargeError (having read at most
+        `max_bytes` + 1 bytes, whatever size the file claims)."""
+        ...
 
     def write_bytes(self, path: str, data: bytes) -> None:
         """Atomically replace `path` (temp file + rename), creating parent directories."""

@@ -205,8 +205,9 @@ class ExecSessionBackend:
             path = self._home + path[1:]
         return resolve_path(self.cwd, path)
 
-    def read_bytes(self, path: str) -> bytes:
-        return self._files.read_bytes(self._path(path))
+    def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
+        limit = self.settings.files.read_max_bytes if max_bytes is None else max_bytes
+        return self._files.read_bytes(self._path(path), limit)
 
     def write_bytes(self, path: str, data: bytes) -> None:
         self._files.write_bytes(self._path(path), data)

@@ -13,7 +13,15 @@ import threading
 from .._sandbox.environ import scrubbed_environ
 from .._sandbox.procs import terminate_tree
 from ..config import Settings
-from .base import BackendError, CommandResult, DirEntry, FileStat, resolve_path
+from .base import (
+    BackendError,
+    CommandResult,
+    DirEntry,
+    FileStat,
+    check_length,
+    check_regular,
+    resolve_path,
+)
 from .shell import PersistentShell
 
 
@@ -116,9 +124,24 @@ class LocalBackend:
         limit = self.settings.terminal.timeout if timeout is None else timeout
         return self._shell.run(command, timeout=limit, workdir=self._path(workdir) if workdir else None)
 
-    def read_bytes(self, path: str) -> bytes:
-        with open(self._path(path), "rb") as fh:
-            return fh.read()
+    def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
+        target = self._path(path)
+        limit = self.settings.files.read_max_bytes if max_bytes is None else max_bytes
+        # Looked at before opening too: opening some devices has effects of its own.
+        before = os.stat(target)
+        check_regular(target, before.st_mode, before.st_size, limit)
+        # O_NONBLOCK: should the path have become a FIFO since, the open returns at once and
+        # the fstat of what was opened refuses it.
+        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb", buffering=0) as fh:
+            opened = os.fstat(fd)
+            check_regular(target, opened.st_mode, opened.st_size, limit)
+            chunks: list[bytes] = []
+            left = limit + 1
+            while left > 0 and (chunk := fh.read(min(left, 1 << 20))):
+                chunks.append(chunk)
+                left -= len(chunk)
+        return check_length(target, b"".join(chunks), limit)
 
     def write_bytes(self, path: str, data: bytes) -> None:
         # Through a symlink, replace the file it points to; renaming over the link would turn

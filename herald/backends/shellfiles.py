@@ -24,7 +24,7 @@ import os
 import stat as st_mod
 from collections.abc import Callable
 
-from .base import CommandResult, DirEntry, FileStat
+from .base import CommandResult, DirEntry, FileStat, NotRegularFileError, check_length
 from .shell import shell_quote
 
 INLINE_WRITE = 256 * 1024  # larger contents are streamed to the temp file, not put in a command
@@ -32,9 +32,14 @@ INLINE_WRITE = 256 * 1024  # larger contents are streamed to the temp file, not 
 RunCommand = Callable[[str], CommandResult]
 Upload = Callable[[str, bytes], None]  # (temp file path, contents): write them there
 
+# Regular files only (a FIFO would block the file shell, a device never end), and at most
+# {limit} bytes whatever size the file claims. The redirection is on the group so that a failed
+# open fails the command rather than feeding base64 nothing. A swap to a FIFO between the test
+# and the open is left to the file shell's timeout.
 _READ = (
     'p={path}; if [ -d "$p" ]; then echo EISDIR; elif [ ! -e "$p" ]; then echo ENOENT; '
-    'elif [ ! -r "$p" ]; then echo EACCES; else echo OK; base64 < "$p" && echo END; fi'
+    'elif [ ! -f "$p" ]; then echo ENOTREG; elif [ ! -r "$p" ]; then echo EACCES; '
+    'else echo OK; {{ head -c {limit} | base64; }} < "$p" && echo END; fi'
 )
 _STAT = 'p={path}; if [ -e "$p" ]; then stat -L -c "%s %f %Y" -- "$p"; else echo NONE; fi'
 _LIST = (
@@ -68,17 +73,20 @@ class ShellFiles:
         self._run = run
         self._upload = upload
 
-    def read_bytes(self, path: str) -> bytes:
-        result = self._run(_READ.format(path=shell_quote(path)))
+    def read_bytes(self, path: str, max_bytes: int) -> bytes:
+        result = self._run(_READ.format(path=shell_quote(path), limit=max_bytes + 1))
         status, _, body = result.output.partition("\n")
+        if status == "ENOTREG":
+            raise NotRegularFileError(errno.EINVAL, "not a regular file (a device, FIFO or socket)", path)
         if status != "OK":
             raise _error(status, result.output, path)
         if not body.rstrip().endswith("END"):
             raise _error("", body, path)
         try:
-            return base64.b64decode(body.rstrip()[: -len("END")])
+            data = base64.b64decode(body.rstrip()[: -len("END")])
         except (binascii.Error, ValueError):
             raise OSError(errno.EIO, "the file's contents came back damaged", path) from None
+        return check_length(path, data, max_bytes)
 
     def stat(self, path: str) -> FileStat | None:
         result = self._run(_STAT.format(path=shell_quote(path)))

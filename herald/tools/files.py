@@ -6,7 +6,7 @@ import difflib
 import posixpath
 from typing import Any
 
-from ..backends.base import resolve_path
+from ..backends.base import FileTooLargeError, NotRegularFileError, resolve_path
 from .fuzzy import find_matches, reindent
 from .registry import Tool, ToolContext, ToolError
 from .resources import path_argument
@@ -91,24 +91,46 @@ def similar_paths(ctx: ToolContext, absolute: str, limit: int = 5) -> list[str]:
     return [display_path(ctx, p) for p in found[:limit]]
 
 
-def read_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    path, offset, limit = args["path"], args["offset"], args["limit"]
-    absolute = _abs(ctx, path)
-    settings = ctx.settings.files
+def _load(ctx: ToolContext, prefix: str, path: str, absolute: str) -> bytes:
+    """The bytes of the file a tool reads; each refusal says what to do instead. `prefix` starts
+    the messages ("patch: ")."""
+    limit = ctx.settings.files.read_max_bytes
     info = ctx.backend.stat(absolute)
     if info is None:
         raise not_found(ctx, path, absolute)
     if info.is_dir:
         raise ToolError(
-            f"{path} is a directory, not a file. List it with terminal('ls {path}') or "
+            f"{prefix}{path} is a directory, not a file. List it with terminal('ls {path}') or "
             f"search_files('*', target='files', path='{path}')."
         )
-    if info.size > settings.read_max_bytes:
+    if info.size > limit:
         raise ToolError(
-            f"{path} is {info.size:,} bytes, over read_file's {settings.read_max_bytes:,}-byte limit. "
+            f"{prefix}{path} is {info.size:,} bytes, over read_file's {limit:,}-byte limit. "
             "Read parts of it with terminal (head, tail, sed -n '100,200p'), or grep it with search_files."
         )
-    data = ctx.backend.read_bytes(absolute)
+    try:
+        # The backend refuses what is not a regular file, by the opened file: a FIFO or a device
+        # reached through a symlink, or swapped in after the stat above.
+        return ctx.backend.read_bytes(absolute, limit)
+    except NotRegularFileError as exc:
+        raise ToolError(
+            f"{prefix}{path} is {exc.strerror}: reading it could block or never end, so it is refused. "
+            f"See what it is with terminal('ls -lL {path}'); read a bounded part with terminal, e.g. "
+            f"terminal('head -c 4096 {path} | xxd', timeout=10).",
+            "NotRegularFile",
+        ) from None
+    except FileTooLargeError:
+        raise ToolError(
+            f"{prefix}{path} holds over {limit:,} bytes (it grew while being read), over read_file's "
+            "limit. Read parts of it with terminal (head, tail, sed -n '100,200p').",
+        ) from None
+
+
+def read_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    path, offset, limit = args["path"], args["offset"], args["limit"]
+    absolute = _abs(ctx, path)
+    settings = ctx.settings.files
+    data = _load(ctx, "", path, absolute)
     if looks_binary(data):
         raise ToolError(
             f"{path} is a binary file ({len(data):,} bytes); read_file shows text only. "
@@ -163,6 +185,11 @@ def write_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     info = ctx.backend.stat(absolute)
     if info is not None and info.is_dir:
         raise ToolError(f"{path} is a directory; pass a file path to write_file.")
+    if info is not None and not info.is_file:  # replacing a device or FIFO is never what was meant
+        raise ToolError(
+            f"{path} is not a regular file (mode {info.mode:o}: a device, FIFO or socket); write_file "
+            f"only replaces regular files. Check it with terminal('ls -l {path}'), or write elsewhere."
+        )
     data = content.encode("utf-8", "surrogateescape")
     try:
         ctx.backend.write_bytes(absolute, data)
@@ -178,12 +205,7 @@ def patch(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if old == new:
         raise ToolError("patch: old_string and new_string are identical; nothing would change.")
     absolute = _abs(ctx, path)
-    info = ctx.backend.stat(absolute)
-    if info is None:
-        raise not_found(ctx, path, absolute)
-    if info.is_dir:
-        raise ToolError(f"patch: {path} is a directory; pass a file path.")
-    data = ctx.backend.read_bytes(absolute)
+    data = _load(ctx, "patch: ", path, absolute)
     if looks_binary(data):
         raise ToolError(f"patch: {path} is a binary file; patch edits text files only.", "BinaryFile")
     text, replaced = _decode(data)

@@ -45,21 +45,41 @@ def find_matches(text: str, old: str) -> tuple[list[Span], str]:
     for name, normalise in _STRATEGIES:
         wanted = [normalise(line) for line in old_lines]
         normalised = [normalise(line) for line in lines]
-        i = 0
-        while i + size <= len(lines):
-            if normalised[i : i + size] == wanted:
-                end = starts[i + size] - 1  # end of the last matched line, before its newline
-                if keep_newline and end < len(text):
-                    end += 1
-                elif end > starts[i] and text[end - 1] == "\r":
-                    end -= 1  # keep a CRLF line's CR: new_string does not end with one
-                spans.append((starts[i], end))
-                i += size
-            else:
-                i += 1
+        for i in _occurrences(normalised, wanted):
+            end = starts[i + size] - 1  # end of the last matched line, before its newline
+            if keep_newline and end < len(text):
+                end += 1
+            elif end > starts[i] and text[end - 1] == "\r":
+                end -= 1  # keep a CRLF line's CR: new_string does not end with one
+            spans.append((starts[i], end))
         if spans:
             return spans, name
     return [], "exact"
+
+
+def _occurrences(lines: list[str], wanted: list[str]) -> list[int]:
+    """Where `wanted` starts in `lines`, leftmost first, not overlapping: Knuth-Morris-Pratt,
+    so the time is linear (comparing at every start costs lines x wanted, minutes for a big
+    file and a long old_string of near-repeats, during which patch holds the file's lock)."""
+    fallback = [0] * len(wanted)  # the longest proper prefix of wanted[:k + 1] that is also its suffix
+    k = 0
+    for i in range(1, len(wanted)):
+        while k and wanted[i] != wanted[k]:
+            k = fallback[k - 1]
+        if wanted[i] == wanted[k]:
+            k += 1
+        fallback[i] = k
+    found: list[int] = []
+    k = 0
+    for i, line in enumerate(lines):
+        while k and line != wanted[k]:
+            k = fallback[k - 1]
+        if line == wanted[k]:
+            k += 1
+            if k == len(wanted):
+                found.append(i + 1 - k)
+                k = 0  # the next match starts after this one
+    return found
 
 
 def _indent(block: str) -> str:

@@ -103,14 +103,60 @@ def _class_end(glob: str, start: int) -> int:
     return i if i < len(glob) else -1
 
 
-def _translate(glob: str) -> str:
-    """Regex for one brace-free alternative."""
-    out: list[str] = []
+@dataclass(frozen=True)
+class _Token:
+    """One step of a brace-free glob: a character (`text`, or any but "/" that `cls` matches,
+    `cls` None for `?`), or a run: `star` ([^/]*), `any` (.*, a trailing `**`), `dirs` ((?:.*/)?,
+    a `**/`)."""
+
+    kind: str  # "char" | "one" | "star" | "any" | "dirs"
+    text: str = ""
+    cls: re.Pattern[str] | None = None
+
+
+_RUNS = ("star", "any", "dirs")
+_REGEX = {"star": "[^/]*", "any": ".*", "dirs": "(?:.*/)?"}
+# A backtracking regex tries up to (n + 1) ** runs splits of an n-character path among a glob's
+# runs, each checked in about n + tokens steps: within this many, the regex (fast in C) is
+# used, past it the NFA (linear, in Python). Common globs on common paths stay on the regex.
+REGEX_BUDGET = 1_000_000
+
+
+@dataclass(frozen=True)
+class _Alternative:
+    tokens: tuple[_Token, ...]
+    regex: re.Pattern[str]
+    runs: int
+
+    def matches(self, subject: str) -> bool:
+        n = len(subject)
+        if (n + 1) ** self.runs * (n + len(self.tokens)) <= REGEX_BUDGET:
+            return self.regex.fullmatch(subject) is not None
+        return _matches(self.tokens, subject)
+
+
+def _alternative(glob: str) -> _Alternative:
+    tokens = _translate(glob)
+    pieces = []
+    for token in tokens:
+        if token.kind == "char":
+            pieces.append(re.escape(token.text))
+        elif token.kind == "one":
+            pieces.append("[^/]" if token.cls is None else f"(?!/){token.cls.pattern}")
+        else:
+            pieces.append(_REGEX[token.kind])
+    runs = sum(token.kind in _RUNS for token in tokens)
+    return _Alternative(tokens, re.compile("".join(pieces), re.DOTALL), runs)
+
+
+def _translate(glob: str) -> tuple[_Token, ...]:
+    """The tokens of one brace-free alternative."""
+    out: list[_Token] = []
     i, n = 0, len(glob)
     while i < n:
         c = glob[i]
         if c == "\\":
-            out.append(re.escape(glob[i + 1]) if i + 1 < n else re.escape("\\"))
+            out.append(_Token("char", glob[i + 1] if i + 1 < n else "\\"))
             i += 2
         elif c == "*":
             run = i
@@ -119,25 +165,75 @@ def _translate(glob: str) -> str:
             whole = (run == 0 or glob[run - 1] == "/") and (i == n or glob[i] == "/")
             if i - run >= 2 and whole:
                 if i == n:
-                    out.append(".*")  # `a/**`: everything below; `**` alone: everything
+                    out.append(_Token("any"))  # `a/**`: everything below; `**` alone: everything
                 else:
-                    out.append("(?:.*/)?")  # `**/`: zero or more directories
+                    out.append(_Token("dirs"))  # `**/`: zero or more directories
                     i += 1
             else:
-                out.append("[^/]*")
+                out.append(_Token("star"))
         elif c == "?":
-            out.append("[^/]")
+            out.append(_Token("one"))
             i += 1
         elif c == "[" and (close := _class_end(glob, i)) >= 0:
             body = glob[i + 1 : close]
             negated = body[:1] in ("!", "^")
             members = "".join(m if m == "-" else re.escape(m) for m in (body[1:] if negated else body))
-            out.append(f"[^/{members}]" if negated else f"(?!/)[{members}]")
+            out.append(_Token("one", cls=re.compile(f"[^{members}]" if negated else f"[{members}]")))
             i = close + 1
         else:
-            out.append(re.escape(c))
+            out.append(_Token("char", c))
             i += 1
-    return "".join(out)
+    return tuple(out)
+
+
+def _matches(tokens: tuple[_Token, ...], subject: str) -> bool:
+    """Does `subject` match all of `tokens`? Every way through the glob is followed at once (an
+    NFA), so the time is at most tokens x characters: a backtracking regex for `*a*a*a*a*b`
+    takes time exponential in the runs on a long name, holding the GIL. A state is the index of the next
+    token; ~index is inside a `dirs` that has consumed characters (it must end at a "/")."""
+    end = len(tokens)
+
+    def closure(states: set[int]) -> set[int]:  # runs may match nothing: step over them
+        todo = [i for i in states if 0 <= i < end]
+        while todo:
+            i = todo.pop()
+            if tokens[i].kind in _RUNS and i + 1 not in states:
+                states.add(i + 1)
+                if i + 1 < end:
+                    todo.append(i + 1)
+        return states
+
+    states = closure({0})
+    for ch in subject:
+        after: set[int] = set()
+        for i in states:
+            if i < 0:  # inside `dirs` ~i
+                after.add(i)
+                if ch == "/":
+                    after.add(~i + 1)
+                continue
+            if i == end:
+                continue
+            token = tokens[i]
+            if token.kind == "char":
+                if ch == token.text:
+                    after.add(i + 1)
+            elif token.kind == "one":
+                if ch != "/" and (token.cls is None or token.cls.fullmatch(ch)):
+                    after.add(i + 1)
+            elif token.kind == "star":
+                if ch != "/":
+                    after.add(i)
+            elif token.kind == "any":
+                after.add(i)
+            else:  # dirs
+                after.add(~i)
+                if ch == "/":
+                    after.add(i + 1)
+        if not after:
+            return False
+        states = closure(after)
+    return end in states
 
 
 @dataclass(frozen=True)
@@ -146,12 +242,12 @@ class Glob:
     negated: bool
     anchored: bool  # matched against the root-relative path, not the file name
     alternatives: tuple[str, ...]  # brace-free, without `!` and a leading `/`
-    regex: re.Pattern[str] = field(repr=False)
+    matchers: tuple[_Alternative, ...] = field(repr=False)
 
     def matches(self, relative: str) -> bool:
         """Does the file at `relative` (POSIX, relative to the search root) match?"""
         subject = relative if self.anchored else posixpath.basename(relative)
-        return (self.regex.fullmatch(subject) is not None) != self.negated
+        return any(alternative.matches(subject) for alternative in self.matchers) != self.negated
 
     def name_narrowing(self) -> tuple[list[str], bool] | None:
         """File-name globs for ripgrep's `--type-add` that select at least the files this glob
@@ -218,10 +314,10 @@ def compile_glob(text: str) -> Glob:
     anchored = "/" in body
     alternatives = tuple(a.lstrip("/") for a in expand_braces(body))
     try:
-        regex = re.compile("|".join(f"(?:{_translate(a)})" for a in alternatives), re.DOTALL)
+        matchers = tuple(_alternative(a) for a in alternatives)
     except re.error as exc:  # a class such as [z-a]
         raise GlobError(f"bad character class ({exc.msg})") from None
-    return Glob(text, text.startswith("!"), anchored, alternatives, regex)
+    return Glob(text, text.startswith("!"), anchored, alternatives, matchers)
 
 
 def name_glob(pattern: str) -> str:

@@ -1,7 +1,7 @@
 """`search_files`: regex search of file contents, or find files by name, on the active backend.
 
 Two engines, one answer: ripgrep when the backend has it (fast), else a pure-Python walk over
-the Backend protocol (`files.search = "python"` forces it). Both skip hidden entries and the
+the Backend protocol (pysearch.py; `files.search = "python"` forces it). Both skip hidden entries and the
 generated directories of walk.SKIP_DIRS, honour .gitignore (and .ignore, .rgignore; ignore.py
 has the rules), sort by path like `rg --sort=path` and cut long lines alike. Globs (file_glob,
 and target='files' patterns) mean what globs.py says, anchored at the searched directory.
@@ -10,6 +10,11 @@ ripgrep runs in the searched directory, so its paths are relative to it as the g
 is told a narrowing that selects at least the matching files (see `_narrowing`), and its output
 is filtered with the same matcher the Python engine uses; the caller's glob is never passed as
 is (ripgrep's `?` and classes match bytes, and a matching --glob overrides .gitignore).
+
+A search is bounded by its `timeout` argument, which inside a script the dispatcher cuts to the
+time the run has left: ripgrep is killed with the shell command that runs it when that time is
+up (so it never holds the shell into the next run), and the Python engine's regex runs in a
+worker process killed likewise. The Python engine skips files over files.read_max_bytes.
 """
 
 from __future__ import annotations
@@ -21,12 +26,14 @@ from typing import Any
 
 from ..backends.base import resolve_path
 from ..backends.shell import shell_quote
-from .files import display_path, looks_binary, split_lines
+from .deadline import Deadline
+from .files import display_path
 from .globs import Glob, GlobError, compile_glob, name_glob
 from .ignore import Reach
+from .pysearch import find_files, find_matches
 from .registry import Tool, ToolContext, ToolError
 from .resources import path_argument
-from .walk import SKIP_DIRS, walk_files
+from .walk import SKIP_DIRS
 
 MAX_LINE_CHARS = 500
 # ripgrep previews lines over this many bytes; at 4 bytes per character at most, a preview still
@@ -40,16 +47,26 @@ RG_FLAGS = "--no-config --sort=path --no-require-git --no-ignore-global --color=
 # After any narrowing --glob on the command line: the later of two matching globs wins.
 RG_SKIP = " ".join(f"--glob {shell_quote(g)}" for g in ["!.*", *(f"!{name}/" for name in sorted(SKIP_DIRS))])
 RG_TYPE = "heraldglob"  # the file type that carries the glob narrowing
+SEARCH_TIMEOUT = 120.0  # a direct call's limit; a script's call gets at most what its run has left
+PROBE_TIMEOUT = 10.0
+TOO_SLOW = (
+    "Narrow the search: a smaller path, a file_glob, or a simpler pattern (nested repeats such as "
+    "(a+)+ can take exponential time); or pass a larger timeout."
+)
 
 
-def _use_ripgrep(ctx: ToolContext) -> bool:
+def _use_ripgrep(ctx: ToolContext, deadline: Deadline) -> bool:
     if ctx.settings.files.search == "python":
         return False
     with ctx.cache_lock:
         if "ripgrep" not in ctx.cache:
+            deadline.check()
             # An rg too old for the flags both engines' agreement needs (11.0 added
             # --no-require-git) counts as missing: the Python engine gives the same answer.
-            probe = ctx.backend.run(f"rg {RG_FLAGS} --version >/dev/null 2>&1", timeout=10)
+            probe = ctx.backend.run(f"rg {RG_FLAGS} --version >/dev/null 2>&1", timeout=min(PROBE_TIMEOUT, deadline.left()))
+            if probe.timed_out or deadline.over():  # the call ran out of time: no answer to keep
+                deadline.check()
+                return False
             ctx.cache["ripgrep"] = probe.exit_code == 0
         return bool(ctx.cache["ripgrep"])
 
@@ -68,28 +85,29 @@ def _clip(text: str) -> str:
     return text[:MAX_LINE_CHARS] + " [...]" if len(text) > MAX_LINE_CHARS else text
 
 
-def _relative(base: str, absolute: str) -> str:
-    return absolute[len(base.rstrip("/")) + 1 :]
-
-
 def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     pattern, target, glob_text = args["pattern"], args["target"], args["file_glob"]
     limit, offset = args["limit"], args["offset"]
+    deadline = Deadline("search_files", args["timeout"], TOO_SLOW)
     if not pattern:
         raise ToolError("search_files: pattern is empty. Pass a regex (target='content') or a file-name glob (target='files').")
     globs = [_compile(name_glob(pattern), "pattern")] if target == "files" else []
     if glob_text:
         globs.append(_compile(glob_text, "file_glob"))
-    regex = None
     if target == "content":
         try:
-            regex = re.compile(pattern)
+            re.compile(pattern)  # an invalid pattern is told here, whichever engine runs it
         except re.error as exc:
             raise ToolError(f"search_files: invalid regular expression {pattern!r}: {exc}.") from None
     info = ctx.backend.stat(resolve_path(ctx.backend.cwd, args["path"] or "."))
     if info is None:
         raise ToolError(f"search_files: path {args['path']} does not exist (cwd is {ctx.backend.cwd}).", "FileNotFound")
     root = info.path
+    if not info.is_dir and not info.is_file:  # ripgrep would wait for ever on a FIFO it is given
+        raise ToolError(
+            f"search_files: {args['path']} is not a regular file or a directory (a device, FIFO or "
+            "socket); search a directory or a regular file."
+        )
     # Globs are matched on paths relative to `base`: the searched directory, or for a single
     # file the directory holding it (ripgrep is handed that file as `start`).
     base, start = (root, ".") if info.is_dir else (posixpath.dirname(root), "./" + posixpath.basename(root))
@@ -98,7 +116,7 @@ def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         return all(glob.matches(relative) for glob in globs)
 
     wanted = offset + limit + 1  # one extra tells whether there is a next page
-    engine = "ripgrep" if _use_ripgrep(ctx) else "python"
+    engine = "ripgrep" if _use_ripgrep(ctx, deadline) else "python"
     if target == "files":
         files: list[str] | None = None
         first = 0  # files[i] is result number first + i
@@ -106,22 +124,16 @@ def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             def listing(narrowing: str) -> str:
                 return f"rg --files {RG_FLAGS} {narrowing} {RG_SKIP} -- {shell_quote(start)}"
 
-            got = _ripgrep(ctx, listing, base, globs, keep, offset, wanted, not info.is_dir)
+            got = _ripgrep(ctx, listing, base, globs, keep, offset, wanted, not info.is_dir, deadline)
             if got is None:
                 engine = "python"  # ripgrep's listing was too big to capture: walk instead
             else:
                 files, first = [_strip_dot(line) for line in got[0]], got[1]
         if files is None:
-            files = []
-            for path in walk_files(ctx.backend, root, ignore_files=True):
-                if keep(_relative(base, path)):
-                    files.append(_relative(base, path))
-                    if len(files) >= wanted:
-                        break
+            files = find_files(ctx.backend, root, base, keep, wanted, deadline)
         page = [display_path(ctx, posixpath.join(base, f)) for f in files[offset - first : offset - first + limit]]
         return _page({"files": page}, first + len(files), offset, limit, engine)
 
-    assert regex is not None
     matches: list[dict[str, Any]] | None = None
     first = 0
     if engine == "ripgrep":
@@ -132,7 +144,7 @@ def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                 f"-e {shell_quote(pattern)} -- {shell_quote(start)}"
             )
 
-        got = _ripgrep(ctx, command, base, globs, keep, offset, wanted, not info.is_dir)
+        got = _ripgrep(ctx, command, base, globs, keep, offset, wanted, not info.is_dir, deadline)
         if got is None:
             engine = "python"  # ripgrep's output was too big to capture: search here instead
         else:
@@ -145,23 +157,10 @@ def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                     where = display_path(ctx, posixpath.join(base, _strip_dot(path)))
                     matches.append({"path": where, "line": int(number), "text": _clip(text)})
     if matches is None:
-        matches = []
-        for path in walk_files(ctx.backend, root, ignore_files=True):
-            if not keep(_relative(base, path)):
-                continue
-            try:
-                data = ctx.backend.read_bytes(path)
-            except OSError:
-                continue
-            if looks_binary(data):
-                continue
-            for lineno, line in enumerate(split_lines(data.decode("utf-8", "replace")), 1):
-                if regex.search(line):
-                    matches.append({"path": display_path(ctx, path), "line": lineno, "text": _clip(line)})
-                    if len(matches) >= wanted:
-                        break
-            if len(matches) >= wanted:
-                break
+        matches = [
+            {"path": display_path(ctx, path), "line": number, "text": _clip(line)}
+            for path, number, line in find_matches(ctx.backend, root, base, keep, pattern, wanted, deadline)
+        ]
     page_matches = matches[offset - first : offset - first + limit]
     return _page({"matches": page_matches}, first + len(matches), offset, limit, engine)
 
@@ -198,6 +197,7 @@ def _ripgrep(
     offset: int,
     wanted: int,
     single_file: bool,
+    deadline: Deadline,
 ) -> tuple[list[str], int] | None:
     """ripgrep's output lines for results `first` to `wanted` - 1, and `first`; None when the
     output is too big to capture. `command` makes the command line from the narrowing options.
@@ -215,7 +215,7 @@ def _ripgrep(
         return keep(relative) and (reach is None or reach.file(relative))
 
     if exact:
-        lines = _rg_lines(ctx, command_line, base, offset, wanted)
+        lines = _rg_lines(ctx, command_line, base, deadline, offset, wanted)
         if lines is None:
             return None
         if all(kept(line) for line in lines):
@@ -223,7 +223,7 @@ def _ripgrep(
         # Not exact after all (a single file given to ripgrep is searched whatever its type).
     stop = wanted
     while True:
-        lines = _rg_lines(ctx, command_line, base, 0, stop)
+        lines = _rg_lines(ctx, command_line, base, deadline, 0, stop)
         if lines is None:
             return None
         selected = [line for line in lines if kept(line)]
@@ -232,25 +232,41 @@ def _ripgrep(
         stop *= 4
 
 
-def _rg_lines(ctx: ToolContext, command: str, workdir: str, skip: int = 0, stop: int | None = None) -> list[str] | None:
+def _rg_lines(
+    ctx: ToolContext, command: str, workdir: str, deadline: Deadline, skip: int = 0, stop: int | None = None
+) -> list[str] | None:
     """Run ripgrep through the backend's shell in `workdir`; its output lines `skip` to `stop` - 1.
 
     Only those lines cross the shell (head/tail), so a deep page stays small. None when the
     output was still too big for the shell's capture (it would come back cut in the middle).
     The exit status is printed as a last line (the command runs inside the session's shell, so
     it must not `exit`); rg exits 1 for no match and 2 for an error such as a bad pattern.
+    Out of time, the shell kills the command with everything it started (rg too).
     """
     window = (f" | head -n {stop}" if stop is not None else "") + (f" | tail -n +{skip + 1}" if skip else "")
+    deadline.check()
     result = ctx.backend.run(
-        f"{command} 2>/dev/null{window}; printf '\\n%s' \"${{PIPESTATUS[0]}}\"", timeout=120, workdir=workdir
+        f"{command} 2>/dev/null{window}; printf '\\n%s' \"${{PIPESTATUS[0]}}\"", timeout=deadline.left(), workdir=workdir
     )
+    if result.timed_out or deadline.cancelled:  # cut short: what came back is not the answer
+        error = deadline.expired_error()
+        if result.note:  # killing rg took the session's shell with it: say what is kept
+            error = ToolError(
+                f"{error} The session's shell, which ran ripgrep, was restarted in the same directory "
+                "with the same exported variables.",
+                error.error_type,
+            )
+        raise error
     if result.truncated:
         return None
     body, _, status = result.output.rpartition("\n")
     code = int(status) if status.strip().isdigit() else result.exit_code
     lines = [line for line in body.split("\n") if line]
     if code == 2 and not lines:
-        why = ctx.backend.run(f"{command} 2>&1 >/dev/null | head -c 1000", timeout=60, workdir=workdir).output.strip()
+        deadline.check()
+        why = ctx.backend.run(
+            f"{command} 2>&1 >/dev/null | head -c 1000", timeout=min(60.0, deadline.left()), workdir=workdir
+        ).output.strip()
         # Unreadable files or directories ("... (os error 13)") are skipped, as the walk does.
         problems = [line for line in why.splitlines() if "(os error" not in line]
         if problems:
@@ -290,6 +306,12 @@ TOOLS = [
                 },
                 "limit": {"type": "integer", "minimum": 1, "default": 50},
                 "offset": {"type": "integer", "minimum": 0, "default": 0},
+                "timeout": {
+                    "type": ["number", "null"],
+                    "minimum": 0,
+                    "default": SEARCH_TIMEOUT,
+                    "description": f"Seconds before the search is stopped (default {SEARCH_TIMEOUT:g}).",
+                },
             },
             "required": ["pattern"],
         },

@@ -169,6 +169,7 @@ def test_real_tool_defaults() -> None:
         "file_glob": None,
         "limit": 50,
         "offset": 0,
+        "timeout": 120.0,
     }
     with pytest.raises(ToolError, match="'offset' must be at least 1, got 0"):
         bind_arguments(read_file, {"path": "a", "offset": 0})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from herald.tools import globs
 from herald.tools.globs import GlobError, compile_glob, escape, expand_braces, name_glob
 
 PATHS = ["a.py", "src/a.py", "src/sub/b.py", "src/sub/deep/c.py", "lib/src/d.py", "src", "x.md", "src/y.md", "é.txt"]
@@ -33,9 +34,21 @@ PATHS = ["a.py", "src/a.py", "src/sub/b.py", "src/sub/deep/c.py", "lib/src/d.py"
         ("!*.py", ["src", "x.md", "src/y.md", "é.txt"]),
     ],
 )
-def test_glob_matches(glob: str, expected: list[str]) -> None:
+@pytest.mark.parametrize("matcher", ["regex", "nfa"])
+def test_glob_matches(glob: str, expected: list[str], matcher: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if matcher == "nfa":  # what long paths get: the same answers
+        monkeypatch.setattr(globs, "REGEX_BUDGET", 0)
     compiled = compile_glob(glob)
     assert [p for p in PATHS if compiled.matches(p)] == expected
+
+
+def test_many_wildcards_on_a_long_name_take_linear_time() -> None:
+    """A backtracking regex takes exponential time here (it held the GIL for minutes)."""
+    many = compile_glob("*a*a*a*a*a*a*a*a*a*a*b")
+    assert not many.matches("a" * 255) and many.matches("a" * 254 + "b")
+    deep = compile_glob("**/**/**/**/*a*a*a*b")
+    path = "/".join(["a" * 10] * 370)
+    assert not deep.matches(path) and deep.matches(path + "/aaab")
 
 
 def test_escapes_and_literal_specials() -> None:

@@ -17,7 +17,7 @@ import stat as st_mod
 from typing import Any
 
 from ...config import Settings
-from ..base import BackendError, DirEntry, FileStat
+from ..base import BackendError, DirEntry, FileStat, check_length, check_regular
 from ..execbackend import ExecSessionBackend
 from ..remote import IDLE_COMMAND
 from ..shell import shell_quote
@@ -156,10 +156,17 @@ class ModalBackend(ExecSessionBackend):
             self._sandbox_ready()
             return self._sandbox.filesystem
 
-    def read_bytes(self, path: str) -> bytes:
+    def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
         target = self._path(path)
+        limit = self.settings.files.read_max_bytes if max_bytes is None else max_bytes
+        # The SDK reads a whole file and cannot open one without blocking: what is read is
+        # looked at first (a swap in between is left to the call's timeout), and its length after.
+        info = self.stat(target)
+        if info is None:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), target)
+        check_regular(target, info.mode, info.size, limit)
         data: bytes = self._fs_call(self._fs().read_bytes.aio(target), target)
-        return data
+        return check_length(target, data, limit)
 
     def write_bytes(self, path: str, data: bytes) -> None:
         target = self._path(path)

@@ -223,9 +223,10 @@ class SSHBackend:
                     raise BackendError(f"the SSH connection to {self.target} dropped twice during a file operation") from None
         raise AssertionError("unreachable")
 
-    def read_bytes(self, path: str) -> bytes:
+    def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
         target = self._path(path)
-        return self._files(lambda sftp: files.read_bytes(sftp, target))
+        limit = self.settings.files.read_max_bytes if max_bytes is None else max_bytes
+        return self._files(lambda sftp: files.read_bytes(sftp, target, limit))
 
     def write_bytes(self, path: str, data: bytes) -> None:
         target = self._path(path)

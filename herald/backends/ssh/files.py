@@ -15,7 +15,7 @@ import stat as st_mod
 
 import paramiko
 
-from ..base import DirEntry, FileStat
+from ..base import DirEntry, FileStat, check_length, check_regular
 
 MAX_SYMLINK_HOPS = 40
 PREFETCH_FROM = 64 * 1024
@@ -56,19 +56,27 @@ def stat(sftp: paramiko.SFTPClient, path: str) -> FileStat | None:
     )
 
 
-def read_bytes(sftp: paramiko.SFTPClient, path: str) -> bytes:
+def read_bytes(sftp: paramiko.SFTPClient, path: str, max_bytes: int) -> bytes:
+    """The regular file at `path`, at most `max_bytes` (see Backend.read_bytes).
+
+    SFTP has no non-blocking open, and the server's open of a FIFO waits for a writer (holding
+    the connection's SFTP channel): the path is looked at before opening, and the opened
+    handle again (the server fstats it), which leaves only a swap between the two unguarded.
+    """
     try:
+        info = _stat(sftp, path)
+        if info is None:
+            raise _error(errno.ENOENT, path)
+        check_regular(path, info.st_mode or 0, info.st_size or 0, max_bytes)
         with sftp.open(path, "rb") as fh:
             attrs = fh.stat()
-            if st_mod.S_ISDIR(attrs.st_mode or 0):
-                raise _error(errno.EISDIR, path)
             size = attrs.st_size or 0
+            check_regular(path, attrs.st_mode or 0, size, max_bytes)
             if size > PREFETCH_FROM:  # pipelined reads (on a thread): not one round trip per 32 KB
                 fh.prefetch(size)
-                data: bytes = fh.read()
-            else:  # a request or two; the thread would cost more than it saves
-                data = fh.read(size) + fh.read()
-            return data
+            # One byte past the limit tells a file that grew since the stat.
+            data: bytes = fh.read(max_bytes + 1)
+            return check_length(path, data, max_bytes)
     except OSError as exc:
         if exc.filename == path:
             raise
