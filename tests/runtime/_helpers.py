@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 
@@ -61,3 +62,17 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 30.0, step: float =
             return True
         time.sleep(step)
     return predicate()
+
+
+def rss_bytes() -> int:
+    """This process's resident set size."""
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def thread_count(name: str) -> int:
+    """Live threads of this process called `name`."""
+    return sum(1 for thread in threading.enumerate() if thread.name == name)
