@@ -40,6 +40,8 @@ class SandboxSettings:
     env_passthrough: list[str] = field(default_factory=list)
     exec_mode: str = "host"  # host: the script runs here | backend: inside the backend (open() acts there)
     remote_python: str = "python3"  # the backend's interpreter for exec_mode "backend" (3.8 or newer)
+    max_spill_bytes: int = 256 * 1024 * 1024  # one run's spill files in all (output, its tool calls); 0: none
+    spill_retention: float = 7 * 24 * 3600.0  # seconds spill files are kept (swept when a Runtime starts); 0: forever
 
 
 @dataclass
