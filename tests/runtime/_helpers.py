@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import textwrap
 import threading
 import time
@@ -76,3 +77,19 @@ def rss_bytes() -> int:
 def thread_count(name: str) -> int:
     """Live threads of this process called `name`."""
     return sum(1 for thread in threading.enumerate() if thread.name == name)
+
+
+def raw_connect(path: str) -> socket.socket:
+    """A bare connection to an RPC socket, to send it what no client would."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(60)  # only bounds a hang: a server that never hangs up fails the test
+    sock.connect(path)
+    return sock
+
+
+def closed_by_peer(sock: socket.socket) -> bool:
+    """The server hung up: EOF, or a reset when it closed with our unread bytes still queued."""
+    try:
+        return sock.recv(100) == b""
+    except ConnectionResetError:
+        return True

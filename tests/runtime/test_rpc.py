@@ -28,7 +28,7 @@ from herald._sandbox.protocol import (
 )
 from herald.runtime.rpc.server import RpcServer
 
-from ._helpers import run_ok, wait_for
+from ._helpers import closed_by_peer, raw_connect, run_ok, wait_for
 
 # -- protocol --------------------------------------------------------------------------------
 
@@ -368,26 +368,11 @@ def test_client_outside_a_sandbox_says_so() -> None:
 # -- the runtime's socket ----------------------------------------------------------------------
 
 
-def raw_connect(path: str) -> socket.socket:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(60)  # only bounds a hang: a server that never hangs up fails the test
-    sock.connect(path)
-    return sock
-
-
 def test_socket_permissions(runtime: Runtime) -> None:
     path = runtime._server.path
     assert stat.S_ISSOCK(os.stat(path).st_mode)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
-
-
-def closed_by_peer(sock: socket.socket) -> bool:
-    """The server hung up: EOF, or a reset when it closed with our unread bytes still queued."""
-    try:
-        return sock.recv(100) == b""
-    except ConnectionResetError:
-        return True
 
 
 def test_wrong_token_closes_the_connection(runtime: Runtime, workspace: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import resource
 import socket
 from collections.abc import Iterator
@@ -19,25 +20,10 @@ from herald._sandbox.protocol import HEADER, MAX_FRAME_BYTES, encode_frame, repl
 from herald.runtime.grants import Grant
 from herald.runtime.rpc.server import RpcServer
 
-from ._helpers import rss_bytes, run_ok, script, thread_count, wait_for
+from ._helpers import closed_by_peer, raw_connect, rss_bytes, run_ok, script, thread_count, wait_for
 
 MiB = 1024 * 1024
 NESTED = b'{"id":1,"tool":"read_file","args":' + b"[" * 200_000 + b"]" * 200_000 + b"}"
-
-
-def connect(path: str) -> socket.socket:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(120)  # only bounds a hang: a server that never hangs up fails the test
-    sock.connect(path)
-    return sock
-
-
-def closed_by_peer(sock: socket.socket) -> bool:
-    """The server hung up: EOF, or a reset when it closed with our unread bytes still queued."""
-    try:
-        return sock.recv(100) == b""
-    except ConnectionResetError:
-        return True
 
 
 @pytest.fixture
@@ -56,7 +42,7 @@ def still_serves(runtime: Runtime) -> None:
 def test_a_nested_json_frame_closes_only_its_connection(runtime: Runtime, grant: tuple[str, Grant]) -> None:
     """It raised RecursionError in the connection thread, which left the socket open."""
     server, before = runtime._server, thread_count("herald-rpc-conn")
-    with connect(server.path) as stranger, connect(server.path) as caller:
+    with raw_connect(server.path) as stranger, raw_connect(server.path) as caller:
         stranger.sendall(HEADER.pack(len(NESTED)) + NESTED[:2000])  # over the auth cap, too
         caller.sendall(encode_frame({"type": "auth", "token": grant[0]}) + HEADER.pack(len(NESTED)) + NESTED)
         assert closed_by_peer(stranger) and closed_by_peer(caller)
@@ -77,36 +63,24 @@ def test_running_out_of_descriptors_pauses_accepting(caplog: pytest.LogCaptureFi
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 4096), hard))
         try:
             while True:
-                hogs.append(os_open_devnull())
+                hogs.append(os.open(os.devnull, os.O_RDONLY))
         except OSError as exc:
             assert exc.errno == errno.EMFILE
         waiting.connect(server.path)  # connect() needs no new descriptor; accept() does
         assert wait_for(lambda: "cannot accept" in caplog.text), caplog.text
     finally:
         for fd in hogs:
-            os_close(fd)
+            os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     try:
         # The connection that waited in the backlog is served, and so are new ones.
         waiting.sendall(encode_frame({"type": "auth", "token": "good"}) + encode_frame({"id": 1, "tool": "x", "args": {}}))
         reply = waiting.recv(100)
         assert reply[HEADER.size :] == b'{"result":"ok","id":1}'
-        assert RpcClient(lambda: connect(server.path), "good").call("x", {}) == "ok"
+        assert RpcClient(lambda: raw_connect(server.path), "good").call("x", {}) == "ok"
     finally:
         waiting.close()
         server.close()
-
-
-def os_open_devnull() -> int:
-    import os
-
-    return os.open(os.devnull, os.O_RDONLY)
-
-
-def os_close(fd: int) -> None:
-    import os
-
-    os.close(fd)
 
 
 def test_big_unauthenticated_frames_are_refused_at_the_header(runtime: Runtime) -> None:
@@ -115,7 +89,7 @@ def test_big_unauthenticated_frames_are_refused_at_the_header(runtime: Runtime) 
     rss = rss_bytes()
     junk = b"x" * MiB
     for announced in [MAX_FRAME_BYTES] * 8 + [4097]:
-        with connect(runtime._server.path) as sock:
+        with raw_connect(runtime._server.path) as sock:
             sent = 0
             with pytest.raises(OSError):  # BrokenPipe or ConnectionReset: it hung up on us
                 sock.sendall(HEADER.pack(announced) + b'{"type":"auth","token":"')
@@ -132,7 +106,7 @@ def test_an_auth_frame_trickled_a_byte_at_a_time_is_cut_at_the_deadline() -> Non
     server: RpcServer[str] = RpcServer(lambda t: "s", lambda s, m, e: reply_frame(m, {"result": None}, e), auth_timeout=1.0)
     frame = encode_frame({"type": "auth", "token": "t" * 3000})
     try:
-        with connect(server.path) as sock:
+        with raw_connect(server.path) as sock:
             cut = False
             for byte in frame:  # one byte every 0.1 s: 300 s for the frame, but the deadline is 1 s
                 try:
@@ -157,10 +131,10 @@ def test_connections_waiting_to_authenticate_are_capped(runtime: Runtime) -> Non
     """Unlimited silent connections each held a thread (and a frame buffer) until the deadline."""
     server = runtime._server
     server._auth_timeout = 3600.0  # the silent ones stay for the whole test
-    silent = [connect(server.path) for _ in range(16)]
+    silent = [raw_connect(server.path) for _ in range(16)]
     try:
         assert wait_for(lambda: server.connection_count() == 16)
-        with connect(server.path) as extra:
+        with raw_connect(server.path) as extra:
             assert closed_by_peer(extra)  # closed at once ...
         for sock in silent:  # ... while the 16 before it wait for their deadline
             sock.setblocking(False)
