@@ -130,12 +130,13 @@ def test_connections_waiting_to_authenticate_are_capped(runtime: Runtime) -> Non
     """Unlimited silent connections each held a thread (and a frame buffer) until the deadline."""
     server = runtime._server
     server._auth_timeout = 3600.0  # the silent ones stay for the whole test
-    silent = [raw_connect(server.path) for _ in range(16)]
+    cap = server._max_pending
+    silent = [raw_connect(server.path) for _ in range(cap)]
     try:
-        assert wait_for(lambda: server.connection_count() == 16)
+        assert wait_for(lambda: server.connection_count() == cap)
         with raw_connect(server.path) as extra:
             assert closed_by_peer(extra)  # closed at once ...
-        for sock in silent:  # ... while the 16 before it wait for their deadline
+        for sock in silent:  # ... while those before it wait for their deadline
             sock.setblocking(False)
             with pytest.raises(BlockingIOError):
                 sock.recv(1)

@@ -70,7 +70,7 @@ class RpcServer(Generic[S]):
         *,
         max_concurrency: int = 16,
         max_connections: int = 64,
-        max_pending: int = 16,
+        max_pending: int | None = None,
         auth_timeout: float = 5.0,
     ) -> None:
         self._authenticate = authenticate
@@ -78,7 +78,9 @@ class RpcServer(Generic[S]):
         self._handle = handle
         self._max_concurrency = max(1, max_concurrency)
         self._max_connections = max(1, max_connections)
-        self._max_pending = max(1, max_pending)
+        # By default as many as one run may hold: a script whose processes all connect at once
+        # (a pool's workers, each with its own client) must not lose any to this cap.
+        self._max_pending = max(1, max_pending if max_pending is not None else max_connections)
         self._pending = 0  # accepted connections that have not authenticated yet
         self.directory = tempfile.mkdtemp(prefix="herald-rpc-")
         os.chmod(self.directory, 0o700)
