@@ -78,6 +78,9 @@ class CappedCapture:
     def _open_spill(self) -> None:
         if self._spill_dir is None:
             return
+        if self._budget is not None and self._budget.full():
+            self.spill_truncated = True
+            return
         self._spill_dir.mkdir(parents=True, exist_ok=True)
         path = self._spill_dir / self._spill_name
         self._spill_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -113,7 +116,7 @@ class CappedCapture:
         omitted = self.total - len(head) - len(tail)
         where = f"; full {what} in {self.spill_path}" if self.spill_path else ""
         if self.spill_truncated:
-            where += f" (spill file cut at {self._spilled:,} bytes)"
+            where += f" (spill file cut at {self._spilled:,} bytes)" if self.spill_path else "; not spilled: the run's spill cap is reached"
         marker = (
             f"\n[... {what} truncated: {self.total:,} bytes in all, {omitted:,} bytes omitted "
             f"between the first {len(head):,} and the last {len(tail):,}{where} ...]\n"

@@ -41,6 +41,14 @@ class SpillBudget:
                 self.exhausted = True
             return granted
 
+    def full(self) -> bool:
+        """No room is left: a capture about to spill makes no (empty) file; that counts as dropped."""
+        with self._lock:
+            if self.used < self.limit:
+                return False
+            self.exhausted = True
+            return True
+
 
 _current: contextvars.ContextVar[SpillBudget | None] = contextvars.ContextVar("herald_spill_budget", default=None)
 

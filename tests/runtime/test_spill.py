@@ -35,13 +35,13 @@ def test_a_runs_spill_files_share_one_cap(make_runtime: Any, settings: Settings)
         print("x" * 150_000)
         for _ in range(3):
             out = terminal("head -c 150000 /dev/zero | tr '\\\\0' y")
-        print("cut" if "spill file cut" in out["output"] else out["output"][-300:])
+        print("cut" if "not spilled: the run's spill cap" in out["output"] else out["output"][-300:])
         """,
     )
     assert spilled_bytes(settings.spill_dir) <= CAP
     assert spilled_bytes(settings.spill_dir) >= 150_000  # the script's own output spilled first
     assert any("sandbox.max_spill_bytes" in note for note in result.notes), result.notes
-    assert result.output.rstrip().endswith("cut")  # the tool call's marker says its file was cut
+    assert result.output.rstrip().endswith("cut")  # the last command's marker says why it has no file
     # The cap is per run: the next run spills again.
     before = spilled_bytes(settings.spill_dir)
     again = run_ok(runtime, "print('z' * 5000)")
@@ -54,7 +54,8 @@ def test_no_spill_files_with_a_zero_cap(make_runtime: Any, settings: Settings) -
     runtime = make_runtime(overrides={"sandbox.max_spill_bytes": 0, "sandbox.max_stdout_bytes": 100}, transcript=False)
     result = run_ok(runtime, "print('x' * 10_000)")
     assert result.output.startswith("x" * 40)  # the head and tail are still there
-    assert spilled_bytes(settings.spill_dir) == 0
+    assert spilled_bytes(settings.spill_dir) == 0 and result.output_spill_path is None
+    assert "not spilled: the run's spill cap is reached" in result.output
     assert any("sandbox.max_spill_bytes" in note for note in result.notes)
 
 
