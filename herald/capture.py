@@ -2,8 +2,8 @@
 
 The model only ever sees `limit` bytes (head 40 %, tail 60 %, a marker between them), but nothing is
 lost: once the stream passes the limit, everything it produced is written to a spill file whose
-path goes into the result. The spill file itself is bounded by `spill_limit` so a runaway script
-cannot fill the disk.
+path goes into the result. The spill file itself is bounded by `spill_limit`, and all the spill
+files of one run together by its SpillBudget (spill.py), so a runaway script cannot fill the disk.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+
+from .spill import SpillBudget, current_budget
 
 HEAD_SHARE = 0.4
 
@@ -24,6 +26,7 @@ class CappedCapture:
         spill_name: str,
         spill_limit: int = 256 * 1024 * 1024,
         tee: Callable[[bytes], None] | None = None,
+        budget: SpillBudget | None = None,
     ) -> None:
         self.limit = max(0, limit)
         # Sees every byte as it arrives, before any cap: a live view (herald exec) shows it all.
@@ -37,6 +40,8 @@ class CappedCapture:
         self._spill_dir = spill_dir
         self._spill_name = spill_name
         self._spill_limit = spill_limit
+        # Without one given, the budget of the run this capture works for (a tool call's).
+        self._budget = budget if budget is not None else current_budget()
         self._overflowing = False
         self._spill_fd: int | None = None
         self._spilled = 0
@@ -73,6 +78,9 @@ class CappedCapture:
     def _open_spill(self) -> None:
         if self._spill_dir is None:
             return
+        if self._budget is not None and self._budget.full():
+            self.spill_truncated = True
+            return
         self._spill_dir.mkdir(parents=True, exist_ok=True)
         path = self._spill_dir / self._spill_name
         self._spill_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -85,6 +93,11 @@ class CappedCapture:
         if len(data) > room:
             data = data[:room]
             self.spill_truncated = True
+        if self._budget is not None and data:
+            granted = self._budget.take(len(data))
+            if granted < len(data):
+                data = data[:granted]
+                self.spill_truncated = True
         if data:
             os.write(self._spill_fd, data)
             self._spilled += len(data)
@@ -103,7 +116,7 @@ class CappedCapture:
         omitted = self.total - len(head) - len(tail)
         where = f"; full {what} in {self.spill_path}" if self.spill_path else ""
         if self.spill_truncated:
-            where += f" (spill file cut at {self._spill_limit:,} bytes)"
+            where += f" (spill file cut at {self._spilled:,} bytes)" if self.spill_path else "; not spilled: the run's spill cap is reached"
         marker = (
             f"\n[... {what} truncated: {self.total:,} bytes in all, {omitted:,} bytes omitted "
             f"between the first {len(head):,} and the last {len(tail):,}{where} ...]\n"

@@ -44,6 +44,8 @@ class SandboxSettings:
     network: str = "none"  # none: no network inside the isolation | host: this machine's network
     ro_binds: list[str] = field(default_factory=list)  # extra paths the isolated script may read
     rw_binds: list[str] = field(default_factory=list)  # extra paths it may also write
+    max_spill_bytes: int = 256 * 1024 * 1024  # one run's spill files in all (output, its tool calls); 0: none
+    spill_retention: float = 7 * 24 * 3600.0  # seconds spill files are kept (swept when a Runtime starts); 0: forever
 
 
 @dataclass

@@ -14,11 +14,16 @@ execution (supervisor.py). Part of the sandbox package (see __init__.py for its 
 from __future__ import annotations
 
 import json
+import socket
 import struct
+import time
 from typing import Any, Dict, Iterable, List, Optional
 
 HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 64 * 1024 * 1024
+# Auth frames and control-pipe frames carry a few short fields: a peer that announces more is
+# refused at the header, before anything is buffered (an unauthenticated 64 MiB frame is not).
+MAX_CONTROL_FRAME_BYTES = 4 * 1024
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=repr)
 _ascii_encoder = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), default=repr)
@@ -64,6 +69,23 @@ def decode_body(body: Any) -> Dict[str, Any]:
     return message
 
 
+def nested_deeper_than(value: Any, limit: int) -> bool:
+    """Whether decoded JSON `value` nests lists and dicts more than `limit` deep. Iterative: it
+    must not hit the recursion limit it guards against. (How deep a frame may nest to decode is
+    not fixed: it is the recursion limit less the decoding thread's stack depth, so a relay that
+    decoded a frame cannot tell whether its own peer, deeper in its stack, will.)"""
+    if not isinstance(value, (dict, list)):
+        return False
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
 # Why a persistent buffer: `recv(n)` allocates n bytes per call, and for n above glibc's mmap
 # threshold (128 KiB) that is an mmap/munmap pair per frame — measured at ~15 µs a recv here,
 # a third of a raw round trip. recv_into a buffer made once costs nothing extra.
@@ -75,16 +97,23 @@ class FrameReader:
     frame: it reads what is there and keeps what belongs to the next frame. One reader per socket
     at a time; None means the peer closed cleanly between frames."""
 
-    def __init__(self, sock: Any) -> None:
+    def __init__(self, sock: Any, max_frame: int = MAX_FRAME_BYTES, max_first_frame: Optional[int] = None) -> None:
         self._sock = sock
-        self._frames = FrameBuffer()
+        self._frames = FrameBuffer(max_frame, max_first_frame)
         self._ready: List[Dict[str, Any]] = []
         self._into = getattr(sock, "recv_into", None)
         self._buffer = bytearray(RECV_BUFFER_BYTES if self._into is not None else 0)
         self._view = memoryview(self._buffer)
 
-    def read(self) -> Optional[Dict[str, Any]]:
+    def read(self, deadline: Optional[float] = None) -> Optional[Dict[str, Any]]:
+        """The next frame. With a `deadline` (time.monotonic()), a socket that has not delivered
+        the whole frame by then raises socket.timeout, however slowly it trickles bytes."""
         while not self._ready:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise socket.timeout("no whole frame before the deadline")
+                self._sock.settimeout(left)
             if self._into is not None:
                 size = self._into(self._buffer)
                 chunk: Any = self._view[:size]
@@ -106,16 +135,26 @@ class FrameBuffer:
 
     Used where frames share a stream with nothing else but arrive in arbitrary pieces (the
     exec channel of in-backend execution, in both directions; a child's control pipe).
+    A frame may announce at most `max_frame` bytes, the first one `max_first_frame` (an auth
+    frame) if given. After a length over the cap the stream cannot be parsed any more: the
+    buffer is then broken: it keeps what it had (`pending`, say a shell's error message), takes
+    nothing more and raises ProtocolError on every feed, so a reader that goes on draining the
+    stream (a pipe whose writer must not block) holds no more memory.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_frame: int = MAX_FRAME_BYTES, max_first_frame: Optional[int] = None) -> None:
         self._data = bytearray()
+        self._max_frame = max_frame
+        self._limit = max_frame if max_first_frame is None else max_first_frame
+        self.broken = False
 
     def feed(self, chunk: Any, skip_bad: bool = False) -> List[Dict[str, Any]]:
         """Messages completed by `chunk` (bytes or a buffer, which is not kept). A frame whose
         body is not a JSON object raises ProtocolError, or with `skip_bad` is dropped (for a
-        stream that outlives a bad frame); a length over the limit always raises. Either way the
-        bad frame is consumed."""
+        stream that outlives a bad frame), and is consumed either way; a length over the cap
+        always raises and breaks the buffer."""
+        if self.broken:
+            raise ProtocolError("the stream broke at an earlier frame")
         if self._data:
             self._data += chunk
             data: Any = self._data
@@ -126,13 +165,15 @@ class FrameBuffer:
         try:
             while len(data) - start >= HEADER.size:
                 (size,) = HEADER.unpack_from(data, start)
-                if size > MAX_FRAME_BYTES:
-                    raise ProtocolError("frame of %d bytes exceeds the %d-byte limit" % (size, MAX_FRAME_BYTES))
+                if size > self._limit:
+                    self.broken = True
+                    raise ProtocolError("frame of %d bytes exceeds the %d-byte limit" % (size, self._limit))
                 end = start + HEADER.size + size
                 if len(data) < end:
                     break
                 body = data[start + HEADER.size : end]
                 start = end
+                self._limit = self._max_frame
                 try:
                     messages.append(decode_body(body))
                 except ProtocolError:
@@ -140,7 +181,7 @@ class FrameBuffer:
                         raise
         finally:
             if data is self._data:
-                del data[:start]
+                del data[:start]  # from the front of a bytearray: no copy, buffering stays linear
             elif start < len(data):
                 self._data = bytearray(data[start:])
         return messages

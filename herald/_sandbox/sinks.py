@@ -12,7 +12,7 @@ import os
 import socket
 from typing import Any, Deque
 
-from .protocol import FrameBuffer
+from .protocol import MAX_CONTROL_FRAME_BYTES, FrameBuffer
 
 
 class Sink:
@@ -56,6 +56,6 @@ class Conn:
         self.sock = sock
         self.fd = sock.fileno()
         self.number = number
-        self.frames = FrameBuffer()
+        self.frames = FrameBuffer(max_first_frame=MAX_CONTROL_FRAME_BYTES)  # the first is its auth frame
         self.out = Sink(self.fd)
         self.authenticated = False

@@ -50,7 +50,13 @@ from . import frames
 # The /proc walk finds descendants that left the script's process group.
 from .environ import sandbox_environ
 from .procs import KillClock, descendants, signal_pids
-from .protocol import FrameBuffer, ProtocolError, encode_frame
+from .protocol import (
+    MAX_CONTROL_FRAME_BYTES,
+    FrameBuffer,
+    ProtocolError,
+    encode_frame,
+    nested_deeper_than,
+)
 from .scriptproc import LOST_STATUS, ScriptProcess, fork_script, spawn_script
 from .sinks import Conn, Sink
 
@@ -59,6 +65,7 @@ WIRE_HIGH_WATER = 4 << 20  # bytes queued for Herald before the script's output 
 EXIT_SETTLE_SECONDS = 2.0  # after the script exits, how long a leftover holder of its pipes may stall us
 IDLE_CHECK_SECONDS = 1.0  # re-check the script's exit this often even without SIGCHLD
 AF_UNIX_PATH_MAX = 100
+MAX_RELAYED_NESTING = 100  # tool arguments never nest this deep; Herald decodes them in a deep stack
 
 
 class Supervisor:
@@ -75,7 +82,7 @@ class Supervisor:
         self.child: Optional[ScriptProcess] = None
         self.outputs: Dict[int, str] = {}  # script stdout/stderr read ends -> "out"/"err"
         self.ctl_in: Optional[int] = None  # the script's control frames ("ready", "done")
-        self.ctl_frames = FrameBuffer()
+        self.ctl_frames = FrameBuffer(MAX_CONTROL_FRAME_BYTES)
         self.ctl: Optional[Sink] = None  # frames to the script's bootstrap
         self.known: Set[int] = set()  # processes signalled when the kill began
         self.reported: Optional[int] = None  # the exit status the script sent on its control pipe
@@ -176,8 +183,12 @@ class Supervisor:
                 return False
             conn.authenticated = secrets.compare_digest(token, self.token)
             return conn.authenticated
-        # Only what a call is made of goes on: a script must not pass for this supervisor.
-        self.send({"id": message.get("id"), "tool": message.get("tool"), "args": message.get("args"), "conn": conn.number})
+        # Only what a call is made of goes on: a script must not pass for this supervisor. Herald
+        # echoes the id, and must be able to decode the call at all, however deep its stack is.
+        call = {"id": message.get("id"), "tool": message.get("tool"), "args": message.get("args"), "conn": conn.number}
+        if not isinstance(call["id"], (int, str)) or nested_deeper_than(call, MAX_RELAYED_NESTING):
+            return False
+        self.send(call)
         return True
 
     # -- the loop --------------------------------------------------------------------------
@@ -257,7 +268,7 @@ class Supervisor:
                 return
             try:  # the script shares the control pipe's process: a bad frame from it is skipped
                 messages = self.ctl_frames.feed(chunk, skip_bad=True)
-            except ProtocolError:
+            except ProtocolError:  # an impossible length: the rest of the pipe is read and dropped
                 messages = []
             for message in messages:
                 self.from_script(message)
@@ -271,7 +282,7 @@ class Supervisor:
                     if not self.from_conn(conn, message):
                         keep = False
                         break
-            except ProtocolError:
+            except Exception:  # a bad frame (or one too big to relay) costs its connection only
                 keep = False
             if not keep:
                 del self.conns[conn.number]

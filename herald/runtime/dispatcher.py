@@ -46,6 +46,7 @@ from .._sandbox.protocol import HEADER, reply_frame
 from ..backends.base import BackendError
 from ..backends.shell import CANCEL_POLL_SECONDS, cancellable
 from ..config import Settings
+from ..spill import SpillBudget, charged_to
 from ..tools.arguments import bind_arguments
 from ..tools.registry import Registry, Tool, ToolContext, ToolError
 from ..tools.resources import KeyedLocks, Resource
@@ -143,6 +144,7 @@ class CallScope:
     lock: threading.Lock = field(default_factory=threading.Lock)
     # Set when the run is over (interrupted, timed out): calls still running are asked to stop.
     cancel: threading.Event = field(default_factory=threading.Event)
+    spill: SpillBudget | None = None  # what its spill files (output, tool calls) may still take
 
     def take(self) -> bool:
         with self.lock:
@@ -185,7 +187,8 @@ class Dispatcher:
         self._offered[tool.name] = tool
 
     def new_scope(self, max_calls: int, deadline: float | None = None) -> CallScope:
-        return CallScope(run_id=f"run-{next(self._ids)}", max_calls=max_calls, deadline=deadline)
+        spill = SpillBudget(self.ctx.settings.sandbox.max_spill_bytes)
+        return CallScope(run_id=f"run-{next(self._ids)}", max_calls=max_calls, deadline=deadline, spill=spill)
 
     def _available(self) -> str:
         return ", ".join(sorted(self._allowed)) or "none"
@@ -291,7 +294,7 @@ class Dispatcher:
             with self._locks.hold(resources, cancel, CANCEL_POLL_SECONDS) as held:
                 if not held:  # interrupted while another call held what this one touches
                     return interrupted
-                with cancellable(cancel):
+                with cancellable(cancel), charged_to(scope.spill if scope is not None else None):
                     result = tool.handler(bound, self.ctx)
         except ToolError as exc:
             return _error(exc.error_type, str(exc))

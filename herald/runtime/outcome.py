@@ -21,17 +21,17 @@ log = logging.getLogger(__name__)
 
 
 def capture_streams(
-    settings: Settings, run_id: str, on_output: OutputListener | None
+    settings: Settings, scope: CallScope, on_output: OutputListener | None
 ) -> tuple[CappedCapture, CappedCapture]:
-    """The stdout and stderr captures of one run: capped, spilling the rest to a file, and
-    teed to `on_output` (whose failures are logged, never the run's)."""
+    """The stdout and stderr captures of one run: capped, spilling the rest to a file within
+    the run's spill budget, and teed to `on_output` (whose failures are logged, never the run's)."""
     limits, spill = settings.sandbox, settings.spill_dir
-    tag = f"{os.getpid()}-{run_id}-{secrets.token_hex(3)}"
+    tag = f"{os.getpid()}-{scope.run_id}-{secrets.token_hex(3)}"
     return (
         CappedCapture(limits.max_stdout_bytes, spill_dir=spill, spill_name=f"{tag}-stdout.txt",
-                      tee=_listener(on_output, "stdout")),
+                      tee=_listener(on_output, "stdout"), budget=scope.spill),
         CappedCapture(limits.max_stderr_bytes, spill_dir=spill, spill_name=f"{tag}-stderr.txt",
-                      tee=_listener(on_output, "stderr")),
+                      tee=_listener(on_output, "stderr"), budget=scope.spill),
     )
 
 
@@ -87,6 +87,11 @@ def build_result(
         notes.append(f"Kernel session '{session}' was restarted: earlier state is gone.")
     if scope.refused:
         notes.append(f"{scope.refused} tool call(s) were refused: the limit is {scope.max_calls} per run.")
+    if scope.spill is not None and scope.spill.exhausted:
+        notes.append(
+            f"Spill files of this run reached their cap of {scope.spill.limit:,} bytes "
+            "(sandbox.max_spill_bytes): output beyond it was dropped; only the kept head and tail show it."
+        )
     error = stderr.text("stderr")
     if notes:
         error = (error.rstrip("\n") + "\n" if error.strip() else "") + "\n".join(notes)

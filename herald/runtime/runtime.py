@@ -33,6 +33,7 @@ from pathlib import Path
 from .._sandbox.environ import sandbox_environ
 from ..backends.base import Backend
 from ..config import Settings, load_settings
+from ..spill import sweep
 from ..tools.registry import Registry, ToolContext, default_registry
 from ..transcript import Transcript
 from .dispatcher import Dispatcher
@@ -84,6 +85,7 @@ class Runtime:
                 "scripts on this machine or \"backend\" to run them inside the backend"
             )
         self._own_backend = backend is None
+        sweep(self.settings.spill_dir, self.settings.sandbox.spill_retention)  # old runs' spill files
         # A constructor that fails half-way (an unknown tool name, a bad sandbox python) must not
         # leave a shell, a socket, temp dirs or open files behind: undo what was made so far.
         with contextlib.ExitStack() as undo:
@@ -281,7 +283,7 @@ class Runtime:
         child = self._children.take(READY_TIMEOUT)
         scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout)
         token, grant = self._grants.issue(scope)
-        stdout, stderr = capture_streams(self.settings, scope.run_id, on_output)
+        stdout, stderr = capture_streams(self.settings, scope, on_output)
         try:
             child.send(
                 {"mode": "oneshot", "socket": self._server.path, "token": token, "cwd": self._script_cwd(),
@@ -317,7 +319,7 @@ class Runtime:
             kernel = self._start_kernel(name)
         scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout)
         kernel.grant.scope = scope
-        stdout, stderr = capture_streams(self.settings, scope.run_id, on_output)
+        stdout, stderr = capture_streams(self.settings, scope, on_output)
         try:
             kernel.child.send({"code": code, "line_buffered": on_output is not None})
             collected = kernel.child.collect(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import socket
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 
@@ -87,3 +89,32 @@ def host_pid(ns_pid: int, pidns: str) -> int | None:
             return int(entry)
     return None
 
+
+def rss_bytes() -> int:
+    """This process's resident set size."""
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def thread_count(name: str) -> int:
+    """Live threads of this process called `name`."""
+    return sum(1 for thread in threading.enumerate() if thread.name == name)
+
+
+def raw_connect(path: str) -> socket.socket:
+    """A bare connection to an RPC socket, to send it what no client would."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(60)  # only bounds a hang: a server that never hangs up fails the test
+    sock.connect(path)
+    return sock
+
+
+def closed_by_peer(sock: socket.socket) -> bool:
+    """The server hung up: EOF, or a reset when it closed with our unread bytes still queued."""
+    try:
+        return sock.recv(100) == b""
+    except ConnectionResetError:
+        return True

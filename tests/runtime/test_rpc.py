@@ -18,6 +18,7 @@ from herald import Runtime
 from herald._sandbox.client import ConnectionLost, RpcClient, ToolError, unix_connector
 from herald._sandbox.protocol import (
     HEADER,
+    MAX_CONTROL_FRAME_BYTES,
     MAX_FRAME_BYTES,
     FrameBuffer,
     FrameReader,
@@ -28,7 +29,7 @@ from herald._sandbox.protocol import (
 )
 from herald.runtime.rpc.server import RpcServer
 
-from ._helpers import run_ok, wait_for
+from ._helpers import closed_by_peer, raw_connect, run_ok, wait_for
 
 # -- protocol --------------------------------------------------------------------------------
 
@@ -128,6 +129,41 @@ def test_frame_buffer_consumes_a_bad_frame() -> None:
         strict.feed(bad)
     assert strict.feed(encode_frame({"n": 2})) == [{"n": 2}]
     assert strict.pending == b""
+
+
+def test_a_frame_arriving_in_pieces_is_buffered_in_place() -> None:
+    """Linear buffering: each piece is appended to one buffer, never copied with what came before
+    (a pipe read 64 KiB at a time made rebuilding the buffer per read quadratic)."""
+    frame = encode_frame({"blob": "x" * (4 * 1024 * 1024)})
+    frames = FrameBuffer()
+    assert frames.feed(frame[:1000]) == []
+    buffer = frames._data
+    for at in range(1000, len(frame) - 65536, 65536):
+        assert frames.feed(frame[at : at + 65536]) == []
+        assert frames._data is buffer
+    assert frames.feed(frame[at + 65536 :]) == [{"blob": "x" * (4 * 1024 * 1024)}]
+    assert frames.pending == b""
+
+
+def test_a_length_over_the_cap_breaks_the_buffer_for_good() -> None:
+    """After an impossible length nothing more can be parsed: the buffer keeps what it had
+    (to show, say, a shell's complaint) and takes nothing more, however much is fed."""
+    frames = FrameBuffer(MAX_CONTROL_FRAME_BYTES)
+    assert frames.feed(encode_frame({"n": 1})) == [{"n": 1}]
+    with pytest.raises(ProtocolError, match="exceeds the 4096-byte limit"):
+        frames.feed(HEADER.pack(MAX_CONTROL_FRAME_BYTES + 1) + b"bash: no such file")
+    for _ in range(100):
+        with pytest.raises(ProtocolError, match="broke"):
+            frames.feed(b"y" * 65536)
+    assert frames.pending == HEADER.pack(MAX_CONTROL_FRAME_BYTES + 1) + b"bash: no such file"
+
+
+def test_only_the_first_frame_has_the_first_frames_cap() -> None:
+    """An auth frame is small; the calls after it (in the same read, too) may be large."""
+    big = encode_frame({"blob": "x" * 10_000})
+    assert FrameBuffer(max_first_frame=100).feed(encode_frame({"n": 1}) + big) == [{"n": 1}, {"blob": "x" * 10_000}]
+    with pytest.raises(ProtocolError, match="exceeds the 100-byte limit"):
+        FrameBuffer(max_first_frame=100).feed(big + encode_frame({"n": 1}))
 
 
 def test_truncated_frame_is_a_protocol_error() -> None:
@@ -368,26 +404,11 @@ def test_client_outside_a_sandbox_says_so() -> None:
 # -- the runtime's socket ----------------------------------------------------------------------
 
 
-def raw_connect(path: str) -> socket.socket:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(60)  # only bounds a hang: a server that never hangs up fails the test
-    sock.connect(path)
-    return sock
-
-
 def test_socket_permissions(runtime: Runtime) -> None:
     path = runtime._server.path
     assert stat.S_ISSOCK(os.stat(path).st_mode)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
-
-
-def closed_by_peer(sock: socket.socket) -> bool:
-    """The server hung up: EOF, or a reset when it closed with our unread bytes still queued."""
-    try:
-        return sock.recv(100) == b""
-    except ConnectionResetError:
-        return True
 
 
 def test_wrong_token_closes_the_connection(runtime: Runtime, workspace: Path) -> None:

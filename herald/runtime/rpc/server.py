@@ -6,8 +6,11 @@ threads that call at once use connections of their own (see _sandbox/client.py);
 on concurrent calls (`max_concurrency`) is a semaphore shared by every connection of the same
 session, and a session may hold at most `max_connections` connections (a script that opens more,
 by hand or by forking, has the extra ones closed). Anything malformed closes that one connection
-(the server keeps running), as does sending no auth frame within `auth_timeout` seconds of
-connecting. `serve_call` is how a call becomes a reply frame, here and for in-backend runs alike.
+(the server keeps running). Before it authenticates, a connection is a stranger's: its first
+frame may announce at most MAX_CONTROL_FRAME_BYTES and must be whole within `auth_timeout`
+seconds of connecting, and at most `max_pending` such connections are served at once (more are
+closed as soon as they are accepted), so strangers hold a bounded amount of memory and threads.
+`serve_call` is how a call becomes a reply frame, here and for in-backend runs alike.
 """
 
 from __future__ import annotations
@@ -25,11 +28,12 @@ from typing import Any, Generic, TypeVar
 
 from ..._sandbox import frames
 from ..._sandbox.client import at_unix_path
-from ..._sandbox.protocol import FrameReader, ProtocolError, reply_frame
+from ..._sandbox.protocol import MAX_CONTROL_FRAME_BYTES, FrameReader, ProtocolError, reply_frame
 
 log = logging.getLogger(__name__)
 
-ACCEPT_RETRY_SECONDS = 0.05
+ACCEPT_RETRY_SECONDS = 0.01  # first pause after a transient accept error; doubles up to the max
+ACCEPT_RETRY_MAX_SECONDS = 1.0
 _TRANSIENT_ACCEPT_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.ECONNABORTED, errno.EINTR}
 
 S = TypeVar("S")
@@ -67,7 +71,8 @@ class RpcServer(Generic[S]):
         *,
         max_concurrency: int = 16,
         max_connections: int = 64,
-        auth_timeout: float = 10.0,
+        max_pending: int | None = None,
+        auth_timeout: float = 5.0,
         parent_dir: str | None = None,
     ) -> None:
         self._authenticate = authenticate
@@ -75,6 +80,10 @@ class RpcServer(Generic[S]):
         self._handle = handle
         self._max_concurrency = max(1, max_concurrency)
         self._max_connections = max(1, max_connections)
+        # By default as many as one run may hold: a script whose processes all connect at once
+        # (a pool's workers, each with its own client) must not lose any to this cap.
+        self._max_pending = max(1, max_pending if max_pending is not None else max_connections)
+        self._pending = 0  # accepted connections that have not authenticated yet
         self.directory = tempfile.mkdtemp(prefix="herald-rpc-", dir=parent_dir)  # parent: where sandboxes see it
         os.chmod(self.directory, 0o700)
         self.path = os.path.join(self.directory, "rpc.sock")
@@ -90,27 +99,49 @@ class RpcServer(Generic[S]):
         self._acceptor.start()
 
     def _accept_loop(self) -> None:
+        pause = ACCEPT_RETRY_SECONDS
         while not self._closed:
             try:
                 sock, _ = self._listener.accept()
             except OSError as exc:
-                if self._closed or exc.errno not in _TRANSIENT_ACCEPT_ERRORS:
+                if self._closed:
+                    return
+                if exc.errno not in _TRANSIENT_ACCEPT_ERRORS:
+                    log.error("RPC server stopped accepting connections: %s", exc)
                     return
                 # Out of descriptors or memory for a moment (a script opening sockets in a
                 # loop): the connection waits in the backlog; serving resumes when they free up.
-                time.sleep(ACCEPT_RETRY_SECONDS)
+                if pause == ACCEPT_RETRY_SECONDS:
+                    log.warning("RPC server cannot accept a connection (%s); retrying", exc)
+                time.sleep(pause)
+                pause = min(pause * 2, ACCEPT_RETRY_MAX_SECONDS)
                 continue
-            conn = _Connection(self, sock)
+            pause = ACCEPT_RETRY_SECONDS
             with self._lock:
                 if self._closed:
                     sock.close()
                     return
-                self._connections.add(conn)
+                conn = None
+                if self._pending < self._max_pending:
+                    conn = _Connection(self, sock)
+                    self._pending += 1
+                    self._connections.add(conn)
+            if conn is None:
+                log.debug("closing an RPC connection: %d connections are already waiting to authenticate", self._max_pending)
+                sock.close()
+                continue
             threading.Thread(target=conn.serve, name="herald-rpc-conn", daemon=True).start()
 
-    def _admit(self, session: S) -> _RunLimit | None:
-        """Count a new connection of `session`; None if it already holds its maximum."""
+    def _settle(self, conn: _Connection[S]) -> None:
+        """`conn` no longer counts as waiting to authenticate. Call with the lock held."""
+        if conn.pending:
+            conn.pending = False
+            self._pending -= 1
+
+    def _admit(self, conn: _Connection[S], session: S) -> _RunLimit | None:
+        """Count `conn` as a connection of `session`; None if it already holds its maximum."""
         with self._lock:
+            self._settle(conn)
             limit = self._runs.get(id(session))
             if limit is None:
                 limit = self._runs[id(session)] = _RunLimit(session, self._max_concurrency)
@@ -121,6 +152,7 @@ class RpcServer(Generic[S]):
 
     def _forget(self, conn: _Connection[S]) -> None:
         with self._lock:
+            self._settle(conn)
             self._connections.discard(conn)
             limit = conn.limit
             if limit is not None:
@@ -169,16 +201,17 @@ class _Connection(Generic[S]):
         self.sock = sock
         self.session: S | None = None
         self.limit: _RunLimit | None = None
-        self._frames = FrameReader(sock)
+        self.pending = True  # counted among the server's connections waiting to authenticate
+        self._frames = FrameReader(sock, max_first_frame=MAX_CONTROL_FRAME_BYTES)
         self._state_lock = threading.Lock()
         self._closed = False
 
     def serve(self) -> None:
         """Serve this connection until it closes (the calling thread's whole job meanwhile)."""
-        # A peer that never authenticates must not hold a thread and a descriptor forever.
+        # A peer that never authenticates must not hold a thread and a descriptor forever, nor
+        # keep them by trickling its auth frame a byte at a time: one deadline for the frame.
         try:
-            self.sock.settimeout(self.server._auth_timeout)
-            message = self._read()
+            message = self._read(time.monotonic() + self.server._auth_timeout)
             if message is None or not self._authenticate(message):
                 return
             assert self.session is not None and self.limit is not None
@@ -198,9 +231,9 @@ class _Connection(Generic[S]):
             self.close()
             self.server._forget(self)  # again: a close() from elsewhere may have come before _admit
 
-    def _read(self) -> dict[str, Any] | None:
+    def _read(self, deadline: float | None = None) -> dict[str, Any] | None:
         try:
-            return self._frames.read()
+            return self._frames.read(deadline)
         except ProtocolError as exc:
             log.warning("closing RPC connection after a malformed frame: %s", exc)
             return None
@@ -216,7 +249,7 @@ class _Connection(Generic[S]):
         if session is None:
             log.warning("closing RPC connection: unknown or expired token")
             return False
-        limit = self.server._admit(session)
+        limit = self.server._admit(self, session)
         if limit is None:
             log.warning("closing RPC connection: its run already holds %d connections", self.server._max_connections)
             return False
@@ -229,9 +262,11 @@ class _Connection(Generic[S]):
             if self._closed:
                 return
             self._closed = True
+        # Uncounted before the peer can see the close, so a peer that reconnects at once is
+        # never refused for the connection it just lost.
+        self.server._forget(self)
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
         self.sock.close()
-        self.server._forget(self)

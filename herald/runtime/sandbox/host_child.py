@@ -19,7 +19,7 @@ from typing import Any, Literal, cast
 
 from ..._sandbox import frames
 from ..._sandbox.procs import KillClock, descendants, signal_pids
-from ..._sandbox.protocol import FrameBuffer, ProtocolError, encode_frame
+from ..._sandbox.protocol import MAX_CONTROL_FRAME_BYTES, FrameBuffer, ProtocolError, encode_frame
 from ...capture import CappedCapture
 from . import spawner
 from .forkserver import ForkServer, ForkServerError
@@ -195,7 +195,7 @@ class ChildProcess:
             self._pidfd: int | None = os.pidfd_open(self.pid)
         except (AttributeError, OSError):
             self._pidfd = None
-        self._ctl_frames = FrameBuffer()
+        self._ctl_frames = FrameBuffer(MAX_CONTROL_FRAME_BYTES)
         self.ready = False
         self.closed = False
 
@@ -228,9 +228,11 @@ class ChildProcess:
         if not chunk:
             return [{"type": frames.EOF}]
         try:  # the script shares the control pipe's process: a bad frame from it is skipped
-            return self._ctl_frames.feed(chunk, skip_bad=True)
-        except ProtocolError:  # an impossible length: nothing more can be read from this pipe
+            messages = self._ctl_frames.feed(chunk, skip_bad=True)
+        except ProtocolError:  # an impossible length: the rest of the pipe is read and dropped
             return []
+        # Ours carry an int status; a script's forgery with another type must not break the loop.
+        return [m for m in messages if isinstance(m.get("exit_code", 0), int)]
 
     def wait_ready(self, timeout: float) -> None:
         """Block until the child says it is ready; raise SandboxStartError if it dies first."""

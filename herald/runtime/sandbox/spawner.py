@@ -24,4 +24,8 @@ def popen(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="herald-spawner")
         pool = _pool
-    return pool.submit(subprocess.Popen, argv, **kwargs).result()
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(argv, **kwargs)
+
+    return pool.submit(start).result()
