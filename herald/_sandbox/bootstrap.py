@@ -214,6 +214,9 @@ def _kernel(message: Dict[str, Any], reader: FrameReader, ctl_write: int) -> Non
 
 
 def main() -> None:
+    from .confine import confine_from_environ
+
+    confine_from_environ()
     serve(int(sys.argv[2]), int(sys.argv[3]))
 
 

@@ -337,6 +337,9 @@ def main() -> None:
         main_listening(sys.argv[3], sys.argv[4:])
         return
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=int(sys.argv[2]))
+    from .confine import confine_from_environ
+
+    confine_from_environ()  # before anything is imported: every fork inherits the domain
     become_subreaper()
     set_dumpable(False)  # a script (same user, same namespace) cannot trace us and taint later forks
     _preimport()

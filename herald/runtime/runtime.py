@@ -140,6 +140,7 @@ class Runtime:
                 undo.callback(self._remote.close)
             self._child_env = sandbox_environ(os.environ, self.settings.sandbox.env_passthrough)
             self.isolation = self._isolation()
+            self._child_env.update(self.isolation.child_environ())
             self._forks: forkserver.Lease | None = None
             if self._remote is None and self.settings.sandbox.fork_server:
                 self._forks = forkserver.Lease(self.settings.sandbox.python, self._child_env, self.isolation)

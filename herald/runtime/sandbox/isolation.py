@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import json
 import os
 import shutil
 import subprocess
@@ -34,6 +35,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..._sandbox import confine
 from ...config import Settings
 
 MODES = ("auto", "bwrap", "landlock", "none")
@@ -66,6 +68,22 @@ class Isolation:
         net = "no network" if self.network == "none" else "host network"
         extra = f"; {self.reason}" if self.reason else ""
         return f"{self.mode} ({net}{extra})"
+
+    def child_environ(self) -> dict[str, str]:
+        """What the sandbox interpreter's environment needs for this isolation: under Landlock,
+        the rules it applies to itself (_sandbox/confine.py) and a private scratch directory."""
+        if self.mode != "landlock":
+            return {}
+        scratch = os.path.join(shared_root(), "tmp")
+        os.makedirs(scratch, mode=0o700, exist_ok=True)
+        system = [p for p in (*SYSTEM_DIRS, "/proc", "/dev") if os.path.exists(p)]
+        devices = [p for p in ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty") if os.path.exists(p)]
+        rules = {
+            "read_only": [*system, *self.read_only],
+            "read_write": [*self.read_write, scratch, *devices],
+            "network": self.network == "host",
+        }
+        return {confine.ENV: json.dumps(rules), "HOME": scratch, "TMPDIR": scratch}
 
     def command(self, argv: Sequence[str]) -> list[str]:
         """`argv` wrapped so that it starts inside the isolation (bwrap), else unchanged."""
