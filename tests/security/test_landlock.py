@@ -38,7 +38,7 @@ def _confined(tmp_path: Path, body: str, *, network: bool = False, abi: int = 0)
         from herald._sandbox import landlock
         if {abi!r}:  # pretend to run on an older kernel: exercises the per-ABI masks and sizes
             landlock.abi_version = lambda: {abi!r}
-        ro, rw = landlock.default_paths({str(workspace)!r})
+        ro, rw = landlock.default_paths({str(workspace)!r}, ["/nonexistent-herald-ro"], ["/nonexistent-herald-rw"])
         landlock.restrict(ro, rw, network={network!r})
         """
     ) + textwrap.dedent(body)
@@ -190,4 +190,27 @@ def test_older_abi_rulesets(tmp_path: Path, abi: int) -> None:
         """,
         abi=abi,
     )
+    assert out == "denied"
+
+
+@pytest.mark.skipif(ABI < 6, reason="Landlock abstract-socket scoping needs ABI >= 6")
+def test_abstract_unix_socket_outside_domain_denied(tmp_path: Path) -> None:
+    name = f"\0herald-landlock-test-{os.getpid()}"
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(name)
+    srv.listen(1)
+    try:
+        out = _confined(
+            tmp_path,
+            f"""
+            s = socket.socket(socket.AF_UNIX)
+            try:
+                s.connect({name!r})
+                print("connected")
+            except PermissionError:
+                print("denied")
+            """,
+        )
+    finally:
+        srv.close()
     assert out == "denied"
