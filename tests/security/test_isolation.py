@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from herald import Runtime
+from herald._sandbox import landlock
 from herald.runtime.sandbox import isolation
 from tests.fixtures.users import User
 from tests.runtime._helpers import run_ok
@@ -221,3 +222,19 @@ def test_without_isolation_a_non_root_script_still_cannot_trace_its_parent(nonro
     assert done.returncode == 0, done.stderr
     found = json.loads(json.loads(done.stdout)["output"])
     assert found["parent"][0] != "attached" and found["parent"][1] == "PermissionError", found
+
+
+@pytest.mark.skipif(not landlock.abi_version(), reason="this kernel has no Landlock")
+@pytest.mark.parametrize("fork_server", [True, False], ids=["forked", "spawned"])
+def test_landlock_confines_files_and_network_where_bwrap_cannot_run(
+    make_runtime: Callable[..., Runtime], workspace: Path, secrets_around: dict[str, str], listener: int,
+    fork_server: bool,
+) -> None:
+    runtime = make_runtime(overrides={"sandbox.isolation": "landlock", "sandbox.fork_server": fork_server})
+    paths = {"ssh_key": secrets_around["ssh_key"], "herald_config": secrets_around["herald_config"]}
+    found = json.loads(run_ok(runtime, _probe(SECRET, paths, listener)).output)
+    for attack in ("read_ssh_key", "read_herald_config", "write_etc", "write_usr", "connect", "write_tmp"):
+        assert found[attack][0] == "refused", (attack, found[attack])  # /tmp is shared: only TMPDIR is writable
+    assert found["write_workspace"][0] == "ok"
+    assert (workspace / "from-script.txt").exists()
+    assert runtime.isolation.describe == "landlock (no network)"
