@@ -47,7 +47,14 @@ from typing import Any, Dict, List, Optional, Set
 
 from . import frames
 from .client import at_unix_path
-from .procs import become_subreaper, descendants, own_children, set_dumpable, signal_pids
+from .procs import (
+    become_subreaper,
+    descendants,
+    die_with_parent,
+    own_children,
+    set_dumpable,
+    signal_pids,
+)
 
 PREIMPORTS = (
     "json", "socket", "threading", "struct", "traceback", "linecache", "builtins", "typing", "re",
@@ -338,6 +345,7 @@ def main() -> None:
         return
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=int(sys.argv[2]))
     become_subreaper()
+    die_with_parent()  # Herald's zygote dies with Herald (its runs die with it: bootstrap.py)
     set_dumpable(False)  # a script (same user, same namespace) cannot trace us and taint later forks
     _preimport()
     Zygote(herald=sock).serve()
