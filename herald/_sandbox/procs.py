@@ -90,11 +90,11 @@ def become_subreaper() -> bool:
     return _prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
-def die_with_parent() -> bool:
-    """PR_SET_PDEATHSIG(SIGKILL): the kernel kills us when our parent (the thread that started
-    us) dies, SIGKILL included, so a sandbox process never outlives Herald or its zygote
-    (Linux; False elsewhere)."""
-    return _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+def die_with_parent(sig: int = signal.SIGKILL) -> bool:
+    """PR_SET_PDEATHSIG: the kernel sends us `sig` when our parent (the thread that started us)
+    dies, SIGKILL included, so a sandbox process never outlives Herald or its zygote (Linux;
+    False elsewhere). A process whose tree must go too asks for SIGTERM and kills it then."""
+    return _prctl(PR_SET_PDEATHSIG, sig)
 
 
 def own_children() -> List[int]:

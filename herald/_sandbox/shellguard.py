@@ -20,7 +20,7 @@ import os
 import signal
 from typing import List
 
-from .procs import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, _prctl, descendants, signal_pids
+from .procs import become_subreaper, descendants, die_with_parent, signal_pids
 
 
 def _kill_all(code: int) -> None:
@@ -42,10 +42,10 @@ def _finish(status: int) -> None:
 
 def main(argv: List[str]) -> None:
     herald = int(argv[0])
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    become_subreaper()
     signal.signal(signal.SIGTERM, lambda *_: _kill_all(128 + signal.SIGTERM))
     signal.signal(signal.SIGHUP, lambda *_: _kill_all(128 + signal.SIGHUP))
-    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    die_with_parent(signal.SIGTERM)
     if os.getppid() != herald:  # Herald died before the death signal was armed
         os._exit(1)
     shell = os.fork()

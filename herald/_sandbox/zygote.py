@@ -338,6 +338,11 @@ def _listen(path: str) -> socket.socket:
     return listener
 
 
+def _kill_tree_and_exit(signum: int, frame: Any) -> None:
+    signal_pids(descendants(os.getpid()), signal.SIGKILL)
+    os._exit(128 + signum)
+
+
 def main() -> None:
     sys.path.insert(0, sys.argv[1])
     if len(sys.argv) > 3 and sys.argv[2] == LISTEN_FLAG:
@@ -345,7 +350,10 @@ def main() -> None:
         return
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=int(sys.argv[2]))
     become_subreaper()
-    die_with_parent()  # Herald's zygote dies with Herald (its runs die with it: bootstrap.py)
+    # Herald's zygote dies with Herald, and takes every run below it along (their daemons too,
+    # which a run's own death signal would leave re-parented here, then to init).
+    signal.signal(signal.SIGTERM, _kill_tree_and_exit)
+    die_with_parent(signal.SIGTERM)
     set_dumpable(False)  # a script (same user, same namespace) cannot trace us and taint later forks
     _preimport()
     Zygote(herald=sock).serve()
