@@ -23,14 +23,27 @@ from typing import List
 from .procs import become_subreaper, descendants, die_with_parent, signal_pids
 
 
+def _reap_all() -> None:
+    """SIGKILL everything below us and reap it all (orphans keep landing here while their
+    parents die): a zombie left when we exit would go to Herald, which does not wait for it."""
+    while True:
+        signal_pids(descendants(os.getpid()), signal.SIGKILL)
+        try:
+            os.wait()
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            pass
+
+
 def _kill_all(code: int) -> None:
-    signal_pids(descendants(os.getpid()), signal.SIGKILL)
+    _reap_all()
     os._exit(code)
 
 
 def _finish(status: int) -> None:
     """Exit as the shell did (a signal too, so Herald sees the same status), after its tree."""
-    signal_pids(descendants(os.getpid()), signal.SIGKILL)
+    _reap_all()
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         if sig not in (signal.SIGKILL, signal.SIGSTOP):

@@ -86,8 +86,13 @@ class _LocalChannel:
             signal_pids([*escaped, *descendants(*escaped)], signal.SIGKILL)
 
     def close(self) -> None:
-        terminate_tree(self.proc.pid, grace=self._grace)
-        self.proc.wait()
+        # The guard kills and reaps the whole tree on SIGTERM; should it not, the tree is killed here.
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=self._grace + 5)
+        except subprocess.TimeoutExpired:
+            terminate_tree(self.proc.pid, grace=self._grace)
+            self.proc.wait()
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.close()
         self.proc.stdout.close()

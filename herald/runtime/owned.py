@@ -40,8 +40,6 @@ def owned_tempdir(kind: str, dir: str | None = None) -> str:
 
 
 def _owner_alive(pid: int, start: int) -> bool:
-    if pid == os.getpid():
-        return True
     now = start_time(pid)
     if now is not None:
         return now == start or start == 0

@@ -381,7 +381,6 @@ class Runtime:
                 self._stop_kernel(name)
             self._children.close()
             self._server.close()
-            kill_strays()
             if self._forks is not None:
                 self._forks.close()
             self.dispatcher.ctx.close()  # session resources the tools opened (a browser, ...)
@@ -397,6 +396,7 @@ class Runtime:
                 self.transcript.close()
             if self._own_backend:
                 self.backend.close()
+            kill_strays()  # and reap what the closed children left re-parented to us
 
     def __enter__(self) -> Runtime:
         return self
