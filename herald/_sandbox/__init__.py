@@ -4,6 +4,7 @@
     client.py      the script's side of tool calls (hermes_tools calls it)
     helpers.py     parallel, json_parse, shell_quote, retry (exported by hermes_tools)
     procs.py       process trees from /proc: find, signal, stop them
+    shellguard.py  the local shell's parent: dies with Herald, kills what the shell left
     environ.py     the environment policy: what code the model controls may see of ours
     bootstrap.py   a sandbox child: wait for a script, run it, report
     zygote.py      the fork server: forks sandbox children from a pre-imported interpreter

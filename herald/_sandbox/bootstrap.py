@@ -21,7 +21,7 @@ import traceback
 from typing import Any, Dict, Optional, Set
 
 from . import frames
-from .procs import become_subreaper, descendants, set_dumpable, signal_pids
+from .procs import become_subreaper, descendants, die_with_parent, set_dumpable, signal_pids
 from .protocol import FrameReader, ProtocolError, encode_frame
 
 BLOCKED_MESSAGE = (
@@ -233,6 +233,7 @@ def serve(ctl_read: int, ctl_write: int) -> None:
     import hermes_tools  # noqa: F401  (pre-import: the script's own import is then free)
 
     become_subreaper()  # what the script starts stays below this process, daemons included
+    die_with_parent()  # a killed Herald (or zygote) takes this process, and so its tree, along
     set_dumpable(False)  # other runs of this user cannot trace it or read its memory
 
     ready: frames.ReadyFrame = {"type": frames.READY, "pid": os.getpid()}

@@ -58,6 +58,7 @@ def descendants(*pids: int) -> List[int]:
     return found
 
 
+PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -89,13 +90,25 @@ def become_subreaper() -> bool:
     return _prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
+def die_with_parent(sig: int = signal.SIGKILL) -> bool:
+    """PR_SET_PDEATHSIG: the kernel sends us `sig` when our parent (the thread that started us)
+    dies, SIGKILL included, so a sandbox process never outlives Herald or its zygote (Linux;
+    False elsewhere). A process whose tree must go too asks for SIGTERM and kills it then."""
+    return _prctl(PR_SET_PDEATHSIG, sig)
+
+
 def own_children() -> List[int]:
     """Our children as the kernel lists them (orphans re-parented to us included)."""
+    return children_of(os.getpid())
+
+
+def children_of(pid: int) -> List[int]:
+    """`pid`'s children from /proc/PID/task/*/children (no scan of all of /proc); [] if gone."""
     found: List[int] = []
     try:
-        for task in os.listdir("/proc/self/task"):
-            with open("/proc/self/task/%s/children" % task) as f:
-                found.extend(int(pid) for pid in f.read().split())
+        for task in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, task)) as f:
+                found.extend(int(child) for child in f.read().split())
     except OSError:
         pass
     return found

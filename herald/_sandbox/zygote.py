@@ -47,7 +47,14 @@ from typing import Any, Dict, List, Optional, Set
 
 from . import frames
 from .client import at_unix_path
-from .procs import become_subreaper, descendants, own_children, set_dumpable, signal_pids
+from .procs import (
+    become_subreaper,
+    descendants,
+    die_with_parent,
+    own_children,
+    set_dumpable,
+    signal_pids,
+)
 
 PREIMPORTS = (
     "json", "socket", "threading", "struct", "traceback", "linecache", "builtins", "typing", "re",
@@ -331,6 +338,11 @@ def _listen(path: str) -> socket.socket:
     return listener
 
 
+def _kill_tree_and_exit(signum: int, frame: Any) -> None:
+    signal_pids(descendants(os.getpid()), signal.SIGKILL)
+    os._exit(128 + signum)
+
+
 def main() -> None:
     sys.path.insert(0, sys.argv[1])
     if len(sys.argv) > 3 and sys.argv[2] == LISTEN_FLAG:
@@ -341,6 +353,10 @@ def main() -> None:
 
     confine_from_environ()  # before anything is imported: every fork inherits the domain
     become_subreaper()
+    # Herald's zygote dies with Herald, and takes every run below it along (their daemons too,
+    # which a run's own death signal would leave re-parented here, then to init).
+    signal.signal(signal.SIGTERM, _kill_tree_and_exit)
+    die_with_parent(signal.SIGTERM)
     set_dumpable(False)  # a script (same user, same namespace) cannot trace us and taint later forks
     _preimport()
     Zygote(herald=sock).serve()

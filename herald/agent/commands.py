@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
 import time
 from collections.abc import Collection
@@ -27,6 +26,7 @@ from rich.table import Table
 from ..backends.base import Backend
 from ..cli.signals import stop_signals
 from ..config import ConfigError, Settings
+from ..keys import herald_environ
 from .jsonevents import JsonEvents
 from .loop import Agent
 from .providers.resolve import ProviderSetupError, resolve_fallbacks, resolve_primary
@@ -140,8 +140,8 @@ def run_command(
             )
         settings, cwd = resume_setup(settings, state, explicit=explicit, cwd=cwd)
     try:  # the Agent resolves them again; here only to fail before a backend is started
-        resolve_primary(settings.agent, os.environ)
-        resolve_fallbacks(settings.agent, os.environ)
+        resolve_primary(settings.agent, herald_environ())
+        resolve_fallbacks(settings.agent, herald_environ())
     except ProviderSetupError as exc:
         raise CommandUsageError(str(exc)) from None
     try:

@@ -24,7 +24,6 @@ JSONL transcript.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -32,6 +31,7 @@ from typing import Literal
 
 from ..backends.base import Backend
 from ..config import Settings, load_settings
+from ..keys import herald_environ
 from ..runtime import Runtime
 from ..tools.registry import Registry, default_registry
 from .budget import IterationBudget
@@ -105,7 +105,7 @@ class Agent:
                      "agent.api_key": api_key, "agent.api_mode": api_mode, "agent.max_turns": max_turns,
                      "agent.fallback": list(fallback) if fallback is not None else None}
         self.settings = base.with_overrides(overrides)
-        env = os.environ if env is None else env
+        env = herald_environ() if env is None else env
         agent = self.settings.agent
         state: SessionState | None = None
         if session is not None:  # first: a wrong id is the error to report, not a missing key

@@ -15,6 +15,7 @@ import posixpath
 import threading
 
 from ..config import Settings
+from ..keys import herald_environ
 from .base import BackendError, Channel, CommandResult, DirEntry, FileStat, resolve_path
 from .shell import PersistentShell
 from .shellfiles import ShellFiles
@@ -41,7 +42,8 @@ class ExecSessionBackend:
         self._notes: list[str] = []
         self._closed = False
         self._grace = min(settings.sandbox.kill_grace, 2.0)
-        self._env = {n: os.environ[n] for n in settings.sandbox.env_passthrough if n in os.environ}
+        env = herald_environ()
+        self._env = {n: env[n] for n in settings.sandbox.env_passthrough if n in env}
         self._cwd = cwd
 
     # -- for subclasses --------------------------------------------------------------------

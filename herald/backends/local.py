@@ -5,14 +5,20 @@ from __future__ import annotations
 import os
 import select
 import shutil
+import signal
 import stat as st_mod
 import subprocess
+import sys
 import tempfile
 import threading
 
+from .._sandbox import shellguard
 from .._sandbox.environ import scrubbed_environ
-from .._sandbox.procs import terminate_tree
+from .._sandbox.procs import children_of, descendants, signal_pids, terminate_tree
 from ..config import Settings
+from ..keys import herald_environ
+from ..runtime.owned import owned_tempdir
+from ..runtime.sandbox import spawner
 from .base import (
     BackendError,
     CommandResult,
@@ -24,15 +30,23 @@ from .base import (
 )
 from .shell import PersistentShell
 
+SANDBOX_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(shellguard.__file__)))
+
 
 class _LocalChannel:
-    """A local process in its own session, stdin and merged stdout+stderr on pipes."""
+    """A local process in its own session, stdin and merged stdout+stderr on pipes.
+
+    The process runs under a guard (shellguard.py) that dies with Herald, taking everything
+    below it along, and collects what leaves the process's tree (see `kill_escapes`)."""
 
     def __init__(self, argv: list[str], cwd: str, env: dict[str, str], grace: float) -> None:
         self._grace = grace
+        if shutil.which(argv[0], path=env.get("PATH")) is None:  # the guard would start, then fail to exec it
+            raise BackendError(f"could not start {argv[0]!r}: no such executable")
+        guard = [sys.executable, "-I", "-S", "-c", shellguard.LAUNCH, SANDBOX_PACKAGE_PARENT, str(os.getpid())]
         try:
-            self.proc = subprocess.Popen(
-                argv,
+            self.proc = spawner.popen(
+                guard + argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -64,9 +78,21 @@ class _LocalChannel:
     def returncode(self) -> int | None:
         return self.proc.returncode
 
+    def kill_escapes(self) -> None:
+        """Kill what left the process's tree during a command (`setsid -f`, double forks): such
+        orphans re-parent to the guard, whose only child of its own is the process itself."""
+        escaped = children_of(self.proc.pid)[1:]  # the kernel lists children oldest first
+        if escaped:
+            signal_pids([*escaped, *descendants(*escaped)], signal.SIGKILL)
+
     def close(self) -> None:
-        terminate_tree(self.proc.pid, grace=self._grace)
-        self.proc.wait()
+        # The guard kills and reaps the whole tree on SIGTERM; should it not, the tree is killed here.
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=self._grace + 5)
+        except subprocess.TimeoutExpired:
+            terminate_tree(self.proc.pid, grace=self._grace)
+            self.proc.wait()
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.close()
         self.proc.stdout.close()
@@ -85,8 +111,8 @@ class LocalBackend:
         # The shell rewrites its state file after every command: keep it in memory-backed
         # /dev/shm where there is one (a truncating write to disk costs ~1 ms here).
         shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-        self._state_dir = tempfile.mkdtemp(prefix="herald-shell-", dir=shm)
-        self._env = scrubbed_environ(os.environ, self.settings.sandbox.env_passthrough)
+        self._state_dir = owned_tempdir("shell", dir=shm)
+        self._env = scrubbed_environ(herald_environ(), self.settings.sandbox.env_passthrough)
         self._env.setdefault("PATH", os.defpath)
         self._grace = min(self.settings.sandbox.kill_grace, 2.0)
         self._shell = PersistentShell(
@@ -122,7 +148,13 @@ class LocalBackend:
         if self._closed.is_set():
             raise BackendError("the local backend is closed")
         limit = self.settings.terminal.timeout if timeout is None else timeout
-        return self._shell.run(command, timeout=limit, workdir=self._path(workdir) if workdir else None)
+        with self._shell.lock:
+            try:
+                return self._shell.run(command, timeout=limit, workdir=self._path(workdir) if workdir else None)
+            finally:
+                channel = self._shell.channel
+                if isinstance(channel, _LocalChannel):
+                    channel.kill_escapes()  # a foreground command's processes end with it
 
     def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
         target = self._path(path)

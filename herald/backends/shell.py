@@ -133,6 +133,16 @@ class PersistentShell:
             except Exception:
                 pass
 
+    @property
+    def channel(self) -> Channel | None:
+        """The channel to the running shell, if one runs."""
+        return self._channel
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held while a command runs: hold it to act between commands."""
+        return self._lock
+
     def close(self) -> None:
         with self._lock:
             self._discard_channel()

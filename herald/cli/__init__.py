@@ -13,6 +13,7 @@ import sys
 from rich.markup import escape
 
 from .. import __version__
+from ..keys import take_api_keys
 from . import agent, doctor, exec, tools
 from .common import USAGE_ERROR, BackendUnavailable, UsageError, add_config_options, console
 from .signals import Stopped
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    take_api_keys()  # out of os.environ before anything starts (keys.py)
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)

@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..config import Settings, default_config_path
+from ..keys import herald_environ
 from .common import UsageError, console, ensure_data_dir, load
 
 
@@ -63,10 +64,10 @@ def _data_dir_row(settings: Settings) -> Row:
 def _provider_row(settings: Settings) -> Row:
     from ..agent.providers.resolve import KNOWN, ProviderSetupError, resolve_primary
 
-    keys = sorted({p.key_env for p in KNOWN.values() if p.key_env and os.environ.get(p.key_env)})
+    keys = sorted({p.key_env for p in KNOWN.values() if p.key_env and herald_environ().get(p.key_env)})
     have = f"keys set: {', '.join(keys)}" if keys else "no provider API key in the environment"
     try:
-        config = resolve_primary(settings.agent, os.environ)
+        config = resolve_primary(settings.agent, herald_environ())
     except (ProviderSetupError, ValueError) as exc:
         return _row("model provider", None, f"herald run cannot pick a model: {exc}")
     where = f" at {config.base_url}" if config.base_url else ""

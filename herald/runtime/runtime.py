@@ -33,6 +33,7 @@ from pathlib import Path
 from .._sandbox.environ import sandbox_environ
 from ..backends.base import Backend
 from ..config import Settings, load_settings
+from ..keys import herald_environ
 from ..spill import sweep
 from ..tools.registry import Registry, ToolContext, default_registry
 from ..transcript import Transcript
@@ -40,6 +41,7 @@ from .dispatcher import Dispatcher
 from .execute_code import execute_code_tool
 from .grants import Grant, Grants
 from .outcome import OutputListener, build_result, capture_streams
+from .owned import owned_tempdir
 from .rpc.server import RpcServer
 from .sandbox import forkserver, isolation
 from .sandbox.backend_sandbox import BackendSandbox
@@ -48,6 +50,7 @@ from .sandbox.host_child import ChildProcess, SandboxStartError, drain_fd
 from .sandbox.isolation import Isolation, shared_root
 from .sandbox.result import ExecutionResult
 from .sandbox.stubgen import write_sandbox
+from .selfguard import guard_process, kill_strays
 from .warm import WarmChildren
 
 READY_TIMEOUT = 30.0
@@ -77,6 +80,7 @@ class Runtime:
         transcript: Transcript | Path | bool = True,
         exec_mode: str | None = None,
     ) -> None:
+        guard_process()  # not traceable, a subreaper, dead processes' temp dirs removed (selfguard.py)
         self.settings = settings or load_settings()
         self.exec_mode = exec_mode or self.settings.sandbox.exec_mode
         if self.exec_mode not in EXEC_MODES:
@@ -116,8 +120,8 @@ class Runtime:
             host_mode = self.exec_mode == "host"
             # Host mode: under the process's shared root, the one directory every isolated
             # sandbox sees (isolation.py); backend mode ships these files to the backend.
-            self._sandbox_dir = tempfile.mkdtemp(prefix="sandbox-" if host_mode else "herald-sandbox-",
-                                                 dir=shared_root() if host_mode else None)
+            self._sandbox_dir = (tempfile.mkdtemp(prefix="sandbox-", dir=shared_root()) if host_mode
+                                 else owned_tempdir("sandbox"))
             undo.callback(shutil.rmtree, self._sandbox_dir, ignore_errors=True)
             write_sandbox(Path(self._sandbox_dir), self.dispatcher.script_tools, self._elsewhere())
             self._max_parallel = max(1, self.settings.sandbox.max_parallel_calls)
@@ -138,7 +142,7 @@ class Runtime:
                     lambda grant, message, echo: self.dispatcher.serve(grant.scope, message, echo),
                 )
                 undo.callback(self._remote.close)
-            self._child_env = sandbox_environ(os.environ, self.settings.sandbox.env_passthrough)
+            self._child_env = sandbox_environ(herald_environ(), self.settings.sandbox.env_passthrough)
             self.isolation = self._isolation()
             self._child_env.update(self.isolation.child_environ())
             self._forks: forkserver.Lease | None = None
@@ -271,6 +275,7 @@ class Runtime:
                     result = self._execute_once(code, timeout, max_calls, on_output)
                 return replace(result, isolation=self.isolation.describe)
             finally:
+                kill_strays()  # orphans the run's killed processes left re-parented to us
                 if self.transcript is not None:
                     try:
                         self.transcript.flush()
@@ -392,6 +397,7 @@ class Runtime:
                 self.transcript.close()
             if self._own_backend:
                 self.backend.close()
+            kill_strays()  # and reap what the closed children left re-parented to us
 
     def __enter__(self) -> Runtime:
         return self

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..backends.base import Backend
+from ..runtime.sandbox import spawner
 from .deadline import Deadline
 from .files import looks_binary, split_lines
 from .registry import ToolError
@@ -115,7 +116,7 @@ class _RegexWorker:
 
     def _start(self) -> subprocess.Popen[bytes]:
         # Its own session: a terminal's Ctrl-C is for Herald, which stops the worker itself.
-        proc = subprocess.Popen(
+        proc = spawner.popen(
             [sys.executable, "-I", "-S", str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, env={}, start_new_session=True,
         )

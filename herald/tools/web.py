@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..capture import CappedCapture
 from ..config import Settings
+from ..keys import herald_environ
 from .registry import Tool, ToolContext, ToolError
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ def firecrawl_config_from(settings: Settings) -> FirecrawlConfig | None:
     """Firecrawl's address and key from settings, else Herald's environment; None: not configured."""
     web = settings.web
     url = web.firecrawl_api_url or os.environ.get("FIRECRAWL_API_URL", "")
-    key = web.firecrawl_api_key or os.environ.get("FIRECRAWL_API_KEY", "")
+    key = web.firecrawl_api_key or herald_environ().get("FIRECRAWL_API_KEY", "")
     if not url and not key:
         return None
     return FirecrawlConfig(url.rstrip("/") or FIRECRAWL_CLOUD, key or None)

@@ -20,7 +20,6 @@ import logging
 import os
 import shutil
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from typing import Any, Generic, TypeVar
 from ..._sandbox import frames
 from ..._sandbox.client import at_unix_path
 from ..._sandbox.protocol import MAX_CONTROL_FRAME_BYTES, FrameReader, ProtocolError, reply_frame
+from ..owned import owned_tempdir
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class RpcServer(Generic[S]):
         # (a pool's workers, each with its own client) must not lose any to this cap.
         self._max_pending = max(1, max_pending if max_pending is not None else max_connections)
         self._pending = 0  # accepted connections that have not authenticated yet
-        self.directory = tempfile.mkdtemp(prefix="herald-rpc-", dir=parent_dir)  # parent: where sandboxes see it
+        self.directory = owned_tempdir("rpc", dir=parent_dir)  # parent: where sandboxes see it
         os.chmod(self.directory, 0o700)
         self.path = os.path.join(self.directory, "rpc.sock")
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

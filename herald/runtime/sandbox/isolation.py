@@ -30,13 +30,13 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..._sandbox import confine
 from ...config import Settings
+from ..owned import owned_tempdir
 
 MODES = ("auto", "bwrap", "landlock", "none")
 NETWORKS = ("none", "host")
@@ -189,7 +189,7 @@ def shared_root() -> str:
     global _root
     with _root_lock:
         if _root is None or not os.path.isdir(_root):
-            _root = tempfile.mkdtemp(prefix=f"herald-{os.getpid()}-")
+            _root = owned_tempdir("root")  # swept once we are gone (owned.py)
             atexit.register(shutil.rmtree, _root, ignore_errors=True)
         return _root
 

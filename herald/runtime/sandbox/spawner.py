@@ -1,9 +1,10 @@
-"""Start sandbox processes from one long-lived thread.
+"""Start Herald's child processes from one long-lived thread, and record them.
 
 A child that must die with Herald (bwrap --die-with-parent, PR_SET_PDEATHSIG) dies when the
 *thread* that started it exits, not the process: warm children and zygotes are started from
 short-lived background threads, which would take their children with them. Every such process is
-therefore started here, on a thread that lives as long as Herald.
+therefore started here, on a thread that lives as long as Herald. Each is recorded as Herald's
+own (selfguard.py), so it is never taken for an orphan a script left behind.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+from .. import selfguard
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
@@ -26,6 +29,9 @@ def popen(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         pool = _pool
 
     def start() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(argv, **kwargs)
+        with selfguard.lock:
+            proc = subprocess.Popen(argv, **kwargs)
+            selfguard.record(proc.pid)
+            return proc
 
     return pool.submit(start).result()
