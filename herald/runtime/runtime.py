@@ -50,7 +50,7 @@ from .sandbox.host_child import ChildProcess, SandboxStartError, drain_fd
 from .sandbox.isolation import Isolation, shared_root
 from .sandbox.result import ExecutionResult
 from .sandbox.stubgen import write_sandbox
-from .selfguard import guard_process, kill_strays
+from .selfguard import guard_process
 from .warm import WarmChildren
 
 READY_TIMEOUT = 30.0
@@ -80,7 +80,7 @@ class Runtime:
         transcript: Transcript | Path | bool = True,
         exec_mode: str | None = None,
     ) -> None:
-        guard_process()  # not traceable, a subreaper, dead processes' temp dirs removed (selfguard.py)
+        guard_process()  # not traceable; dead processes' temp dirs removed (selfguard.py)
         self.settings = settings or load_settings()
         self.exec_mode = exec_mode or self.settings.sandbox.exec_mode
         if self.exec_mode not in EXEC_MODES:
@@ -275,7 +275,6 @@ class Runtime:
                     result = self._execute_once(code, timeout, max_calls, on_output)
                 return replace(result, isolation=self.isolation.describe)
             finally:
-                kill_strays()  # orphans the run's killed processes left re-parented to us
                 if self.transcript is not None:
                     try:
                         self.transcript.flush()
@@ -397,7 +396,6 @@ class Runtime:
                 self.transcript.close()
             if self._own_backend:
                 self.backend.close()
-            kill_strays()  # and reap what the closed children left re-parented to us
 
     def __enter__(self) -> Runtime:
         return self

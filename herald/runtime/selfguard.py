@@ -1,28 +1,23 @@
-"""Herald's process guards itself, and kills what scripts left re-parented to it.
+"""Herald's process guards itself.
 
 - Not dumpable (PR_SET_DUMPABLE 0): processes of the same user, a script's included, cannot
   read our /proc/PID/environ or mem (API keys) or ptrace us.
-- A child subreaper: an orphan of anything below us (a daemon whose run's process was killed)
-  re-parents to us instead of init, so it can still be found.
-- `kill_strays()`: every process Herald starts in a session of its own (shells, zygotes,
-  sandbox children, workers) is started through `spawner.popen`, which records it here. A child
-  of ours in another session than ours that is not recorded can only be such an orphan (a
-  process cannot join our session), so it is killed with its descendants and reaped. Recorded
-  processes of other Runtimes in this process are never touched; the record is taken under the
-  same lock as the spawn, so a child being started is never mistaken for an orphan.
+- Temporary directories of Herald processes that are gone are removed (owned.py).
+
+Herald does not make its own process a child subreaper: it is a library too, and would adopt
+(and have to kill or reap) the orphans of the application that embeds it. Orphans of a run are
+contained below it instead: the run's process and the zygote are subreapers (_sandbox/procs.py),
+an isolated sandbox dies with its PID namespace, and the local shell has its own guard.
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 
-from .._sandbox.procs import become_subreaper, descendants, own_children, set_dumpable, signal_pids
-from .owned import start_time, sweep_dead_owners
+from .._sandbox.procs import set_dumpable
+from .owned import sweep_dead_owners
 
-lock = threading.Lock()  # held around a spawn and its record, and around a sweep
-_ours: set[tuple[int, int | None]] = set()  # (pid, start time) of the processes Herald started
+lock = threading.Lock()  # held around a sweep
 _guarded = False
 
 
@@ -33,37 +28,5 @@ def guard_process() -> None:
     with lock:
         if not _guarded:
             set_dumpable(False)
-            become_subreaper()
             _guarded = True
     sweep_dead_owners()
-
-
-def record(pid: int) -> None:
-    """Note a child Herald started itself (call with `lock` held, right after the spawn)."""
-    _ours.add((pid, start_time(pid)))
-
-
-def kill_strays() -> list[int]:
-    """Kill and reap our children that Herald did not start (see above); returns their pids."""
-    with lock:
-        session = os.getsid(0)
-        strays: list[int] = []
-        for pid in own_children():
-            key = (pid, start_time(pid))
-            if key in _ours:
-                continue
-            try:
-                if os.getsid(pid) == session:  # started by a library of ours, not an orphan
-                    continue
-            except OSError:  # already a zombie: reap it below
-                pass
-            strays.append(pid)
-        _ours.intersection_update({(pid, start_time(pid)) for pid, _ in _ours})  # forget the dead
-    if strays:
-        signal_pids([*strays, *descendants(*strays)], signal.SIGKILL)
-        for pid in strays:  # orphans are ours to reap now
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
-    return strays

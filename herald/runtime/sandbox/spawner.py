@@ -1,10 +1,9 @@
-"""Start Herald's child processes from one long-lived thread, and record them.
+"""Start Herald's child processes from one long-lived thread.
 
 A child that must die with Herald (bwrap --die-with-parent, PR_SET_PDEATHSIG) dies when the
 *thread* that started it exits, not the process: warm children and zygotes are started from
 short-lived background threads, which would take their children with them. Every such process is
-therefore started here, on a thread that lives as long as Herald. Each is recorded as Herald's
-own (selfguard.py), so it is never taken for an orphan a script left behind.
+therefore started here, on a thread that lives as long as Herald.
 """
 
 from __future__ import annotations
@@ -13,8 +12,6 @@ import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-
-from .. import selfguard
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
@@ -29,9 +26,6 @@ def popen(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         pool = _pool
 
     def start() -> subprocess.Popen[bytes]:
-        with selfguard.lock:
-            proc = subprocess.Popen(argv, **kwargs)
-            selfguard.record(proc.pid)
-            return proc
+        return subprocess.Popen(argv, **kwargs)
 
     return pool.submit(start).result()
