@@ -7,6 +7,8 @@ inherit the domain). Herald passes the rules in the environment; a rule set that
 applied stops the process, so a run never goes ahead less confined than its result says.
 """
 
+from __future__ import annotations
+
 import json
 import os
 
