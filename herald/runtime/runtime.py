@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .._sandbox.environ import sandbox_environ
+from .._sandbox.frames import StartFrame
 from ..backends.base import Backend
 from ..config import Settings, load_settings
 from ..keys import herald_environ
@@ -285,12 +286,12 @@ class Runtime:
         self, code: str, timeout: float, max_calls: int, on_output: OutputListener | None
     ) -> ExecutionResult:
         started = time.monotonic()
-        child = self._children.take(READY_TIMEOUT)
         scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout)
         token, grant = self._grants.issue(scope)
         stdout, stderr = capture_streams(self.settings, scope, on_output)
+        child: SandboxChild | None = None
         try:
-            child.send(
+            child = self._start_run(
                 {"mode": "oneshot", "socket": self._server.path, "token": token, "cwd": self._script_cwd(),
                  "code": code, "line_buffered": on_output is not None, "max_parallel": self._max_parallel}
             )
@@ -304,10 +305,23 @@ class Runtime:
         finally:
             scope.cancel.set()  # tool calls the script left running (a long terminal command) stop now
             self._grants.revoke(token, grant)
-            child.kill()
+            if child is not None:
+                child.kill()
             stdout.close()
             stderr.close()
         return build_result(collected, scope, stdout, stderr, started, timeout)
+
+    def _start_run(self, frame: StartFrame) -> SandboxChild:
+        """A ready child that has taken `frame`. A waiting child can die before its run (its
+        zygote's PID namespace went away with the zygote): the run then goes to a new one."""
+        for _ in range(2):
+            child = self._children.take(READY_TIMEOUT)
+            try:
+                child.send(frame)
+                return child
+            except BrokenPipeError:
+                child.kill()
+        raise SandboxStartError("the sandbox child died before it could start the run, twice; see `herald doctor`")
 
     def _execute_in_kernel(
         self, code: str, name: str, reset: bool, timeout: float, max_calls: int,
