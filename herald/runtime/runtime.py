@@ -81,7 +81,7 @@ class Runtime:
         transcript: Transcript | Path | bool = True,
         exec_mode: str | None = None,
     ) -> None:
-        guard_process()  # not traceable; dead processes' temp dirs removed (selfguard.py)
+        guard_process()  # once per process: not traceable; dead processes' temp dirs removed (selfguard.py)
         self.settings = settings or load_settings()
         self.exec_mode = exec_mode or self.settings.sandbox.exec_mode
         if self.exec_mode not in EXEC_MODES:

@@ -17,16 +17,17 @@ import threading
 from .._sandbox.procs import set_dumpable
 from .owned import sweep_dead_owners
 
-lock = threading.Lock()  # held around a sweep
+_lock = threading.Lock()
 _guarded = False
 
 
 def guard_process() -> None:
-    """Called when a Runtime is made: guard this process (once) and remove dead Herald
-    processes' temporary directories."""
+    """Called when a Runtime is made; the first call of this process guards it and removes dead
+    Herald processes' temporary directories (later Runtimes would only list them again)."""
     global _guarded
-    with lock:
-        if not _guarded:
-            set_dumpable(False)
-            _guarded = True
+    with _lock:
+        if _guarded:
+            return
+        set_dumpable(False)
+        _guarded = True
     sweep_dead_owners()
