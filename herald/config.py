@@ -150,6 +150,15 @@ class AgentSettings:
 
 
 @dataclass
+class PolicySettings:
+    profile: str = "workspace-write"  # read-only | workspace-write | full (herald/policy/)
+    roots: list[str] = field(default_factory=list)  # workspace roots besides the session's directory
+    allowed_domains: list[str] = field(default_factory=list)  # web and browser only there; empty: any
+    # Per-tool rules, "allow|deny|ask TOOL [path=GLOB|command=PREFIX|domain=NAME]" (policy/rules.py)
+    rules: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Settings:
     data_dir: Path = field(default_factory=lambda: _default_data_dir())
     backend: str = "local"  # local | docker[:IMAGE] | ssh://USER@HOST[:PORT] | modal[:IMAGE]
@@ -163,6 +172,7 @@ class Settings:
     browser: BrowserSettings = field(default_factory=BrowserSettings)
     web: WebSettings = field(default_factory=WebSettings)
     agent: AgentSettings = field(default_factory=AgentSettings)
+    policy: PolicySettings = field(default_factory=PolicySettings)
 
     @property
     def spill_dir(self) -> Path:
@@ -190,6 +200,7 @@ class Settings:
             browser=dataclasses.replace(self.browser),
             web=dataclasses.replace(self.web),
             agent=dataclasses.replace(self.agent, fallback=list(self.agent.fallback)),
+            policy=dataclasses.replace(self.policy),
         )
         for key, value in overrides.items():
             if value is not None:
@@ -307,6 +318,8 @@ def _coerce(key: str, value: Any, current: Any, source: str) -> Any:
         if isinstance(value, list):
             return [str(v) for v in value]
         raise bad("a list")
+    if key == "policy.profile" and value not in ("read-only", "workspace-write", "full"):
+        raise bad('one of "read-only", "workspace-write", "full"')
     if isinstance(value, str):
         return value
     raise bad("a string")

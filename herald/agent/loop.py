@@ -32,6 +32,7 @@ from typing import Literal
 from ..backends.base import Backend
 from ..config import Settings, load_settings
 from ..keys import herald_environ
+from ..policy import Policy
 from ..runtime import Runtime
 from ..tools.registry import Registry, default_registry
 from .budget import IterationBudget
@@ -99,6 +100,7 @@ class Agent:
         session: str | None = None,
         on_event: Callable[[AgentEvent], None] | None = None,
         env: Mapping[str, str] | None = None,
+        policy: Policy | str | None = None,
     ) -> None:
         base = settings or load_settings()
         overrides = {"agent.provider": provider, "agent.model": model, "agent.base_url": base_url,
@@ -141,7 +143,7 @@ class Agent:
                 enabled = [*enabled, "todo"]
             self.runtime = Runtime(
                 self.backend, settings=self.settings, tools=enabled, registry=tools_registry,
-                transcript=self.session.transcript,
+                transcript=self.session.transcript, policy=policy,
             )
             undo.callback(self.runtime.close)
             direct_tools = self.runtime.dispatcher.tools  # without tools that cannot work here

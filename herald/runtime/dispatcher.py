@@ -46,6 +46,7 @@ from .._sandbox.protocol import HEADER, reply_frame
 from ..backends.base import BackendError
 from ..backends.shell import CANCEL_POLL_SECONDS, cancellable
 from ..config import Settings
+from ..policy import Gate, Policy, Verdict
 from ..spill import SpillBudget, charged_to
 from ..tools.arguments import bind_arguments
 from ..tools.registry import Registry, Tool, ToolContext, ToolError
@@ -163,8 +164,11 @@ class Dispatcher:
         *,
         enabled: list[str] | None = None,
         transcript: Transcript | None = None,
+        policy: Policy | None = None,
     ) -> None:
         self.registry = registry
+        self.policy = policy or Policy.from_settings(ctx.settings)
+        self.gate = Gate(self.policy, ctx.backend, read_roots=[str(ctx.settings.spill_dir)])
         self.ctx = ctx
         self.transcript = transcript
         self.offer = offer_tools(registry, enabled, ctx.settings)
@@ -233,7 +237,7 @@ class Dispatcher:
                 "rest in another execute_code run.",
             )
         else:
-            reply = self._with_backend_note(self._run(tool, args, scope, scope.cancel))
+            reply = self._with_backend_note(self._run(tool, args, scope, scope.cancel, scope.run_id))
         frame = reply_frame(message, reply, echo)
         self._log(scope.run_id, "sandbox_tool_call", name, args, reply, len(frame) - HEADER.size, time.perf_counter() - started)
         if self.on_script_call is not None:
@@ -261,7 +265,7 @@ class Dispatcher:
                 message = f"Unknown tool: '{name}'."
             reply = _error("UnknownTool", f"{message} Enabled tools: {known}.")
         else:
-            reply = self._with_backend_note(self._run(tool, args, None, cancel))
+            reply = self._with_backend_note(self._run(tool, args, None, cancel, call_id))
         seconds = time.perf_counter() - started
         if self.transcript is not None:
             size = len(reply_frame({}, reply, ())) - HEADER.size
@@ -276,10 +280,18 @@ class Dispatcher:
             return []
         return tool.resources(args, self.ctx)
 
-    def _run(self, tool: Tool, args: Any, scope: CallScope | None, cancel: threading.Event | None) -> dict[str, Any]:
+    def _run(
+        self, tool: Tool, args: Any, scope: CallScope | None, cancel: threading.Event | None, run_id: str
+    ) -> dict[str, Any]:
         interrupted = _error("Interrupted", f"{tool.name}: not run: the session was interrupted before it started.")
         try:
             bound = bind_arguments(tool, args, in_script=scope is not None)
+            # The one policy check, the same for direct and script calls (herald/policy/).
+            verdict = self.gate.check(tool, bound, self.ctx, "direct" if scope is None else "script")
+            if verdict is not None:
+                self._log_policy(run_id, tool.name, bound, verdict)
+                if not verdict.allowed:
+                    return {"error": {"type": "PolicyRefused", "message": verdict.message, "rule": verdict.rule}}
             if scope is not None and scope.deadline is not None and "timeout" in tool.properties:
                 left = max(0.0, scope.deadline - time.monotonic())
                 limit = bound.get("timeout")
@@ -311,6 +323,16 @@ class Dispatcher:
         except Exception as exc:
             return _error("InternalError", f"{tool.name} failed unexpectedly: {type(exc).__name__}: {exc}")
         return {"result": result}
+
+    def _log_policy(self, run_id: str, name: str, args: Any, verdict: Verdict) -> None:
+        if self.transcript is None:
+            return
+        try:
+            self.transcript.write({"type": "policy", "run": run_id, "tool": name, "args": preview(args),
+                                   "decision": verdict.decision, "rule": verdict.rule,
+                                   "profile": self.policy.profile})
+        except Exception:
+            log.exception("could not write the transcript record of a policy decision on %s", name)
 
     def _with_backend_note(self, reply: dict[str, Any]) -> dict[str, Any]:
         """Add what the backend had to do since the last call (e.g. reconnect) to this reply."""

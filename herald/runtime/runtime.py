@@ -35,6 +35,7 @@ from .._sandbox.frames import StartFrame
 from ..backends.base import Backend
 from ..config import Settings, load_settings
 from ..keys import herald_environ
+from ..policy import Policy
 from ..spill import sweep
 from ..tools.registry import Registry, ToolContext, default_registry
 from ..transcript import Transcript
@@ -80,6 +81,7 @@ class Runtime:
         registry: Registry | None = None,
         transcript: Transcript | Path | bool = True,
         exec_mode: str | None = None,
+        policy: Policy | str | None = None,
     ) -> None:
         guard_process()  # once per process: not traceable; dead processes' temp dirs removed (selfguard.py)
         self.settings = settings or load_settings()
@@ -113,6 +115,7 @@ class Runtime:
                 ToolContext(backend=backend, settings=self.settings),
                 enabled=list(tools) if tools is not None else self.settings.tools,
                 transcript=self.transcript,
+                policy=Policy.coerce(policy, self.settings),  # a profile name, a Policy, or the settings'
             )
             # The model's way to run scripts here; known to the dispatcher, which refuses it to scripts.
             self.execute_tool = execute_code_tool(self)
@@ -274,7 +277,7 @@ class Runtime:
                     result = self._execute_in_kernel(code, session, reset, timeout, max_calls, on_output)
                 else:
                     result = self._execute_once(code, timeout, max_calls, on_output)
-                return replace(result, isolation=self.isolation.describe)
+                return replace(result, isolation=self.isolation.describe, profile=self.dispatcher.policy.profile)
             finally:
                 if self.transcript is not None:
                     try:
