@@ -269,7 +269,7 @@ class Gate:
             allowed = self.policy.allowed_domains
             if allowed and not domain_matches(host, allowed):
                 return Verdict(False, "refused", "policy.allowed_domains",
-                               f"{tool.name} refused: {host or url!r} is not in policy.allowed_domains "
+                               f"{tool.name} refused: {host or repr(url)} is not in policy.allowed_domains "
                                f"({', '.join(allowed)}). Use one of those sites, or add the domain to "
                                "policy.allowed_domains.")
         return None
