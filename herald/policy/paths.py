@@ -21,6 +21,24 @@ if TYPE_CHECKING:
     from ..backends.base import Backend
 
 
+def real_path(path: str) -> str:
+    """`os.path.realpath` in three system calls whatever the depth: the kernel follows every
+    link when it opens the path (O_PATH: nothing is read, a FIFO does not block) and
+    /proc/self/fd says where it ended. A path that does not exist yet (a file to write), a
+    dangling link, or no /proc: `os.path.realpath`, component by component."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return os.path.realpath(path)
+    try:
+        target = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
+    finally:
+        os.close(fd)
+    return target if target.startswith("/") else os.path.realpath(path)
+
+
 class Workspace:
     """The roots of one session, resolved once; `outside(path)` per call."""
 
@@ -57,7 +75,7 @@ class Workspace:
                 return None
             full = os.path.expanduser(full)
         if self._local:
-            return os.path.realpath(full)
+            return real_path(full)
         if self._remote_realpath is not None:
             try:
                 return self._remote_realpath(full)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..backends.base import resolve_path
-from ..tools.resources import SHELL
+from ..tools.resources import ANY_FILE, SHELL, Resource
 from .domains import WEB_SCHEMES, domain_matches, metadata_refusal, url_host
 from .paths import Workspace
 from .rules import Rule, command_matches, parse_rule, path_matches
@@ -166,23 +166,26 @@ class Gate:
             known = self._shell_tools[tool.name] = _is_shell(tool)
         return known
 
-    def _paths(self, tool: Tool, args: dict[str, Any], ctx: ToolContext) -> list[str]:
+    def _paths(self, tool: Tool, args: dict[str, Any], touches: list[Resource]) -> list[str]:
         """The paths a call names, as the tool will open them (absolute, `~` kept)."""
-        paths = [r.key[5:] for r in tool.resources(args, ctx) if r.key.startswith("file:")]
+        # "Any file" says nothing about where (a tool that may touch anything, or arguments too
+        # broken to tell): then only a `path` argument, if any, is checked.
+        paths = [r.key[5:] for r in touches if r.key.startswith("file:") and r.key != ANY_FILE]
         named = args.get("path")
         if not paths and isinstance(named, str) and named and "path" in tool.properties:
             paths.append(resolve_path(self.backend.cwd, named))
         return paths
 
-    def check(self, tool: Tool, args: dict[str, Any], ctx: ToolContext, origin: str) -> Verdict | None:
+    def check(self, tool: Tool, args: dict[str, Any], ctx: ToolContext, origin: str,
+              touches: list[Resource] | None = None) -> Verdict | None:
         """None when the call may run without a record; else the verdict to log (and to refuse
-        with unless `allowed`)."""
+        with unless `allowed`). `touches` is `tool.resources(args, ctx)` when the caller has it."""
         if tool.runs_scripts:
             return None  # its script's calls come back through here one by one
         policy = self.policy
         shell = self._is_shell(tool)
         command = args.get("command") if shell and isinstance(args.get("command"), str) else None
-        paths = [] if shell else self._paths(tool, args, ctx)
+        paths = [] if shell else self._paths(tool, args, tool.resources(args, ctx) if touches is None else touches)
         urls = _urls(args)
         lifted: Verdict | None = None
         if policy.rules:

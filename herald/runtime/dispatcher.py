@@ -286,8 +286,11 @@ class Dispatcher:
         interrupted = _error("Interrupted", f"{tool.name}: not run: the session was interrupted before it started.")
         try:
             bound = bind_arguments(tool, args, in_script=scope is not None)
+            # A script's calls come back here and lock what each touches: holding all the script
+            # may touch for the whole run would make them wait for ever.
+            resources = [] if tool.runs_scripts else tool.resources(bound, self.ctx)
             # The one policy check, the same for direct and script calls (herald/policy/).
-            verdict = self.gate.check(tool, bound, self.ctx, "direct" if scope is None else "script")
+            verdict = self.gate.check(tool, bound, self.ctx, "direct" if scope is None else "script", resources)
             if verdict is not None:
                 self._log_policy(run_id, tool.name, bound, verdict)
                 if not verdict.allowed:
@@ -300,9 +303,6 @@ class Dispatcher:
                 bound["timeout"] = min(limit, left)
             if cancel is not None and cancel.is_set():
                 return interrupted
-            # A script's calls come back here and lock what each touches: holding all the script
-            # may touch for the whole run would make them wait for ever.
-            resources = [] if tool.runs_scripts else tool.resources(bound, self.ctx)
             with self._locks.hold(resources, cancel, CANCEL_POLL_SECONDS) as held:
                 if not held:  # interrupted while another call held what this one touches
                     return interrupted
