@@ -46,6 +46,8 @@ class SandboxSettings:
     rw_binds: list[str] = field(default_factory=list)  # extra paths it may also write
     max_spill_bytes: int = 256 * 1024 * 1024  # one run's spill files in all (output, its tool calls); 0: none
     spill_retention: float = 7 * 24 * 3600.0  # seconds spill files are kept (swept when a Runtime starts); 0: forever
+    # Per-script budgets beyond the call count, e.g. {web_calls = 20, reply_bytes = 5_000_000} (policy/budgets.py)
+    budgets: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -282,10 +284,32 @@ def _assign(settings: Settings, key: str, value: Any, source: str) -> None:
     setattr(target, name, _coerce(key, value, current, source))
 
 
+def _budgets(value: Any, bad: Any) -> dict[str, float]:
+    """`{name = limit}` (TOML), or "name=limit,name=limit" (environment, -c)."""
+    from .policy.budgets import BUDGETS, check_budgets
+
+    if isinstance(value, str):
+        pairs = [p.partition("=") for p in value.split(",") if p.strip()]
+        if any(not sep for _, sep, _ in pairs):
+            raise bad(f"NAME=LIMIT pairs ({', '.join(BUDGETS)})")
+        try:
+            value = {k.strip(): float(v) for k, _, v in pairs}
+        except ValueError:
+            raise bad("NAME=LIMIT pairs with numbers as limits") from None
+    if not isinstance(value, dict):
+        raise bad(f"a table of budgets ({', '.join(BUDGETS)})")
+    try:
+        return check_budgets(value)
+    except ValueError as exc:
+        raise bad(f"a table of budgets: {exc}") from None
+
+
 def _coerce(key: str, value: Any, current: Any, source: str) -> Any:
     def bad(expected: str) -> ConfigError:
         return ConfigError(f"{source}: setting '{key}' must be {expected}, got {value!r}")
 
+    if key == "sandbox.budgets":
+        return _budgets(value, bad)
     if key == "tools":
         if isinstance(value, str):
             return [t.strip() for t in value.split(",") if t.strip()]

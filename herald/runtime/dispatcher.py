@@ -38,7 +38,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +47,7 @@ from ..backends.base import BackendError
 from ..backends.shell import CANCEL_POLL_SECONDS, cancellable
 from ..config import Settings
 from ..policy import Gate, Policy, Verdict
+from ..policy.budgets import Budgets
 from ..spill import SpillBudget, charged_to
 from ..tools.arguments import bind_arguments
 from ..tools.registry import Registry, Tool, ToolContext, ToolError
@@ -146,6 +147,7 @@ class CallScope:
     # Set when the run is over (interrupted, timed out): calls still running are asked to stop.
     cancel: threading.Event = field(default_factory=threading.Event)
     spill: SpillBudget | None = None  # what its spill files (output, tool calls) may still take
+    budgets: Budgets | None = None  # reply bytes, tool seconds, web calls, ... (policy/budgets.py)
 
     def take(self) -> bool:
         with self.lock:
@@ -190,9 +192,11 @@ class Dispatcher:
             raise ValueError(f"tool {tool.name}: only direct-call tools can be added after the offer")
         self._offered[tool.name] = tool
 
-    def new_scope(self, max_calls: int, deadline: float | None = None) -> CallScope:
+    def new_scope(self, max_calls: int, deadline: float | None = None,
+                  budgets: Mapping[str, float] | None = None) -> CallScope:
         spill = SpillBudget(self.ctx.settings.sandbox.max_spill_bytes)
-        return CallScope(run_id=f"run-{next(self._ids)}", max_calls=max_calls, deadline=deadline, spill=spill)
+        return CallScope(run_id=f"run-{next(self._ids)}", max_calls=max_calls, deadline=deadline, spill=spill,
+                         budgets=Budgets(budgets) if budgets else None)
 
     def _available(self) -> str:
         return ", ".join(sorted(self._allowed)) or "none"
@@ -236,9 +240,16 @@ class Dispatcher:
                 "tool calls, so this call was not run. Print what you have and finish, or do the "
                 "rest in another execute_code run.",
             )
+        elif scope.budgets is not None and (exhausted := scope.budgets.before(tool, args)) is not None:
+            reply = _error("BudgetExhausted", exhausted)
         else:
             reply = self._with_backend_note(self._run(tool, args, scope, scope.cancel, scope.run_id))
         frame = reply_frame(message, reply, echo)
+        if tool is not None and scope.budgets is not None and "error" not in reply:
+            over = scope.budgets.after(time.perf_counter() - started, len(frame) - HEADER.size)
+            if over is not None:
+                reply = _error("BudgetExhausted", over)
+                frame = reply_frame(message, reply, echo)
         self._log(scope.run_id, "sandbox_tool_call", name, args, reply, len(frame) - HEADER.size, time.perf_counter() - started)
         if self.on_script_call is not None:
             try:

@@ -26,7 +26,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -36,6 +36,7 @@ from ..backends.base import Backend
 from ..config import Settings, load_settings
 from ..keys import herald_environ
 from ..policy import Policy
+from ..policy.budgets import check_budgets
 from ..spill import sweep
 from ..tools.registry import Registry, ToolContext, default_registry
 from ..transcript import Transcript
@@ -234,8 +235,10 @@ class Runtime:
         session: str | None = None,
         reset: bool = False,
         on_output: OutputListener | None = None,
+        budgets: Mapping[str, float] | None = None,
     ) -> ExecutionResult:
-        """Run `code` and return its result. `on_output` sees the script's stdout and stderr
+        """Run `code` and return its result. `budgets` (default: setting sandbox.budgets) limits
+        what its tool calls may use beyond their number (herald/policy/budgets.py). `on_output` sees the script's stdout and stderr
         while it runs (the script's streams are then line-buffered); it is called on the
         thread that called `execute`, and whatever it raises is logged and ignored."""
         if not isinstance(code, str):
@@ -243,6 +246,7 @@ class Runtime:
         limits = self.settings.sandbox
         timeout = limits.timeout if timeout is None else timeout
         max_calls = limits.max_tool_calls if max_tool_calls is None else max_tool_calls
+        budgets = check_budgets(limits.budgets if budgets is None else budgets)  # ValueError: says which
         if not code.strip():
             return ExecutionResult(
                 status="error",
@@ -274,9 +278,9 @@ class Runtime:
             drain_fd(self._interrupt_r)
             try:
                 if session is not None:
-                    result = self._execute_in_kernel(code, session, reset, timeout, max_calls, on_output)
+                    result = self._execute_in_kernel(code, session, reset, timeout, max_calls, on_output, budgets)
                 else:
-                    result = self._execute_once(code, timeout, max_calls, on_output)
+                    result = self._execute_once(code, timeout, max_calls, on_output, budgets)
                 return replace(result, isolation=self.isolation.describe, profile=self.dispatcher.policy.profile)
             finally:
                 if self.transcript is not None:
@@ -286,10 +290,11 @@ class Runtime:
                         log.exception("could not flush the transcript %s", self.transcript.path)
 
     def _execute_once(
-        self, code: str, timeout: float, max_calls: int, on_output: OutputListener | None
+        self, code: str, timeout: float, max_calls: int, on_output: OutputListener | None,
+        budgets: Mapping[str, float],
     ) -> ExecutionResult:
         started = time.monotonic()
-        scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout)
+        scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout, budgets=budgets)
         token, grant = self._grants.issue(scope)
         stdout, stderr = capture_streams(self.settings, scope, on_output)
         child: SandboxChild | None = None
@@ -328,7 +333,7 @@ class Runtime:
 
     def _execute_in_kernel(
         self, code: str, name: str, reset: bool, timeout: float, max_calls: int,
-        on_output: OutputListener | None,
+        on_output: OutputListener | None, budgets: Mapping[str, float],
     ) -> ExecutionResult:
         started = time.monotonic()
         lost = False
@@ -339,7 +344,7 @@ class Runtime:
             kernel = None
         if kernel is None:
             kernel = self._start_kernel(name)
-        scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout)
+        scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout, budgets=budgets)
         kernel.grant.scope = scope
         stdout, stderr = capture_streams(self.settings, scope, on_output)
         try:
