@@ -79,7 +79,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
                 if args.json:
                     view = EventStream() if args.events else None
                 else:
-                    view = LiveView(status_line=sys.stderr.isatty())
+                    view = LiveView(status_line=sys.stderr.isatty(), profile=runtime.dispatcher.policy.profile)
                 if view is not None:
                     runtime.dispatcher.on_script_call = view.tool_call
                 stop.interrupt = runtime.interrupt

@@ -4,11 +4,15 @@ against the scripted test LLM: a refused call reaches the model as an error that
 from __future__ import annotations
 
 import json
+import os
+import pty
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.cli._herald import run
+from tests.cli._herald import HERALD, herald_env, run
+from tests.cli.test_exec_live import _read_pty_until as read_pty_until
 from tests.fakes.llm_server import FakeLLMServer, call, calls, reply
 
 WRITE_AND_LIST = """
@@ -88,3 +92,33 @@ def test_run_read_only_the_model_sees_the_refusal(workspace: Path, home: Path) -
     assert "write_file refused by the read-only profile" in refusal
     assert "Permission profile: read-only" in tools["execute_code"]
     assert system
+
+
+def test_full_profile_is_named_on_the_live_status_line(workspace: Path, home: Path) -> None:
+    (workspace / "s.py").write_text(
+        "import os, time\nfrom hermes_tools import terminal\nterminal('true')\n"
+        "while not os.path.exists('go'):\n    time.sleep(0.01)\n"
+    )
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([*HERALD, "exec", "s.py", "--profile", "full"], cwd=workspace, env=herald_env(home),
+                            stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
+    os.close(slave)
+    seen = bytearray()
+    try:
+        read_pty_until(master, b"1 tool call(s)", seen)
+        assert b"running \xc2\xb7 profile full" in seen
+        (workspace / "go").touch()
+        read_pty_until(master, b"success", seen)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+        os.close(master)
+
+
+def test_run_names_the_full_profile_in_its_summary(workspace: Path, home: Path) -> None:
+    with FakeLLMServer() as llm:
+        llm.script(reply("done"))
+        proc = run(["run", "x", "--profile", "full", "--base-url", llm.openai_base_url, "--model", "m",
+                    "--provider", "openai"], workspace, home, OPENAI_API_KEY="sk-test")
+    assert proc.returncode == 0, proc.stderr
+    assert "profile full" in proc.stderr.splitlines()[-1]
