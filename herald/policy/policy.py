@@ -160,6 +160,13 @@ class Gate:
                     self._workspace = Workspace(self.backend, self.policy.roots, self.read_roots)
         return self._workspace
 
+    def described_roots(self) -> tuple[str, ...]:
+        """The roots for a description, without connecting a remote backend to learn its cwd
+        (empty until the first call there)."""
+        if self._workspace is None and self.backend.name != "local":
+            return ()
+        return self.workspace.roots
+
     def _is_shell(self, tool: Tool) -> bool:
         known = self._shell_tools.get(tool.name)
         if known is None:
@@ -183,6 +190,9 @@ class Gate:
         if tool.runs_scripts:
             return None  # its script's calls come back through here one by one
         policy = self.policy
+        if self._workspace is None and (policy.profile != FULL or policy.rules):
+            # Fixed by the session's first call, before any `cd` could move the shell.
+            _ = self.workspace
         shell = self._is_shell(tool)
         command = args.get("command") if shell and isinstance(args.get("command"), str) else None
         paths = [] if shell else self._paths(tool, args, tool.resources(args, ctx) if touches is None else touches)

@@ -86,7 +86,7 @@ def execute_code_tool(runtime: Runtime) -> Tool:
 
 def policy_text(runtime: Runtime) -> str:
     dispatcher = runtime.dispatcher
-    return dispatcher.policy.describe(dispatcher.tools, dispatcher.gate.workspace.roots)
+    return dispatcher.policy.describe(dispatcher.tools, dispatcher.gate.described_roots())
 
 
 def execute_code_schema(script_tools: list[Tool], settings: Settings, policy: str = "") -> dict[str, Any]:
