@@ -39,6 +39,37 @@ def real_path(path: str) -> str:
     return target if target.startswith("/") else os.path.realpath(path)
 
 
+class ReadCache:
+    """Where paths that are only read lead, remembered with the file they reached, so a repeated
+    read costs one `stat`. A hit needs the path to reach, now, the very file (device, inode) its
+    resolution reached: the same data, whatever links changed since. A changed path resolves
+    again. Writes are never served from here: they replace the file in its directory, so the
+    directory's place counts, not the file's identity."""
+
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[str, int, int]] = {}
+
+    def resolve(self, full: str) -> str:
+        try:
+            st = os.stat(full)
+        except OSError:
+            return real_path(full)
+        hit = self._known.get(full)
+        if hit is not None and hit[1] == st.st_ino and hit[2] == st.st_dev:
+            return hit[0]
+        resolved = real_path(full)
+        try:
+            reached = os.stat(resolved)  # the file the resolution found, not the one stat saw before
+        except OSError:
+            return resolved
+        if len(self._known) >= self.LIMIT:
+            self._known.clear()
+        self._known[full] = (resolved, reached.st_ino, reached.st_dev)
+        return resolved
+
+
 class Workspace:
     """The roots of one session, resolved once; `outside(path)` per call."""
 
@@ -56,6 +87,7 @@ class Workspace:
         # Herald's own files the model is pointed at (spill files): readable on the local backend only.
         readable = tuple(os.path.realpath(r) for r in read_roots) if self._local else ()
         self._read_prefixes = self._prefixes + tuple(r.rstrip("/") + "/" for r in readable)
+        self._reads = ReadCache()
 
     def _resolve_root(self, path: str) -> str:
         if self._local:
@@ -67,15 +99,16 @@ class Workspace:
                 return posixpath.normpath(path)
         return posixpath.normpath(path)
 
-    def resolve(self, path: str) -> str | None:
-        """Where `path` leads, or None when it cannot be told (a `~` path on a remote backend)."""
+    def resolve(self, path: str, *, reading: bool = False) -> str | None:
+        """Where `path` leads, or None when it cannot be told (a `~` path on a remote backend).
+        `reading`: the call only reads it (see ReadCache)."""
         full = resolve_path(self.backend.cwd, path)
         if full == "~" or full.startswith("~/"):
             if not self._local:
                 return None
             full = os.path.expanduser(full)
         if self._local:
-            return real_path(full)
+            return self._reads.resolve(full) if reading else real_path(full)
         if self._remote_realpath is not None:
             try:
                 return self._remote_realpath(full)
@@ -89,7 +122,7 @@ class Workspace:
     def outside(self, path: str, *, reading: bool = False) -> str | None:
         """None when `path` is inside a root (or, `reading`, a read root), else where it leads
         (for the refusal message)."""
-        resolved = self.resolve(path)
+        resolved = self.resolve(path, reading=reading)
         if resolved is None:
             return f"{path} (cannot be resolved on the {self.backend.name} backend)"
         return None if self.inside(resolved, reading=reading) else resolved

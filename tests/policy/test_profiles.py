@@ -141,3 +141,24 @@ def test_allowed_browser_calls_in_every_profile(
 
 
 
+
+
+def test_a_path_swapped_for_a_link_after_a_read_is_outside(
+    make_runtime: MakeRuntime, workspace: Path, tree: Path
+) -> None:
+    """Reads remember where a path led (ReadCache): a path that now leads elsewhere is resolved again."""
+    (workspace / "d").mkdir()
+    (workspace / "d" / "secret.txt").write_text("inside\n")
+    (workspace / "f.txt").write_text("inside\n")
+    runtime = make_runtime()
+    for _ in range(2):
+        assert both(runtime, "read_file", {"path": "d/secret.txt"}).ok
+        assert both(runtime, "read_file", {"path": "f.txt"}).ok
+    (workspace / "d" / "secret.txt").unlink()
+    (workspace / "d").rmdir()
+    (workspace / "d").symlink_to(tree)  # the directory is now a link out
+    (workspace / "f.txt").unlink()
+    (workspace / "f.txt").symlink_to(tree / "secret.txt")  # the file too
+    for path in ("d/secret.txt", "f.txt"):
+        outcome = both(runtime, "read_file", {"path": path})
+        assert outcome.refused and str(tree / "secret.txt") in outcome.message, outcome
