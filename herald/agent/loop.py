@@ -163,7 +163,7 @@ class Agent:
             )
             head = {"provider": chain[0].provider, "model": chain[0].model, "api_mode": chain[0].api_mode,
                     "base_url": chain[0].base_url, "backend": self.backend.name, "backend_spec": backend_spec,
-                    "cwd": self.backend.cwd}
+                    "cwd": self.backend.cwd, "profile": self.runtime.dispatcher.policy.profile}
             if state is None:
                 self.session.record("session", id=self.session.id, **head, system=self.system,
                                     tools=[s["function"]["name"] for s in self.tool_schemas])

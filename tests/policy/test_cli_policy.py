@@ -92,6 +92,12 @@ def test_run_read_only_the_model_sees_the_refusal(workspace: Path, home: Path) -
     assert "write_file refused by the read-only profile" in refusal
     assert "Permission profile: read-only" in tools["execute_code"]
     assert system
+    # The session's transcript: its profile, and the refusal with the rule that decided it.
+    (session,) = (home / "data" / "sessions").glob("*.jsonl")
+    records = [json.loads(line) for line in session.read_text().splitlines()]
+    assert records[0]["type"] == "session" and records[0]["profile"] == "read-only"
+    decisions = [(r["tool"], r["decision"], r["rule"]) for r in records if r.get("type") == "policy"]
+    assert decisions == [("write_file", "refused", "profile read-only")]
 
 
 def test_full_profile_is_named_on_the_live_status_line(workspace: Path, home: Path) -> None:
