@@ -100,8 +100,10 @@ class Workspace:
         return posixpath.normpath(path)
 
     def resolve(self, path: str, *, reading: bool = False) -> str | None:
-        """Where `path` leads, or None when it cannot be told (a `~` path on a remote backend).
-        `reading`: the call only reads it (see ReadCache)."""
+        """Where `path` leads, or None when it cannot be told (a `~` path on a remote backend,
+        a NUL byte). `reading`: the call only reads it (see ReadCache)."""
+        if "\0" in path:
+            return None
         full = resolve_path(self.backend.cwd, path)
         if full == "~" or full.startswith("~/"):
             if not self._local:
@@ -124,5 +126,5 @@ class Workspace:
         (for the refusal message)."""
         resolved = self.resolve(path, reading=reading)
         if resolved is None:
-            return f"{path} (cannot be resolved on the {self.backend.name} backend)"
+            return f"{path!r} (cannot be resolved on the {self.backend.name} backend)"
         return None if self.inside(resolved, reading=reading) else resolved

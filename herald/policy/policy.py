@@ -140,6 +140,13 @@ def _urls(args: dict[str, Any]) -> list[str]:
     return found
 
 
+def _host(url: str) -> str:
+    try:
+        return url_host(url)[1]
+    except ValueError:
+        return ""  # not a URL: matches no domain (and _web refuses it)
+
+
 class Gate:
     """A Policy applied to one session's backend; `check` once per call."""
 
@@ -234,7 +241,7 @@ class Gate:
             elif rule.kind == "command":
                 hit = command is not None and command_matches(rule, command)
             elif rule.kind == "domain":
-                hosts = [url_host(u)[1] for u in urls]
+                hosts = [_host(u) for u in urls]
                 hit = bool(hosts) and (any if rule.action != "allow" else all)(
                     domain_matches(h, rule.values) for h in hosts)
             else:
@@ -267,7 +274,11 @@ class Gate:
 
     def _web(self, tool: Tool, urls: list[str]) -> Verdict | None:
         for url in urls:
-            scheme, host = url_host(url)
+            try:
+                scheme, host = url_host(url)
+            except ValueError as exc:  # urlsplit: a bad IPv6 literal, ...
+                return Verdict(False, "refused", f"profile {self.policy.profile}: web addresses",
+                               f"{tool.name} refused: {url[:100]!r} is not a valid URL ({exc}).")
             if scheme not in WEB_SCHEMES:
                 if url.strip().lower() == "about:blank":
                     continue

@@ -173,8 +173,13 @@ def _tokens(line: str) -> list[str]:
     return list(lexer)
 
 
+MAX_COMMAND_CHARS = 100_000
+
+
 def _parse(command: str) -> tuple[list[list[str]], str | None]:
     """The line's simple commands (words, redirections taken out), or why it cannot be allowed."""
+    if len(command) > MAX_COMMAND_CHARS:
+        return [], f"the command line is longer than {MAX_COMMAND_CHARS:,} characters (too long to check)"
     line, reason = _scan(command)
     if reason:
         return [], reason

@@ -7,7 +7,11 @@ Policy, in order:
 2. Arguments are checked against the tool's schema; arguments refused inside scripts (terminal's
    `background`, `pty`, ...) are rejected with the reason.
 3. The run's call budget: calls past `max_tool_calls` get an error the script can handle; the
-   script keeps running. A `timeout` argument is cut to the time the run has left, so no
+   script keeps running. So do calls past one of the run's other budgets (`CallScope.budgets`:
+   reply bytes, tool seconds, web calls, browser actions, bytes written; policy/budgets.py).
+   Then the permission policy (`Gate.check`, herald/policy/), for direct and script calls
+   alike: the profile, per-tool rules, path confinement; a refusal is a `PolicyRefused` error
+   and a `policy` transcript record with the rule that decided. A `timeout` argument is cut to the time the run has left, so no
    command outlives the run that started it (and holds up the next one).
 4. The tool runs. Calls run concurrently on the RPC server's threads; a call first takes a lock
    on each resource it touches (`Tool.touches`: a file, the shell, the browser, tool-wide state;

@@ -105,3 +105,11 @@ def test_allowed_domains(make_runtime: MakeRuntime, web_settings: dict[str, Any]
     for url in ["http://2852039166/", "http://0xa9fea9fe/", "http://[::ffff:169.254.169.254]/", "http://[fd00:ec2::254]/"]:
         outcome = both(runtime, "web_extract", {"urls": [url]})
         assert outcome.refused and "metadata" in outcome.message, url
+
+
+def test_hostile_arguments_are_refused_not_crashes(make_runtime: MakeRuntime, web_settings: dict[str, Any]) -> None:
+    runtime = make_runtime(policy="read-only", overrides={**web_settings, "policy.rules": ["deny web_* domain=x.org"]})
+    for name, args in [("read_file", {"path": "a\x00b"}), ("search_files", {"pattern": "x", "path": "/"}),
+                       ("web_extract", {"urls": ["http://[::1"]}), ("terminal", {"command": "ls " * 40_000})]:
+        outcome = both(runtime, name, args)
+        assert outcome.refused, (name, outcome)
