@@ -162,3 +162,12 @@ def test_a_path_swapped_for_a_link_after_a_read_is_outside(
     for path in ("d/secret.txt", "f.txt"):
         outcome = both(runtime, "read_file", {"path": path})
         assert outcome.refused and str(tree / "secret.txt") in outcome.message, outcome
+
+
+def test_herald_spill_files_may_be_read_not_written(make_runtime: MakeRuntime) -> None:
+    runtime = make_runtime(overrides={"sandbox.max_stdout_bytes": 1000})
+    result = runtime.execute("print('x' * 5000)")
+    assert result.output_spill_path is not None
+    assert both(runtime, "read_file", {"path": result.output_spill_path}).ok
+    outcome = both(runtime, "write_file", {"path": result.output_spill_path, "content": "forged"})
+    assert outcome.refused and "outside the workspace" in outcome.message
