@@ -200,7 +200,8 @@ class Runtime:
             return Isolation("none", f"the script runs as the {self.backend.name} backend's user; "
                                      "bwrap inside the backend is not used yet")
         try:
-            return isolation.resolve(self.settings, self._script_cwd(), self.settings.sandbox.python)
+            return isolation.resolve(self.settings, self._script_cwd(), self.settings.sandbox.python,
+                                     writable_workspace=self.dispatcher.policy.profile != "read-only")
         except ValueError as exc:
             raise SandboxStartError(str(exc)) from None
 

@@ -171,3 +171,32 @@ def test_herald_spill_files_may_be_read_not_written(make_runtime: MakeRuntime) -
     assert both(runtime, "read_file", {"path": result.output_spill_path}).ok
     outcome = both(runtime, "write_file", {"path": result.output_spill_path, "content": "forged"})
     assert outcome.refused and "outside the workspace" in outcome.message
+
+
+@pytest.mark.parametrize("isolation", ["auto", "landlock"])
+def test_read_only_scripts_cannot_write_the_workspace_themselves(
+    isolation: str, make_runtime: MakeRuntime, workspace: Path
+) -> None:
+    """The profile governs tools; under isolation the script's own open() is held to it too."""
+    code = """
+        import os
+        try:
+            with open("own.txt", "w") as fh:
+                fh.write("x")
+            print("wrote")
+        except OSError as exc:
+            print("refused", exc.errno)
+        print(open("inside.txt").read().strip())
+    """
+    (workspace / "inside.txt").write_text("hello\n")
+    try:
+        runtime = make_runtime(policy="read-only", overrides={"sandbox.isolation": isolation})
+    except Exception as exc:  # SandboxStartError: no Landlock in this kernel
+        pytest.skip(f"isolation {isolation} is not available here: {exc}")
+    if runtime.isolation.mode == "none":
+        pytest.skip(f"no isolation here ({runtime.isolation.describe})")
+    first, second = run_ok(runtime, code).output.splitlines()
+    assert first.startswith("refused") and second == "hello"
+    assert not (workspace / "own.txt").exists()
+    writable = make_runtime(overrides={"sandbox.isolation": isolation})
+    assert run_ok(writable, code).output.splitlines()[0] == "wrote"  # workspace-write: writable
