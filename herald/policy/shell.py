@@ -52,8 +52,8 @@ def _short_flag(args: list[str], flags: str) -> str | None:
 
 
 def _sort(args: list[str]) -> str | None:
-    found = _short_flag(args, "o") or next((a for a in args if a.startswith("--output")), None)
-    return f"`sort {found}` writes a file" if found else None
+    found = _short_flag(args, "o") or next((a for a in args if a.startswith(("--output", "--compress-program"))), None)
+    return f"`sort {found}` writes a file or runs a program" if found else None
 
 
 def _date(args: list[str]) -> str | None:
@@ -75,6 +75,10 @@ _GIT_BRANCH_LIST = frozenset({
     "-a", "--all", "-r", "--remotes", "-v", "-vv", "--verbose", "-l", "--list", "--show-current",
     "--no-color", "--color", "--contains", "--no-contains", "--merged", "--no-merged", "--sort",
     "--format", "--points-at", "--column", "--no-column", "-i", "--ignore-case",
+})
+_GIT_TAG_LIST = frozenset({
+    "-l", "--list", "-n", "--contains", "--no-contains", "--points-at", "--sort", "--format", "--merged",
+    "--no-merged", "--column", "--no-column", "-i", "--ignore-case", "--color",
 })
 _GIT_WRITES = ("--output", "--ext-diff", "-O", "--open-files-in-pager", "--edit-description")
 
@@ -106,11 +110,16 @@ def _git(args: list[str]) -> str | None:
                 return f"`git branch {arg}` changes branches (only listing them is read-only)"
             if not arg.startswith("-") and not listing:
                 return "`git branch NAME` creates a branch (use `git branch --list PATTERN` to list)"
-    if sub in ("remote", "tag"):
-        allowed = {"remote": {"-v", "--verbose", "show", "get-url"}, "tag": {"-l", "--list", "-n", "--contains", "--points-at", "--sort"}}[sub]
-        first = next((a for a in rest if not a.startswith("--sort")), None)
-        if first is not None and first not in allowed:
-            return f"`git {sub} {first}` changes {sub}s (only listing them is read-only)"
+    if sub == "remote":
+        words = [a for a in rest if a not in ("-v", "--verbose")]
+        if words and words[0] not in ("show", "get-url"):
+            return f"`git remote {words[0]}` changes remotes (only listing them is read-only)"
+    if sub == "tag":
+        for arg in rest:
+            if arg.startswith("-") and arg.split("=", 1)[0] not in _GIT_TAG_LIST:
+                return f"`git tag {arg}` changes tags (only listing them is read-only)"
+        if any(not a.startswith("-") for a in rest) and not any(a in ("-l", "--list") for a in rest):
+            return "`git tag NAME` creates a tag (use `git tag --list PATTERN` to list)"
     return None
 
 

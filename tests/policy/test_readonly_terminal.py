@@ -34,6 +34,10 @@ ALLOWED = [
     "grep 'a$' file",
     "ls # a comment",
     "cd src && ls",
+    "git remote -v",
+    "git remote show origin",
+    "git tag",
+    "git tag --list 'v1.*' --sort=-creatordate",
 ]
 
 REFUSED = [
@@ -78,6 +82,11 @@ REFUSED = [
     ("sort -o out.txt in.txt", "sort -o"),
     ("date -s 2020-01-01", "date -s"),
     ("tree -o out.txt", "tree -o"),
+    ("sort --compress-program=sh big.txt", "sort --compress-program"),
+    ("git remote add evil https://x", "`git remote add`"),
+    ("git remote -v add evil https://x", "`git remote add`"),
+    ("git tag v9", "creates a tag"),
+    ("git tag -l -d v1", "`git tag -d`"),
     ("echo 'unterminated", "unterminated quote"),
     ("", "empty"),
     ("ls |", "empty command"),
