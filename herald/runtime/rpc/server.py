@@ -1,7 +1,8 @@
 """The parent's RPC endpoint: a Unix socket in a private directory, one-time tokens, concurrent calls.
 
 Serving policy: one thread per connection reads a call, runs it and writes the reply, so a call
-costs two wake-ups (the call's arrival, the reply's) and no hand-off between threads. A script's
+costs two wake-ups (the call's arrival, the reply's) and no hand-off between threads; the
+threads outlive their connections for a while and serve the next ones (workers.py). A script's
 threads that call at once use connections of their own (see _sandbox/client.py); the run's cap
 on concurrent calls (`max_concurrency`) is a semaphore shared by every connection of the same
 session, and a session may hold at most `max_connections` connections (a script that opens more,
@@ -29,6 +30,7 @@ from ..._sandbox import frames
 from ..._sandbox.client import at_unix_path
 from ..._sandbox.protocol import MAX_CONTROL_FRAME_BYTES, FrameReader, ProtocolError, reply_frame
 from ..owned import owned_tempdir
+from .workers import ConnectionThreads
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +100,7 @@ class RpcServer(Generic[S]):
         self._lock = threading.Lock()
         self._connections: set[_Connection[S]] = set()
         self._runs: dict[int, _RunLimit] = {}
+        self._threads = ConnectionThreads()
         self.refused_connections = 0  # closed for a bad frame, a bad token or over a cap
         self._acceptor = threading.Thread(target=self._accept_loop, name="herald-rpc-accept", daemon=True)
         self._acceptor.start()
@@ -134,7 +137,7 @@ class RpcServer(Generic[S]):
                 log.debug("closing an RPC connection: %d connections are already waiting to authenticate", self._max_pending)
                 sock.close()
                 continue
-            threading.Thread(target=conn.serve, name="herald-rpc-conn", daemon=True).start()
+            self._threads.submit(conn.serve)
 
     def warn_refused(self, message: str, *args: object) -> None:
         """Log why a connection was closed, for the first few only (then once that the rest are
@@ -201,6 +204,7 @@ class RpcServer(Generic[S]):
         for conn in conns:
             conn.close()
         self._acceptor.join(timeout=2)
+        self._threads.close()
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def __enter__(self) -> RpcServer[S]:
