@@ -100,8 +100,9 @@ def render_stub(tool: Tool) -> str:
     signature, names = _signature(tool)
     args = ", ".join(f"{n!r}: {n}" for n in names)
     extra = "\n    args.update(refused)" if tool.script_refused_args else ""
+    returns = _annotation(tool.output_schema) if tool.output_schema else "Any"
     return (
-        f"def {tool.name}({signature}) -> Any:\n"
+        f"def {tool.name}({signature}) -> {returns}:\n"
         f'    """\n{_docstring(tool)}\n    """\n'
         f"    args = {{{args}}}{extra}\n"
         f"    return _call({tool.name!r}, args)\n"
@@ -163,8 +164,9 @@ def render_module(tools: Iterable[Tool], elsewhere: Mapping[str, str] | None = N
 
 
 def signatures(tools: Iterable[Tool]) -> list[str]:
-    """One `name(params) -> Any` line per tool, as scripts see them (for prompts and the CLI)."""
-    return [f"{t.name}({_signature(t)[0]})" for t in tools]
+    """One `name(params)` line per tool (`-> type` when the tool declares its result's schema), as scripts see them (for prompts and the CLI)."""
+    return [f"{t.name}({_signature(t)[0]})" + (f" -> {_annotation(t.output_schema)}" if t.output_schema else "")
+            for t in tools]
 
 
 def write_runtime_package(directory: Path) -> Path:
