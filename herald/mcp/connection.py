@@ -24,7 +24,8 @@ from . import loop
 
 if TYPE_CHECKING:
     from mcp import Client
-    from mcp.types import CallToolResult, Tool as McpTool
+    from mcp.types import CallToolResult
+    from mcp.types import Tool as McpTool
 
 log = logging.getLogger(__name__)
 STDERR_TAIL = 2000  # bytes of a server's stderr quoted in errors
@@ -74,7 +75,8 @@ class McpConnection:
 
     def _start(self) -> None:
         ready: concurrent.futures.Future[tuple[Client, asyncio.Event]] = concurrent.futures.Future()
-        self._errlog = tempfile.TemporaryFile("w+b") if not self.server.url else None
+        # Kept open for the life of the server (its stderr), closed by _stop_current.
+        self._errlog = tempfile.TemporaryFile("w+b") if not self.server.url else None  # noqa: SIM115
         self._task = asyncio.run_coroutine_threadsafe(self._serve(ready), loop.loop())
         try:
             self._client, self._stop = ready.result(timeout=self.server.startup_timeout_sec)
@@ -93,7 +95,7 @@ class McpConnection:
         text = f"MCP server {self.server.name!r} ({kind} {self.describe}) failed to start: {reason}."
         if tail:
             text += f" Its stderr ends with:\n{tail}"
-        return text + "\nFix its [mcp_servers.%s] settings (check with `herald mcp list`) or call other tools." % self.server.name
+        return text + f"\nFix its [mcp_servers.{self.server.name}] settings (check with `herald mcp list`) or call other tools."
 
     async def _serve(self, ready: concurrent.futures.Future[tuple[Client, asyncio.Event]]) -> None:
         from mcp import Client

@@ -154,13 +154,13 @@ def _tool(server: McpServerSettings, spec: dict[str, Any], name: str) -> Tool:
 
 def _parameters(schema: Any) -> dict[str, Any]:
     """The inputSchema as a Tool's parameters: an object whose `required` names only properties."""
-    schema = dict(schema) if isinstance(schema, dict) else {}
-    props = schema.get("properties")
-    schema["type"] = "object"
-    schema["properties"] = props if isinstance(props, dict) else {}
-    required = schema.get("required")
-    schema["required"] = [r for r in required if r in schema["properties"]] if isinstance(required, list) else []
-    return schema
+    out: dict[str, Any] = dict(schema) if isinstance(schema, dict) else {}
+    props = out.get("properties")
+    out["type"] = "object"
+    out["properties"] = props if isinstance(props, dict) else {}
+    required = out.get("required")
+    out["required"] = [r for r in required if r in out["properties"]] if isinstance(required, list) else []
+    return out
 
 
 def _returns(output: dict[str, Any] | None) -> str:
@@ -171,7 +171,7 @@ def _returns(output: dict[str, Any] | None) -> str:
 
 
 def _result(name: str, result: CallToolResult, note: str | None) -> Any:
-    texts = [block.text for block in result.content if getattr(block, "type", "") == "text"]
+    texts = [str(getattr(block, "text", "")) for block in result.content if getattr(block, "type", "") == "text"]
     if result.is_error:
         message = "\n".join(texts).strip() or "the MCP tool reported an error without a message"
         raise ToolError(f"{name}: {message}" + (f" (Note: {note})" if note else ""), "McpToolError")

@@ -42,7 +42,15 @@ _PY_TYPES = {
 def _annotation(schema: dict[str, Any]) -> str:
     kinds = schema.get("type", [])
     kinds = kinds if isinstance(kinds, list) else [kinds]
+    if not kinds and isinstance(schema.get("anyOf"), list):  # Optional[X] as JSON schema tools write it
+        options = [o for o in schema["anyOf"] if isinstance(o, dict)]
+        kinds = [o.get("type") for o in options if isinstance(o.get("type"), str)]
+        if len(kinds) != len(options):
+            return "Any"
     names = [_PY_TYPES[k] for k in kinds if k in _PY_TYPES]
+    items = schema.get("items")
+    if "List[Any]" in names and isinstance(items, dict) and isinstance(items.get("type"), str):
+        names[names.index("List[Any]")] = f"List[{_annotation(items)}]"  # List[str], List[Dict[str, Any]]
     if not names:
         return "Any"
     base = names[0] if len(names) == 1 else f"Union[{', '.join(names)}]"
