@@ -14,11 +14,10 @@ from herald.config import parse_mcp_servers
 
 from .servers import Installed, ensure
 
-pytest.importorskip("mcp", reason="the MCP SDK is not installed: pip install 'herald[mcp]'")
-
 
 @pytest.fixture(scope="session")
 def servers() -> Installed:
+    pytest.importorskip("mcp", reason="the MCP SDK is not installed: pip install 'herald[mcp]'")
     return ensure()
 
 
