@@ -11,10 +11,12 @@ APT_PACKAGES += docker.io debootstrap
 APT_PACKAGES += chromium
 # The SSH backend's tests start their own sshd on 127.0.0.1 (tests/fixtures/sshd.py).
 APT_PACKAGES += openssh-server
+# The MCP tests drive npm MCP servers (server-memory, server-everything) with Debian's node.
+APT_PACKAGES += nodejs npm
 export DEBIAN_FRONTEND := noninteractive
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup system-deps demo test lint lowest-deps bench clean
+.PHONY: setup system-deps mcp-servers demo test lint lowest-deps bench clean
 
 setup: $(STAMP) system-deps
 
@@ -24,7 +26,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
 	$(BIN)/python -m pip install -q -e '.[all,dev]' 2>&1 | grep -v -e '^WARNING: Location' -e '^ ' -e '^!!' || true
-	@$(BIN)/python -c 'import herald, rich, openai, anthropic, pytest, docker, paramiko, playwright, modal, firecrawl, httpx, trafilatura' || { echo "python dependencies failed to install"; exit 1; }
+	@$(BIN)/python -c 'import herald, rich, openai, anthropic, pytest, docker, paramiko, playwright, modal, firecrawl, httpx, trafilatura, mcp' || { echo "python dependencies failed to install"; exit 1; }
 	@touch $(STAMP)
 
 # Debian packages Herald uses when present; installed only when missing and we are root.
@@ -35,6 +37,12 @@ system-deps:
 			echo "installing$$missing"; (apt-get update -qq && apt-get install -y -qq $$missing) >/dev/null; \
 		else echo "note: install$$missing for full functionality (not root, skipping)"; fi; \
 	fi
+
+# Third-party MCP servers the MCP tests drive (PyPI: mcp-server-time, mcp-server-git in a venv of
+# their own; npm: server-memory, server-everything), cached in ~/.cache/herald-tests. The tests
+# install them too when this did not run; a server that cannot be installed skips its tests.
+mcp-servers: setup system-deps
+	$(BIN)/python -m tests.mcp.servers || echo "note: some MCP test servers could not be installed; their tests will skip"
 
 demo: setup
 	$(BIN)/herald demo --dir .demo
@@ -50,10 +58,10 @@ lint: setup
 lowest-deps: setup
 	$(PYTHON) tests/install/lowest_deps.py --python $(PYTHON)
 
-test: lint lowest-deps
+test: lint lowest-deps mcp-servers
 	$(BIN)/python -m pytest
 
-bench: setup
+bench: setup mcp-servers
 	$(BIN)/python -m bench
 
 clean:

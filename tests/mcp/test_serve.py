@@ -18,6 +18,7 @@ import pytest
 pytest.importorskip("mcp", reason="the MCP SDK is not installed: pip install 'herald[mcp]'")
 
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 SCRIPT = """
 from hermes_tools import write_file, read_file, terminal
@@ -41,7 +42,7 @@ def _env(home: Path) -> dict[str, str]:
 async def stdio_herald(workspace: Path, tmp_path: Path, *flags: str) -> AsyncIterator[Client]:
     params = StdioServerParameters(command=sys.executable, args=["-m", "herald", "mcp", "serve", "--cwd",
                                                                  str(workspace), *flags], env=_env(tmp_path))
-    async with Client(params, read_timeout_seconds=120) as client:
+    async with Client(stdio_client(params), read_timeout_seconds=120) as client:
         yield client
 
 
