@@ -13,6 +13,7 @@ of it is called. Without a kept listing the server is started once to list its t
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import keyword
@@ -146,21 +147,52 @@ def _tool(server: McpServerSettings, spec: dict[str, Any], name: str) -> Tool:
         result, note = connection.call(remote, args, read_only=read_only, cancel=current_cancel())
         return _result(name, result, note)
 
-    return Tool(
+    return _scriptable(Tool(
         name=name, description=description, parameters=parameters, handler=handler,
         returns=_returns(output), output_schema=output, sandbox=scriptable, mutates=not read_only,
-    )
+    ))
 
 
 def _parameters(schema: Any) -> dict[str, Any]:
-    """The inputSchema as a Tool's parameters: an object whose `required` names only properties."""
+    """The inputSchema as a Tool's parameters: an object whose `required` names only properties,
+    each property a schema whose parts the stubs use (description, enum, default) are well-formed:
+    a server's schema is untrusted, and one bad default must not break every script's stubs."""
     out: dict[str, Any] = dict(schema) if isinstance(schema, dict) else {}
     props = out.get("properties")
     out["type"] = "object"
-    out["properties"] = props if isinstance(props, dict) else {}
+    out["properties"] = {str(k): _property(v) for k, v in props.items()} if isinstance(props, dict) else {}
     required = out.get("required")
     out["required"] = [r for r in required if r in out["properties"]] if isinstance(required, list) else []
     return out
+
+
+def _property(schema: Any) -> dict[str, Any]:
+    out: dict[str, Any] = dict(schema) if isinstance(schema, dict) else {}
+    if not isinstance(out.get("description", ""), str):
+        out.pop("description")
+    if "enum" in out and not isinstance(out["enum"], list):
+        out.pop("enum")
+    if "default" in out:
+        try:  # a literal the stub can write: finite JSON (no NaN, no Infinity)
+            json.dumps(out["default"], allow_nan=False)
+        except (TypeError, ValueError):
+            out.pop("default")
+    return out
+
+
+def _scriptable(tool: Tool) -> Tool:
+    """`tool`, or a direct-only copy when its stub would not compile (checked before the
+    session's hermes_tools is written: one server's odd tool must not break the others)."""
+    from ..runtime.sandbox.stubgen import render_stub
+
+    if not tool.sandbox:
+        return tool
+    try:
+        compile(render_stub(tool), f"<stub of {tool.name}>", "exec")
+    except (ValueError, SyntaxError, TypeError, AttributeError) as exc:
+        log.warning("MCP tool %s is offered to direct calls only: its stub cannot be made (%s)", tool.name, exc)
+        return dataclasses.replace(tool, sandbox=False)
+    return tool
 
 
 def _returns(output: dict[str, Any] | None) -> str:

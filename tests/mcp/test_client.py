@@ -188,3 +188,28 @@ def test_config_file_tables(tmp_path: Path) -> None:
     env = {"HERALD_MCP_SERVERS": json.dumps({"t": {"command": "x"}})}
     env["HERALD_CONFIG"] = str(tmp_path / "none.toml")
     assert load_settings(env=env).mcp_servers["t"].command == "x"
+
+
+def test_odd_schemas_from_a_server_cannot_break_the_stubs(tmp_path: Path) -> None:
+    from herald.config import McpServerSettings
+    from herald.mcp.tools import mcp_tools
+    from herald.runtime.sandbox.stubgen import render_module
+
+    listed = [
+        {"name": "weird-name.v2", "inputSchema": {"type": "object", "properties": {
+            "n": {"type": "number", "default": float("inf"), "description": 7, "enum": "abc"},
+            "q": True, "items": {"type": "array", "items": {"type": "string"}}}, "required": ["n", "gone"]}},
+        {"name": "dashed", "inputSchema": {"type": "object", "properties": {"not-an-identifier": {"type": "string"}}}},
+        {"name": "doc", "description": 'say """ and \\ here', "inputSchema": {}},
+        {"name": "weird_name_v2", "inputSchema": {"type": "object"}},  # the same name once sanitised
+    ]
+    tools = mcp_tools(McpServerSettings(name="odd server"), listed)
+    names = [t.name for t in tools]
+    assert names == ["mcp_odd_server_weird_name_v2", "mcp_odd_server_dashed", "mcp_odd_server_doc",
+                     "mcp_odd_server_weird_name_v2_2"]
+    by_name = {t.name: t for t in tools}
+    assert not by_name["mcp_odd_server_dashed"].sandbox  # direct calls only
+    assert by_name["mcp_odd_server_weird_name_v2"].required == ["n"]
+    source = render_module([t for t in tools if t.sandbox])
+    compile(source, "hermes_tools.py", "exec")
+    assert "def mcp_odd_server_weird_name_v2(n: float, q: Any = None, items: Optional[List[str]] = None)" in source
