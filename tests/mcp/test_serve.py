@@ -7,8 +7,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,8 @@ pytest.importorskip("mcp", reason="the MCP SDK is not installed: pip install 'he
 
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+
+from herald import Runtime, Settings
 
 SCRIPT = """
 from hermes_tools import write_file, read_file, terminal
@@ -153,7 +155,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_http_execute_code_with_progress(workspace: Path, tmp_path: Path) -> None:
+@contextmanager
+def http_herald(workspace: Path, tmp_path: Path) -> Iterator[str]:
+    """`herald mcp serve --http` on a free port of 127.0.0.1; its URL once it listens."""
     port = _free_port()
     env = dict(os.environ, **_env(tmp_path))
     proc = subprocess.Popen([sys.executable, "-m", "herald", "mcp", "serve", "--http", f"127.0.0.1:{port}",
@@ -168,14 +172,33 @@ def test_http_execute_code_with_progress(workspace: Path, tmp_path: Path) -> Non
             except OSError:
                 assert time.monotonic() < deadline, "herald mcp serve --http did not listen within 60 s"
                 time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_http_execute_code_with_progress(workspace: Path, tmp_path: Path) -> None:
+    with http_herald(workspace, tmp_path) as url:
 
         async def main() -> None:
-            async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=120) as client:
+            async with Client(url, read_timeout_seconds=120) as client:
                 result, progress = await _run_with_progress(client, SCRIPT)
                 assert result.structured_content["output"].splitlines() == ["1|from an MCP client", "shell"]
                 assert progress == ["1 write_file", "2 read_file", "3 terminal"]
 
         anyio.run(main)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+
+
+def test_herald_client_over_http_calls_herald_server(workspace: Path, tmp_path: Path, settings: Settings) -> None:
+    # Both ways: Herald's MCP client ([mcp_servers.NAME] url + headers) against herald mcp serve --http.
+    with http_herald(workspace, tmp_path / "server") as url:
+        client_settings = settings.with_overrides(
+            {"mcp_servers": {"remote": {"url": url, "headers": {"X-Herald-Test": "1"}}}})
+        with Runtime(settings=client_settings, transcript=False) as rt:
+            result = rt.execute("""
+from hermes_tools import mcp_remote_execute_code as remote
+print(remote("print(6 * 7)")["output"].strip())
+""")
+            assert result.output.strip() == "42", result.error
+            assert rt.dispatcher.registry.get("mcp_remote_execute_code").mutates  # no readOnlyHint
