@@ -2,7 +2,8 @@
 
 `serve` offers execute_code (and with --direct-tools the direct tools) over stdio, or over
 streamable HTTP with --http HOST:PORT, with the same flags as `exec`. `list` starts each
-configured server ([mcp_servers.NAME]) and shows its tools, or why it failed.
+configured server ([mcp_servers.NAME]) and shows its tools, or why it failed (and renews the
+tool listings sessions start from).
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def server_status(settings: Any) -> list[dict[str, Any]]:
     """Each configured server: started now, its tools (Herald's names) or the error."""
     from ..mcp.connection import McpConnection, McpServerError
-    from ..mcp.tools import mcp_tools
+    from ..mcp.tools import list_and_keep, mcp_tools
 
     rows = []
     for name, server in settings.mcp_servers.items():
@@ -95,7 +96,7 @@ def server_status(settings: Any) -> list[dict[str, Any]]:
             rows.append(row)
             continue
         try:
-            listed = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in connection.list_tools()]
+            listed = list_and_keep(connection, settings)  # renews the listing later sessions start from
             row["status"] = "ok"
             row["tools"] = [{"name": t.name, "mcp_name": spec.get("name"), "read_only": not t.mutates,
                              "scripts": t.sandbox, "summary": t.description.splitlines()[0]}

@@ -191,7 +191,8 @@ class McpConnection:
             return self._call(client, tool, args, cancel), None
         except MCPError as exc:
             if exc.code != CONNECTION_CLOSED:
-                raise ToolError(f"{tool}: MCP server {self.server.name!r} refused the call: {exc}") from None
+                raise ToolError(f"{tool}: MCP server {self.server.name!r} refused the call: {exc}. If the server's "
+                                "tools changed, `herald mcp list` renews Herald's listing of them.") from None
         tail = self._restart(client)
         died = f"MCP server {self.server.name!r} had died" + (f" (its stderr ends with: {tail})" if tail else "")
         if not read_only:

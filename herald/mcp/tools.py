@@ -8,7 +8,8 @@ where they are made on first use and closed with the Runtime.
 
 Which tools a server has is known before its first call: the listing is kept in
 `data_dir/mcp/`, keyed on the server's settings, so a session starts a server only when a tool
-of it is called. Without a kept listing the server is started once to list its tools.
+of it is called. Without a kept listing the server is started once to list its tools;
+`herald mcp list` lists every server afresh and renews what is kept.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import keyword
 import logging
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..backends.shell import current_cancel
@@ -91,24 +93,33 @@ def _broken(server: McpServerSettings, reason: str) -> Tool:
 
 def cached_listing(server: McpServerSettings, settings: Settings) -> list[dict[str, Any]]:
     """The server's tools as MCP dicts (by alias: inputSchema, ...), kept per server settings."""
-    path = settings.data_dir / "mcp" / f"{_ident(server.name)}-{_settings_key(server)}.json"
     try:
-        listed = json.loads(path.read_text(encoding="utf-8"))
+        listed = json.loads(_listing_path(server, settings).read_text(encoding="utf-8"))
         if isinstance(listed, list):
             return listed
     except (OSError, ValueError):
         pass
     connection = McpConnection(server)
     try:
-        listed = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in connection.list_tools()]
+        return list_and_keep(connection, settings)
     finally:
         connection.close()
+
+
+def list_and_keep(connection: McpConnection, settings: Settings) -> list[dict[str, Any]]:
+    """List the (started) server's tools now and keep the listing for later sessions."""
+    listed = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in connection.list_tools()]
+    path = _listing_path(connection.server, settings)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(listed), encoding="utf-8")
     except OSError as exc:  # a read-only data dir costs a start per session, nothing more
-        log.warning("could not keep the tool listing of MCP server %s: %s", server.name, exc)
+        log.warning("could not keep the tool listing of MCP server %s: %s", connection.server.name, exc)
     return listed
+
+
+def _listing_path(server: McpServerSettings, settings: Settings) -> Path:
+    return settings.data_dir / "mcp" / f"{_ident(server.name)}-{_settings_key(server)}.json"
 
 
 def _settings_key(server: McpServerSettings) -> str:
