@@ -73,19 +73,28 @@ def register_mcp_tools(registry: Registry, settings: Settings) -> dict[str, str]
             listed = cached_listing(server, settings)
         except McpServerError as exc:
             problems[name] = str(exc)
-            registry.register(_broken(server, str(exc)))
+            registry.register(_broken(server, str(exc), set(registry.names())))
             continue
         for tool in mcp_tools(server, listed, taken=set(registry.names())):
             registry.register(tool)
     return problems
 
 
-def _broken(server: McpServerSettings, reason: str) -> Tool:
+def _unique(name: str, taken: set[str]) -> str:
+    """`name`, or `name_2`, `name_3`, ...: two names may be the same once sanitised."""
+    candidate, n = name, 2
+    while candidate in taken:
+        candidate, n = f"{name}_{n}", n + 1
+    taken.add(candidate)
+    return candidate
+
+
+def _broken(server: McpServerSettings, reason: str, taken: set[str]) -> Tool:
     def handler(args: dict[str, Any], ctx: ToolContext) -> Any:
         raise McpServerError(reason)
 
     return Tool(
-        name=PREFIX + _ident(server.name), description=f"The tools of MCP server {server.name!r}.",
+        name=_unique(PREFIX + _ident(server.name), taken), description=f"The tools of MCP server {server.name!r}.",
         parameters={"type": "object", "properties": {}}, handler=handler, sandbox=False,
         unavailable=lambda settings: reason,
     )
@@ -130,25 +139,22 @@ def mcp_tools(server: McpServerSettings, listed: list[dict[str, Any]], taken: se
     taken = set(taken or ())
     tools = []
     for spec in listed:
-        name = tool_name(server.name, str(spec.get("name", "")))
-        base, n = name, 2
-        while name in taken:  # two tools whose names differ only in characters made `_`
-            name, n = f"{base}_{n}", n + 1
-        taken.add(name)
-        tools.append(_tool(server, spec, name))
+        if isinstance(spec, dict):
+            tools.append(_tool(server, spec, _unique(tool_name(server.name, str(spec.get("name", ""))), taken)))
     return tools
 
 
 def _tool(server: McpServerSettings, spec: dict[str, Any], name: str) -> Tool:
     remote = str(spec.get("name", ""))
-    annotations = spec.get("annotations") or {}
-    read_only = annotations.get("readOnlyHint") is True
+    annotations = spec.get("annotations")
+    read_only = isinstance(annotations, dict) and annotations.get("readOnlyHint") is True
     parameters = _parameters(spec.get("inputSchema"))
     output = spec.get("outputSchema") if isinstance(spec.get("outputSchema"), dict) else None
     # A parameter that is not a Python identifier cannot be a stub's keyword: direct calls only.
     scriptable = all(p.isidentifier() and not keyword.iskeyword(p) and p not in ("_call", "args")
                      for p in parameters["properties"])
-    description = (spec.get("description") or spec.get("title") or f"Tool {remote} of MCP server {server.name}.").strip()
+    texts = [spec.get("description"), spec.get("title"), f"Tool {remote} of MCP server {server.name}."]
+    description = next(t for t in texts if isinstance(t, str) and t.strip()).strip()
     description += f"\n(MCP server {server.name!r}, tool {remote!r}{'' if read_only else '; may change state'}.)"
 
     def handler(args: dict[str, Any], ctx: ToolContext) -> Any:
