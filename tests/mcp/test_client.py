@@ -213,3 +213,22 @@ def test_odd_schemas_from_a_server_cannot_break_the_stubs(tmp_path: Path) -> Non
     source = render_module([t for t in tools if t.sandbox])
     compile(source, "hermes_tools.py", "exec")
     assert "def mcp_odd_server_weird_name_v2(n: float, q: Any = None, items: Optional[List[str]] = None)" in source
+
+
+def test_calls_are_budgeted_and_logged_like_any_tool(mcp_settings: Any, tmp_path: Path) -> None:
+    transcript = tmp_path / "transcript.jsonl"
+    settings = mcp_settings("time").with_overrides({"sandbox.max_tool_calls": 2})
+    with Runtime(settings=settings, transcript=transcript) as rt:
+        result = rt.execute("""
+from hermes_tools import mcp_time_get_current_time as now, ToolError
+for zone in ("UTC", "Asia/Tokyo", "Europe/Paris"):
+    try:
+        print(now(zone)["timezone"])
+    except ToolError as exc:
+        print("refused:", str(exc)[:23])
+""")
+    assert result.output.splitlines() == ["UTC", "Asia/Tokyo", "refused: Tool call limit reached"]
+    records = [json.loads(line) for line in transcript.read_text().splitlines()]
+    calls = [r for r in records if r.get("tool") == "mcp_time_get_current_time"]
+    assert [r.get("error", {}).get("type") for r in calls] == [None, None, "ToolCallLimit"]
+    assert calls[0]["args"] and calls[0]["duration_ms"] >= 0

@@ -105,28 +105,33 @@ for i in range(2):
     anyio.run(main)
 
 
+async def _cancel_then_run_again(client: Client) -> None:
+    """Cancel a running script once its first tool call is reported; the next run must answer."""
+    started = anyio.Event()
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        started.set()
+
+    async def long_script() -> None:
+        await client.call_tool("execute_code", {"code": (
+            "import time\nfrom hermes_tools import terminal\nterminal('true')\n"
+            "time.sleep(600)\nopen('survived.txt', 'w').write('no')\n")}, progress_callback=on_progress)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(long_script)
+        with anyio.fail_after(60):
+            await started.wait()
+        tasks.cancel_scope.cancel()  # the SDK sends notifications/cancelled
+    # Runs are serialised: this one answers only once the cancelled script is gone.
+    with anyio.fail_after(60):
+        after = await client.call_tool("execute_code", {"code": "print('next')"})
+    assert after.structured_content["output"].strip() == "next"
+
+
 def test_stdio_cancellation_interrupts_the_script(workspace: Path, tmp_path: Path) -> None:
     async def main() -> None:
         async with stdio_herald(workspace, tmp_path) as client:
-            started = anyio.Event()
-
-            async def on_progress(value: float, total: float | None, message: str | None) -> None:
-                started.set()
-
-            async def long_script() -> None:
-                await client.call_tool("execute_code", {"code": (
-                    "import time\nfrom hermes_tools import terminal\nterminal('true')\n"
-                    "time.sleep(600)\nopen('survived.txt', 'w').write('no')\n")}, progress_callback=on_progress)
-
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(long_script)
-                with anyio.fail_after(60):
-                    await started.wait()
-                tasks.cancel_scope.cancel()  # the SDK sends notifications/cancelled
-            # Runs are serialised: this one answers only once the cancelled script is gone.
-            with anyio.fail_after(60):
-                after = await client.call_tool("execute_code", {"code": "print('next')"})
-            assert after.structured_content["output"].strip() == "next"
+            await _cancel_then_run_again(client)
 
     anyio.run(main)
     assert not (workspace / "survived.txt").exists()
@@ -178,7 +183,7 @@ def http_herald(workspace: Path, tmp_path: Path) -> Iterator[str]:
         proc.wait(timeout=30)
 
 
-def test_http_execute_code_with_progress(workspace: Path, tmp_path: Path) -> None:
+def test_http_execute_code_progress_refusal_and_cancellation(workspace: Path, tmp_path: Path) -> None:
     with http_herald(workspace, tmp_path) as url:
 
         async def main() -> None:
@@ -186,8 +191,12 @@ def test_http_execute_code_with_progress(workspace: Path, tmp_path: Path) -> Non
                 result, progress = await _run_with_progress(client, SCRIPT)
                 assert result.structured_content["output"].splitlines() == ["1|from an MCP client", "shell"]
                 assert progress == ["1 write_file", "2 read_file", "3 terminal"]
+                refused = await client.call_tool("terminal", {"command": "true"})
+                assert refused.is_error and "--direct-tools" in refused.content[0].text
+                await _cancel_then_run_again(client)
 
         anyio.run(main)
+    assert not (workspace / "survived.txt").exists()
 
 
 def test_herald_client_over_http_calls_herald_server(workspace: Path, tmp_path: Path, settings: Settings) -> None:
