@@ -55,7 +55,7 @@ def _address(text: str) -> tuple[str, int]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from ..mcp.serve import build_server, serve_http, serve_stdio
+    from ..mcp.serve import Approvals, build_server, serve_http, serve_stdio
     from ..runtime import Runtime
     from ..runtime.sandbox.host_child import SandboxStartError
 
@@ -64,13 +64,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = load(args, runtime_flags(args))
     ensure_data_dir(settings)
     backend = open_backend(settings.backend, settings, args.cwd)
+    # The approver for `ask` rules: it asks the MCP client (elicitation). It reaches the policy
+    # once the Runtime takes one; until then `ask` rules refuse with their reason.
+    approvals = Approvals()
     try:
         try:
             runtime = Runtime(backend, settings=settings)
         except (ValueError, SandboxStartError) as exc:
             raise UsageError(str(exc)) from None
         with runtime:
-            server = build_server(runtime, direct_tools=args.direct_tools)
+            server = build_server(runtime, direct_tools=args.direct_tools, approvals=approvals)
             if address is None:
                 serve_stdio(server)
             else:

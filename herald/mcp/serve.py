@@ -9,13 +9,20 @@ interrupts the script (its whole tree is killed) and the call ends. The result i
 ExecutionResult as structured content, plus a text rendering of it.
 
 Runs are serialised, as on the Runtime; direct calls run alongside them on worker threads.
+
+`Approvals` is the approver for the policy's `ask` rules: it asks the client of the call being
+served through MCP elicitation (a yes/no form), or, when that client cannot be asked, raises
+with the reason, so the call is refused saying why.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import json
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -40,10 +47,53 @@ EXECUTE_PARAMETERS: dict[str, Any] = {
     "required": ["code"],
 }
 INTERRUPT_EVERY = 0.2  # seconds: an interrupt that came before the run started is sent again
+APPROVAL_TIMEOUT = 600.0  # seconds a person has to answer an approval form
+APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"approve": {"type": "boolean", "title": "Run this call?", "default": False}},
+    "required": ["approve"],
+}
+_direct_request: contextvars.ContextVar[Any] = contextvars.ContextVar("herald_mcp_request", default=None)
 
 
-def build_server(runtime: Runtime, *, direct_tools: bool = False) -> Server[Any]:
-    """The MCP server for `runtime` (the caller owns the Runtime and closes it)."""
+class Approvals:
+    """`approve(call) -> bool` for the policy's `ask` rules (call: tool, args, rule, origin).
+
+    A direct call asks the client that made it; a script's call asks the client whose
+    execute_code runs the script (runs are serialised, so there is one)."""
+
+    def __init__(self) -> None:
+        self._run: tuple[Any, asyncio.AbstractEventLoop] | None = None
+
+    @contextlib.contextmanager
+    def running(self, ctx: Any, loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+        self._run = (ctx, loop)
+        try:
+            yield
+        finally:
+            self._run = None
+
+    def __call__(self, call: Any) -> bool:
+        current = _direct_request.get() or self._run
+        if current is None:
+            raise RuntimeError("no MCP request is being served, so there is no one to ask")
+        ctx, loop = current
+        capabilities = ctx.session.client_capabilities
+        if capabilities is None or capabilities.elicitation is None:
+            raise RuntimeError("the MCP client does not support elicitation, so no one can be asked; "
+                               "allow the call with a policy rule instead")
+        args = json.dumps(getattr(call, "args", {}), ensure_ascii=False, default=str)
+        message = (f"Herald: {getattr(call, 'tool', '?')} needs approval (rule '{getattr(call, 'rule', '?')}', "
+                   f"{getattr(call, 'origin', 'a')} call). Arguments: {args[:2000]}")
+        future = asyncio.run_coroutine_threadsafe(
+            ctx.session.elicit_form(message, APPROVAL_SCHEMA, related_request_id=ctx.request_id), loop)
+        answer = future.result(timeout=APPROVAL_TIMEOUT)
+        return answer.action == "accept" and (answer.content or {}).get("approve") is True
+
+
+def build_server(runtime: Runtime, *, direct_tools: bool = False, approvals: Approvals | None = None) -> Server[Any]:
+    """The MCP server for `runtime` (the caller owns the Runtime and closes it). `approvals`, when
+    the Runtime's policy uses it as its approver, is told which request is being served."""
     from mcp import types
     from mcp.server import Server
 
@@ -66,12 +116,14 @@ def build_server(runtime: Runtime, *, direct_tools: bool = False) -> Server[Any]
         args = dict(params.arguments or {})
         if params.name == runtime.execute_tool.name:
             async with runs:
-                return await _execute(runtime, ctx, args)
+                with approvals.running(ctx, asyncio.get_running_loop()) if approvals else contextlib.nullcontext():
+                    return await _execute(runtime, ctx, args)
         if params.name not in by_name:
             known = ", ".join([runtime.execute_tool.name, *by_name])
             hint = "" if direct_tools else " (start herald mcp serve with --direct-tools to offer the direct tools)"
             return _text_result(f"Unknown tool {params.name!r}{hint}. Tools: {known}.", error=True)
         cancel = threading.Event()
+        _direct_request.set((ctx, asyncio.get_running_loop()))  # copied into the worker thread's context
         reply = await _in_thread(lambda: runtime.dispatcher.call_direct(params.name, args, cancel=cancel),
                                  on_cancel=cancel.set)
         if "error" in reply:
