@@ -11,8 +11,6 @@ APT_PACKAGES += docker.io debootstrap
 APT_PACKAGES += chromium
 # The SSH backend's tests start their own sshd on 127.0.0.1 (tests/fixtures/sshd.py).
 APT_PACKAGES += openssh-server
-# The MCP tests drive npm MCP servers (server-memory, server-everything) with Debian's node.
-APT_PACKAGES += nodejs npm
 export DEBIAN_FRONTEND := noninteractive
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
@@ -41,7 +39,15 @@ system-deps:
 # Third-party MCP servers the MCP tests drive (PyPI: mcp-server-time, mcp-server-git in a venv of
 # their own; npm: server-memory, server-everything), cached in ~/.cache/herald-tests. The tests
 # install them too when this did not run; a server that cannot be installed skips its tests.
+# node and npm come from Debian's nodejs and npm when the commands are missing (a machine with
+# another node, e.g. NodeSource's, which bundles npm, is left as it is: Debian's npm conflicts with it).
 mcp-servers: setup system-deps
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "installing nodejs npm"; (apt-get update -qq && apt-get install -y -qq nodejs npm) >/dev/null \
+				|| echo "note: nodejs/npm could not be installed; the npm MCP servers' tests will skip"; \
+		else echo "note: install nodejs and npm for the npm MCP servers' tests (not root, skipping)"; fi; \
+	fi
 	$(BIN)/python -m tests.mcp.servers || echo "note: some MCP test servers could not be installed; their tests will skip"
 
 demo: setup
