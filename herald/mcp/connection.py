@@ -193,6 +193,9 @@ class McpConnection:
             if exc.code != CONNECTION_CLOSED:
                 raise ToolError(f"{tool}: MCP server {self.server.name!r} refused the call: {exc}. If the server's "
                                 "tools changed, `herald mcp list` renews Herald's listing of them.") from None
+        except Exception as exc:  # the transport broke under the call (a write to a dead server)
+            if not _connection_lost(exc):
+                raise
         tail = self._restart(client)
         died = f"MCP server {self.server.name!r} had died" + (f" (its stderr ends with: {tail})" if tail else "")
         if not read_only:
@@ -221,6 +224,16 @@ class McpConnection:
         except TimeoutError:
             raise ToolError(f"{tool}: MCP server {self.server.name!r} did not answer within {timeout:g} s "
                             "(setting tool_timeout_sec)", "Timeout") from None
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    import anyio
+
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    lost = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, BrokenPipeError,
+            ConnectionError)
+    return isinstance(exc, lost)
 
 
 def _reason(exc: BaseException) -> str:
