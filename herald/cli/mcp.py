@@ -74,11 +74,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
         with runtime:
             server = build_server(runtime, direct_tools=args.direct_tools, approvals=approvals)
-            if address is None:
-                serve_stdio(server)
-            else:
-                console(stderr=True).print(f"herald: serving MCP at http://{address[0]}:{address[1]}/mcp", style="dim")
-                serve_http(server, *address)
+            try:
+                if address is None:
+                    serve_stdio(server)
+                else:
+                    console(stderr=True).print(f"herald: serving MCP at http://{address[0]}:{address[1]}/mcp",
+                                               style="dim")
+                    serve_http(server, *address)
+            except KeyboardInterrupt:  # Ctrl-C: the Runtime and backend are closed on the way out
+                return 130
     finally:
         backend.close()
     return 0
