@@ -129,6 +129,10 @@ def _touches_shell(tool: Tool) -> bool:
         return False
 
 
+def _builtin(tool: Tool) -> bool:
+    return str(getattr(tool.handler, "__module__", "")).startswith("herald.tools.")
+
+
 def _urls(args: dict[str, Any]) -> list[str]:
     found: list[str] = []
     for key in ("url", "urls"):
@@ -186,7 +190,9 @@ class Gate:
         # broken to tell): then only a `path` argument, if any, is checked.
         paths = [r.key[5:] for r in touches if r.key.startswith("file:") and r.key != ANY_FILE]
         named = args.get("path")
-        if not paths and isinstance(named, str) and named and "path" in tool.properties:
+        # A built-in tool's `path` is a file here even when its locks do not say so
+        # (browser_screenshot); another tool's (an MCP server's) may name anything.
+        if not paths and isinstance(named, str) and named and "path" in tool.properties and _builtin(tool):
             paths.append(resolve_path(self.backend.cwd, named))
         return paths
 

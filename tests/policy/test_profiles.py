@@ -200,3 +200,11 @@ def test_read_only_scripts_cannot_write_the_workspace_themselves(
     assert not (workspace / "own.txt").exists()
     writable = make_runtime(overrides={"sandbox.isolation": isolation})
     assert run_ok(writable, code).output.splitlines()[0] == "wrote"  # workspace-write: writable
+
+
+def test_a_screenshot_is_written_only_inside_the_workspace(make_runtime: MakeRuntime, tree: Path) -> None:
+    """browser_screenshot's `path` is a file it writes, though its locks name only the browser."""
+    runtime = make_runtime(tools=ALL_TOOLS)
+    outcome = direct(runtime, "browser_screenshot", {"path": str(tree / "shot.png")})
+    assert outcome.refused and "outside the workspace" in outcome.message
+    assert direct(make_runtime(policy=RO, tools=ALL_TOOLS), "browser_screenshot", {}).refused

@@ -95,6 +95,7 @@ def test_sandbox_layout(tmp_path: Path) -> None:
         "landlock.py",
         "procs.py",
         "protocol.py",
+        "reaper.py",
         "scriptproc.py",
         "shellguard.py",
         "sinks.py",
