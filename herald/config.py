@@ -46,6 +46,8 @@ class SandboxSettings:
     rw_binds: list[str] = field(default_factory=list)  # extra paths it may also write
     max_spill_bytes: int = 256 * 1024 * 1024  # one run's spill files in all (output, its tool calls); 0: none
     spill_retention: float = 7 * 24 * 3600.0  # seconds spill files are kept (swept when a Runtime starts); 0: forever
+    # Per-script budgets beyond the call count, e.g. {web_calls = 20, reply_bytes = 5_000_000} (policy/budgets.py)
+    budgets: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -150,6 +152,15 @@ class AgentSettings:
 
 
 @dataclass
+class PolicySettings:
+    profile: str = "workspace-write"  # read-only | workspace-write | full (herald/policy/)
+    roots: list[str] = field(default_factory=list)  # workspace roots besides the session's directory
+    allowed_domains: list[str] = field(default_factory=list)  # web and browser only there; empty: any
+    # Per-tool rules, "allow|deny|ask TOOL [path=GLOB|command=PREFIX|domain=NAME]" (policy/rules.py)
+    rules: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Settings:
     data_dir: Path = field(default_factory=lambda: _default_data_dir())
     backend: str = "local"  # local | docker[:IMAGE] | ssh://USER@HOST[:PORT] | modal[:IMAGE]
@@ -163,6 +174,7 @@ class Settings:
     browser: BrowserSettings = field(default_factory=BrowserSettings)
     web: WebSettings = field(default_factory=WebSettings)
     agent: AgentSettings = field(default_factory=AgentSettings)
+    policy: PolicySettings = field(default_factory=PolicySettings)
     mcp_servers: dict[str, McpServerSettings] = field(default_factory=dict)  # see the end of this file
 
     @property
@@ -191,6 +203,7 @@ class Settings:
             browser=dataclasses.replace(self.browser),
             web=dataclasses.replace(self.web),
             agent=dataclasses.replace(self.agent, fallback=list(self.agent.fallback)),
+            policy=dataclasses.replace(self.policy),
         )
         for key, value in overrides.items():
             if value is not None:
@@ -272,10 +285,32 @@ def _assign(settings: Settings, key: str, value: Any, source: str) -> None:
     setattr(target, name, _coerce(key, value, current, source))
 
 
+def _budgets(value: Any, bad: Any) -> dict[str, float]:
+    """`{name = limit}` (TOML), or "name=limit,name=limit" (environment, -c)."""
+    from .policy.budgets import BUDGETS, check_budgets
+
+    if isinstance(value, str):
+        pairs = [p.partition("=") for p in value.split(",") if p.strip()]
+        if any(not sep for _, sep, _ in pairs):
+            raise bad(f"NAME=LIMIT pairs ({', '.join(BUDGETS)})")
+        try:
+            value = {k.strip(): float(v) for k, _, v in pairs}
+        except ValueError:
+            raise bad("NAME=LIMIT pairs with numbers as limits") from None
+    if not isinstance(value, dict):
+        raise bad(f"a table of budgets ({', '.join(BUDGETS)})")
+    try:
+        return check_budgets(value)
+    except ValueError as exc:
+        raise bad(f"a table of budgets: {exc}") from None
+
+
 def _coerce(key: str, value: Any, current: Any, source: str) -> Any:
     def bad(expected: str) -> ConfigError:
         return ConfigError(f"{source}: setting '{key}' must be {expected}, got {value!r}")
 
+    if key == "sandbox.budgets":
+        return _budgets(value, bad)
     if key == "mcp_servers":
         return parse_mcp_servers(value, source)
     if key == "tools":
@@ -310,6 +345,8 @@ def _coerce(key: str, value: Any, current: Any, source: str) -> Any:
         if isinstance(value, list):
             return [str(v) for v in value]
         raise bad("a list")
+    if key == "policy.profile" and value not in ("read-only", "workspace-write", "full"):
+        raise bad('one of "read-only", "workspace-write", "full"')
     if isinstance(value, str):
         return value
     raise bad("a string")

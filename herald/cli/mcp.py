@@ -56,6 +56,7 @@ def _address(text: str) -> tuple[str, int]:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from ..mcp.serve import Approvals, build_server, serve_http, serve_stdio
+    from ..policy import Policy
     from ..runtime import Runtime
     from ..runtime.sandbox.host_child import SandboxStartError
 
@@ -64,12 +65,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = load(args, runtime_flags(args))
     ensure_data_dir(settings)
     backend = open_backend(settings.backend, settings, args.cwd)
-    # The approver for `ask` rules: it asks the MCP client (elicitation). It reaches the policy
-    # once the Runtime takes one; until then `ask` rules refuse with their reason.
+    # The approver for the policy's `ask` rules: it asks the MCP client (elicitation).
     approvals = Approvals()
     try:
         try:
-            runtime = Runtime(backend, settings=settings)
+            runtime = Runtime(backend, settings=settings, policy=Policy.from_settings(settings, approve=approvals))
         except (ValueError, SandboxStartError) as exc:
             raise UsageError(str(exc)) from None
         with runtime:
