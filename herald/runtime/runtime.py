@@ -38,6 +38,7 @@ from ..keys import herald_environ
 from ..spill import sweep
 from ..tools.registry import Registry, ToolContext, default_registry
 from ..transcript import Transcript
+from .backend_tools import BackendTools
 from .dispatcher import Dispatcher
 from .execute_code import execute_code_tool
 from .grants import Grant, Grants
@@ -141,6 +142,7 @@ class Runtime:
                     Path(self._sandbox_dir),
                     self._grants.lookup,
                     lambda grant, message, echo: self.dispatcher.serve(grant.scope, message, echo),
+                    BackendTools(self.dispatcher) if self.settings.sandbox.backend_tools else None,
                 )
                 undo.callback(self._remote.close)
             self._child_env = sandbox_environ(herald_environ(), self.settings.sandbox.env_passthrough)

@@ -24,7 +24,7 @@ from ...backends.base import Backend, BackendError
 from ...backends.shell import shell_quote
 from ...config import Settings
 from ..rpc.server import Handler
-from .backend_child import BackendChild
+from .backend_child import BackendChild, LocalGrants
 from .backend_zygote import BackendZygote
 from .host_child import LOADER, SandboxStartError
 from .stubgen import RUNTIME_PACKAGE
@@ -56,8 +56,10 @@ class BackendSandbox(Generic[S]):
         local_dir: Path,
         authenticate: Callable[[str], S | None],
         handle: Handler[S],
+        tools: LocalGrants[S] | None = None,
     ) -> None:
         self.backend = backend
+        self._tools = tools
         self._settings = settings
         self._local_dir = local_dir
         self._authenticate = authenticate
@@ -175,6 +177,7 @@ class BackendSandbox(Generic[S]):
             self._pool,
             where=self.where,
             python=self._python,
+            tools=self._tools,
         )
 
     def close(self) -> None:
