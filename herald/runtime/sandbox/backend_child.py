@@ -6,8 +6,8 @@ Policy:
   backend shell's current directory.
 - Once per Runtime, `BackendSandbox` (backend_sandbox.py) probes the backend's python (`command -v`, version >= 3.8;
   anything else is a `BackendPythonError` that says what to install or set), makes a private
-  0700 directory there (`mktemp -d`) and ships the sandbox files into it with the backend's
-  `write_bytes`: the same `hermes_tools.py` and `_hermes_runtime` package as in host mode
+  0700 directory there (`mktemp -d`) and unpacks the sandbox files into it, in one command:
+  the same `hermes_tools.py` and `_hermes_runtime` package as in host mode
   (which holds the supervisor, supervisor.py). The directory is removed when the Runtime closes.
 - Per run, `BackendChild` opens one exec channel (`Backend.open_channel`, in a background thread,
   so a warm successor costs the run that spawns it nothing) running the supervisor, which

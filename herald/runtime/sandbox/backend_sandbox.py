@@ -3,7 +3,8 @@ the pool that serves tool calls (see backend_child.py for the policy and the per
 
 `BackendSandbox.prepare` probes the python (`command -v`, version >= 3.8; anything else is a
 `BackendPythonError` that says what to install or set), makes a private 0700 directory on the
-backend (`mktemp -d`) and copies the sandbox files into it with the backend's `write_bytes`;
+backend (`mktemp -d`) and unpacks the sandbox files into it, all in one shell command (the
+files travel in it as a zip: one round trip, however many files there are);
 `spawn` starts a `BackendChild` there, whose script is forked by the Runtime's zygote in the
 backend when there is one (backend_zygote.py, setting `sandbox.fork_server`); `close` stops the
 zygote and removes the directory.
@@ -11,9 +12,12 @@ zygote and removes the directory.
 
 from __future__ import annotations
 
+import base64
+import io
 import logging
-import posixpath
+import secrets
 import threading
+import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -36,6 +40,11 @@ REMOTE_LOADER = (
 MIN_PYTHON = (3, 8)
 PROBE_TIMEOUT = 30.0
 PROBE_MARK = "__HERALD_PROBE__"
+# Run by the backend's python (any 3.x) in the new directory: the archive arrives on stdin.
+UNPACK = (
+    "import base64, io, sys, zipfile; "
+    "zipfile.ZipFile(io.BytesIO(base64.b64decode(sys.stdin.buffer.read()))).extractall(sys.argv[1])"
+)
 
 S = TypeVar("S")
 log = logging.getLogger(__name__)
@@ -77,20 +86,14 @@ class BackendSandbox(Generic[S]):
         return f"the {self.backend.name} backend"
 
     def prepare(self) -> str:
-        """Probe the python and ship the sandbox files, once; the remote directory."""
+        """Probe the python and unpack the sandbox files, once: one command, one round trip;
+        the remote directory."""
         with self._lock:
             if self.remote_dir is None:
                 try:
-                    remote_dir = self._probe()
+                    remote_dir = self._setup()
                 except BackendError as exc:
                     raise SandboxStartError(f"could not prepare in-backend execution on {self.where}: {exc}") from None
-                try:
-                    self._ship(remote_dir)
-                except (BackendError, OSError) as exc:
-                    self._remove(remote_dir)
-                    raise SandboxStartError(
-                        f"could not copy the sandbox files to {remote_dir} on {self.where}: {exc}"
-                    ) from None
                 self.remote_dir = remote_dir
                 if self._settings.sandbox.fork_server:
                     self.zygote = BackendZygote(
@@ -101,13 +104,19 @@ class BackendSandbox(Generic[S]):
                     )
             return self.remote_dir
 
-    def _probe(self) -> str:
+    def _setup(self) -> str:
+        """One shell command: is there a python (and which version), a private directory
+        (`mktemp -d`, 0700), and the sandbox files unpacked into it by that python from a zip
+        that travels inside the command (a here-document of base64)."""
         python = shell_quote(self._python)
         report = f"import sys; print('{PROBE_MARK} version %d.%d' % sys.version_info[:2])"
+        end = f"__HERALD_ARCHIVE_{secrets.token_hex(8)}__"
         command = (
             f"( if ! command -v {python} >/dev/null 2>&1; then echo '{PROBE_MARK} missing'; "
             f"else {python} -c {shell_quote(report)} 2>&1; umask 077; "
-            f"d=$(mktemp -d \"${{TMPDIR:-/tmp}}/herald-sandbox-XXXXXXXX\") && echo \"{PROBE_MARK} dir $d\"; fi )"
+            f"d=$(mktemp -d \"${{TMPDIR:-/tmp}}/herald-sandbox-XXXXXXXX\") && echo \"{PROBE_MARK} dir $d\" && "
+            f"{python} -c {shell_quote(UNPACK)} \"$d\" 2>&1 <<'{end}' && echo '{PROBE_MARK} unpacked'\n"
+            f"{self._archive()}{end}\nfi )"
         )
         result = self.backend.run(command, timeout=PROBE_TIMEOUT)
         found: dict[str, str] = {}
@@ -144,12 +153,22 @@ class BackendSandbox(Generic[S]):
             raise SandboxStartError(
                 f"could not make a private directory on {self.where}: {result.output.strip()[:500] or 'no output'}"
             )
+        if "unpacked" not in found:
+            self._remove(remote_dir)
+            said = "\n".join(line for line in result.output.splitlines() if not line.startswith(PROBE_MARK))
+            raise SandboxStartError(
+                f"could not unpack the sandbox files into {remote_dir} on {self.where} (is its disk full, or "
+                f"TMPDIR not writable?): {said.strip()[:500] or 'no output'}"
+            )
         return remote_dir
 
-    def _ship(self, remote_dir: str) -> None:
-        for path in sorted(self._local_dir.rglob("*.py")):
-            relative = path.relative_to(self._local_dir).as_posix()
-            self.backend.write_bytes(posixpath.join(remote_dir, relative), path.read_bytes())
+    def _archive(self) -> str:
+        """The sandbox files (hermes_tools.py, the `_hermes_runtime` package) as a base64 zip."""
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in sorted(self._local_dir.rglob("*.py")):
+                archive.writestr(path.relative_to(self._local_dir).as_posix(), path.read_bytes())
+        return base64.encodebytes(buffer.getvalue()).decode("ascii")
 
     def _remove(self, remote_dir: str) -> None:
         try:
