@@ -21,8 +21,9 @@ Policy, in the Dispatcher's order (herald/runtime/dispatcher.py):
   Herald, which logs it to the transcript and counts it:
       {"type": "record", "tool", "args": preview, "error"?: {...}, "duration_ms", "reply_bytes"}
 - Anything the core does not answer (a missing file, whose "did you mean" needs Herald's walk, a
-  `~` path, an unexpected OSError, a result too large to encode) goes to Herald as the call it
-  was, which runs it there the usual way: nothing is written here before such a hand-over.
+  `~` path, a failed write or any other OSError, whose words are the backend's, a result too
+  large to encode) goes to Herald as the call it was, which runs it there the usual way: nothing
+  has changed here before such a hand-over.
 """
 
 from __future__ import annotations
@@ -38,6 +39,20 @@ from .fileaccess import OsFiles, resolve_path
 from .protocol import HEADER, ProtocolError, encode_frame
 from .textfiles import TOOLS, FileMissing
 from .toolcore import ToolError, bind_arguments, preview
+
+class HandOver(Exception):
+    """The call goes to Herald: a failed write is reported in the words of Herald's backend."""
+
+
+class BackendFiles(OsFiles):
+    """OsFiles whose failed writes hand the call over (the file is unchanged then)."""
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        try:
+            super().write_bytes(path, data)
+        except OSError:
+            raise HandOver() from None
+
 
 # A finished local call: (connection number, reply frame, record) or, handed over, (None, call, None).
 Done = Tuple[Optional[int], Any, Optional[Dict[str, Any]]]
@@ -55,7 +70,7 @@ class LocalTools:
         self.in_flight = 0
         self.held: List[Dict[str, Any]] = []  # over the budget: go to Herald once nothing runs here
         self.cwd = "/"
-        self.files = OsFiles(0)
+        self.files = BackendFiles(0)
         self._pool: Optional[ThreadPoolExecutor] = None
         self._done: List[Done] = []
         self._lock = threading.Lock()
@@ -67,7 +82,7 @@ class LocalTools:
         self.calls = 0
         if self.grant is not None:
             self.cwd = self.grant["cwd"]
-            self.files = OsFiles(int(self.grant["files"]["read_max_bytes"]))
+            self.files = BackendFiles(int(self.grant["files"]["read_max_bytes"]))
             if isinstance(max_parallel, int) and max_parallel > 0:
                 self.max_workers = max_parallel
 
@@ -132,7 +147,7 @@ class LocalTools:
             except ToolError as exc:
                 reply = {"error": {"type": exc.error_type, "message": str(exc)}}
             frame = encode_frame(dict(reply, id=call.get("id")))
-        except (FileMissing, OSError, ValueError, ProtocolError, TypeError, KeyError):
+        except (FileMissing, HandOver, OSError, ValueError, ProtocolError, TypeError, KeyError):
             self._finish((None, call, None))  # Herald runs it the usual way
             return
         except Exception:  # a bug here must not cost the script its call: Herald runs it

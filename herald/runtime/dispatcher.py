@@ -248,11 +248,12 @@ class Dispatcher:
     ) -> None:
         """A call a backend-mode supervisor answered next to the script (runtime/backend_tools.py):
         counted in `scope` and logged as `serve` logs the calls it runs (`args_preview` is
-        already a transcript preview)."""
+        already a transcript preview); its record says `in_backend`."""
         with scope.lock:
             scope.calls += 1
         reply = {"error": error} if error is not None else {}
-        self._log(scope.run_id, "sandbox_tool_call", name, args_preview, reply, size, seconds, previewed=True)
+        self._log(scope.run_id, "sandbox_tool_call", name, args_preview, reply, size, seconds, {"in_backend": True},
+                  previewed=True)
         if self.on_script_call is not None:
             try:
                 self.on_script_call(name, error is None)

@@ -78,11 +78,14 @@ def gone_on_backend(backend: Backend, marker: str, timeout: float = 60.0) -> boo
     return wait_for(lambda: not remote_pids(backend, marker), timeout=timeout, step=0.2)
 
 
-# A script that makes one tool call and prints its reply as JSON (ASCII: any byte survives).
+# A script that makes one tool call, with exactly these arguments (not through the stub's
+# signature, so that Herald's argument checks are what answers), and prints the reply as JSON
+# (ASCII: any byte survives).
 CALL_SCRIPT = """
 import json, hermes_tools
+from _hermes_runtime.client import call
 try:
-    reply = {{"result": getattr(hermes_tools, {name!r})(**json.loads({args!r}))}}
+    reply = {{"result": call({name!r}, json.loads({args!r}))}}
 except hermes_tools.ToolError as exc:
     reply = {{"error": {{"type": exc.error_type, "message": str(exc)}}}}
 print(json.dumps(reply))
