@@ -40,6 +40,7 @@ from .protocol import HEADER, ProtocolError, encode_frame
 from .textfiles import TOOLS, FileMissing
 from .toolcore import ToolError, bind_arguments, preview
 
+
 class HandOver(Exception):
     """The call goes to Herald: a failed write is reported in the words of Herald's backend."""
 
