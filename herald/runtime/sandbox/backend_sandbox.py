@@ -40,10 +40,18 @@ REMOTE_LOADER = (
 MIN_PYTHON = (3, 8)
 PROBE_TIMEOUT = 30.0
 PROBE_MARK = "__HERALD_PROBE__"
-# Run by the backend's python (any 3.x) in the new directory: the archive arrives on stdin.
-UNPACK = (
-    "import base64, io, sys, zipfile; "
-    "zipfile.ZipFile(io.BytesIO(base64.b64decode(sys.stdin.buffer.read()))).extractall(sys.argv[1])"
+# Run by the backend's python for the new directory (argv[1]): its version and real path, then,
+# on a python new enough, the sandbox files from the zip on stdin. Syntax and flags (-E -s -S: no
+# PYTHON* variables, no site) any python knows, so that an old one can say its version.
+SETUP = (
+    "import sys\n"
+    "sys.path[:] = [p for p in sys.path if p not in ('', '.')]\n"  # nothing from the cwd (what -I does)
+    f"print('{PROBE_MARK} version %d.%d' % sys.version_info[:2])\n"
+    f"print('{PROBE_MARK} python ' + (sys.executable or ''))\n"
+    f"if sys.version_info >= {MIN_PYTHON!r}:\n"
+    "    import base64, io, zipfile\n"
+    "    zipfile.ZipFile(io.BytesIO(base64.b64decode(sys.stdin.read()))).extractall(sys.argv[1])\n"
+    f"    print('{PROBE_MARK} unpacked')\n"
 )
 
 S = TypeVar("S")
@@ -109,14 +117,11 @@ class BackendSandbox(Generic[S]):
         (`mktemp -d`, 0700), and the sandbox files unpacked into it by that python from a zip
         that travels inside the command (a here-document of base64)."""
         python = shell_quote(self._python)
-        report = f"import sys; print('{PROBE_MARK} version %d.%d' % sys.version_info[:2])"
         end = f"__HERALD_ARCHIVE_{secrets.token_hex(8)}__"
         command = (
-            f"( if ! command -v {python} >/dev/null 2>&1; then echo '{PROBE_MARK} missing'; "
-            f"else {python} -c {shell_quote(report)} 2>&1; umask 077; "
+            f"( if ! command -v {python} >/dev/null 2>&1; then echo '{PROBE_MARK} missing'; else umask 077; "
             f"d=$(mktemp -d \"${{TMPDIR:-/tmp}}/herald-sandbox-XXXXXXXX\") && echo \"{PROBE_MARK} dir $d\" && "
-            f"{python} -c {shell_quote(UNPACK)} \"$d\" 2>&1 <<'{end}' && echo '{PROBE_MARK} unpacked'\n"
-            f"{self._archive()}{end}\nfi )"
+            f"{python} -E -s -S -c {shell_quote(SETUP)} \"$d\" 2>&1 <<'{end}'\n{self._archive()}{end}\nfi )"
         )
         result = self.backend.run(command, timeout=PROBE_TIMEOUT)
         found: dict[str, str] = {}
@@ -153,6 +158,12 @@ class BackendSandbox(Generic[S]):
             raise SandboxStartError(
                 f"could not make a private directory on {self.where}: {result.output.strip()[:500] or 'no output'}"
             )
+        real = found.get("python", "")
+        if "/" not in self._python and real.startswith("/"):
+            # A name looked up on PATH: start what it found directly from now on (a launcher such
+            # as a pyenv shim is a shell script, ~0.1 s per start). A path is kept as given: it
+            # may be a wrapper that sets up the interpreter's environment.
+            self._python = real
         if "unpacked" not in found:
             self._remove(remote_dir)
             said = "\n".join(line for line in result.output.splitlines() if not line.startswith(PROBE_MARK))
