@@ -6,6 +6,7 @@ else (terminal, search_files, a missing file's suggestions) still served by Hera
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,10 @@ from typing import Any
 import pytest
 
 from herald import Runtime, Settings
+from herald._sandbox.localtools import LocalTools
 from herald.backends.base import Backend, CommandResult
+from herald.runtime.backend_tools import BackendTools
+from herald.runtime.grants import Grant
 from herald.tools import ToolError
 from tests.tools.conftest import caller
 
@@ -239,3 +243,55 @@ def test_setup_is_one_command(exec_backend: Backend, settings: Settings) -> None
         assert (counted.runs, counted.writes) == (1, 0)
         assert run_ok(runtime, "print(1)").output == "1\n"
     assert counted.runs == 2  # and one to remove the directory
+
+
+def test_paths_follow_the_session_directory_across_cells_and_calls(
+    exec_backend: Backend, backend_runtime: RuntimeFactory
+) -> None:
+    runtime = backend_runtime()
+    name = unique_name()
+    exec_backend.run(f"mkdir -p {name}/a/b")
+    home = exec_backend.cwd
+    write = 'from hermes_tools import write_file\nprint(write_file("f.txt", "x")["path"])'
+    assert runtime.execute(write, session="k").output == "f.txt\n"
+    runtime.dispatcher.call_direct("terminal", {"command": f"cd {name}/a"})  # between cells: the next grant says so
+    assert runtime.execute(write, session="k").output == "f.txt\n"
+    # Within one run: a terminal cd (served by Herald) moves the supervisor's directory too.
+    moved = run_ok(runtime, 'from hermes_tools import terminal, write_file\nterminal("cd b")\nprint(write_file("f.txt", "y")["path"])')
+    assert moved.output == "f.txt\n"
+    for where, content in ((home, b"x"), (f"{home}/{name}/a", b"x"), (f"{home}/{name}/a/b", b"y")):
+        assert exec_backend.read_bytes(f"{where}/f.txt") == content
+    runtime.dispatcher.call_direct("terminal", {"command": f"cd {home} && rm -rf {name} f.txt"})
+
+
+def test_malformed_records_are_ignored(backend_runtime: RuntimeFactory) -> None:
+    runtime = backend_runtime(overrides={"sandbox.warm": False})
+    tools = BackendTools(runtime.dispatcher)
+    assert tools.names == ["patch", "read_file", "write_file"]
+    scope = runtime.dispatcher.new_scope(5)
+    grant = Grant(scope)
+    for bad in (
+        {"type": "record", "tool": "terminal", "duration_ms": 1, "reply_bytes": 1},  # not a local tool
+        {"type": "record", "tool": "read_file", "duration_ms": "1", "reply_bytes": 1},
+        {"type": "record", "tool": "read_file", "duration_ms": 1, "reply_bytes": 1, "error": "boom"},
+    ):
+        tools.record(grant, bad)
+    assert scope.calls == 0
+    tools.record(grant, {"type": "record", "tool": "read_file", "args": {}, "duration_ms": 1, "reply_bytes": 1})
+    assert scope.calls == 1
+    granted = tools.grant(grant)
+    assert granted is not None and granted["max_calls"] == 4
+
+
+def test_the_supervisor_ignores_a_malformed_grant() -> None:
+    read_fd, write_fd = os.pipe()
+    try:
+        local = LocalTools(write_fd)
+        call = {"id": 1, "tool": "read_file", "args": {"path": "x"}, "conn": 1}
+        for grant in (None, [], {"allowed": ["read_file"]}, {"allowed": ["read_file"], "local": {"rm": {}},
+                      "max_calls": 1, "cwd": "/", "files": {}}):
+            local.set_grant(grant)
+            assert local.route(dict(call)) is False  # goes to Herald as before
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
