@@ -17,12 +17,8 @@ carry length-prefixed JSON frames (protocol.py) both ways, multiplexing everythi
     here -> Herald   {"type": "exit", "exit_code": n}      the script interpreter is gone (last frame)
     Herald -> here   {"type": "close"}                     SIGKILL the tree and leave at once
     here -> Herald   {"type": "failed", "error": "..."}    this supervisor itself broke (last frame)
-    here -> Herald   {"type": "record", "tool", ...}       a tool call answered here (localtools.py)
-    Herald -> here   {"type": "cwd", "cwd": "/dir"}        the session's directory moved
-
-The start and code frames may carry "tools", the run's grant: the tools this supervisor runs
-itself next to the script (read_file, write_file, patch), the allow-list and the call budget
-(localtools.py). Every other call goes to Herald as before.
+    here -> Herald   {"type": "record", "tool", ...}       a call answered here; start and code frames
+    Herald -> here   {"type": "cwd", "cwd": "/dir"}        carry the grant for those (localtools.py)
 
 Why a separate supervisor process: it must stay responsive while the script runs anything at all
 (a C call holding the GIL, a blocked write), so that a kill frame or the end of its stdin always
@@ -205,8 +201,7 @@ class Supervisor:
         return True
 
     def local_calls_done(self) -> None:
-        """Replies of the calls answered here go to their connections, their records to Herald;
-        calls handed over (or held past the budget) go to Herald."""
+        """Replies of calls answered here to their connections, records and hand-overs to Herald."""
         for number, frame, record in self.local.finished():
             if number is None:
                 self.send(frame)
