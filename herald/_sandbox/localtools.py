@@ -75,7 +75,7 @@ class LocalTools:
         self._pool: Optional[ThreadPoolExecutor] = None
         self._done: List[Done] = []
         self._lock = threading.Lock()
-        self._paths: Dict[str, threading.Lock] = {}
+        self._paths: Dict[str, List[Any]] = {}  # path -> [its lock, calls using it]
 
     def set_grant(self, grant: Any, max_parallel: Any = None) -> None:
         """A new run or kernel cell: its grant (None or malformed: every call goes to Herald)."""
@@ -112,7 +112,7 @@ class LocalTools:
         self.in_flight += 1
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="herald-local-tool")
-        self._pool.submit(self._run, call, spec, grant, self.cwd)
+        self._pool.submit(self._run, call, spec, grant, self.cwd, self.files)
         return True
 
     def finished(self) -> List[Done]:
@@ -137,14 +137,19 @@ class LocalTools:
 
     # -- on a worker thread ----------------------------------------------------------------
 
-    def _run(self, call: Dict[str, Any], spec: Dict[str, Any], grant: Dict[str, Any], cwd: str) -> None:
+    def _run(self, call: Dict[str, Any], spec: Dict[str, Any], grant: Dict[str, Any], cwd: str, files: OsFiles) -> None:
         name = call["tool"]
         started = time.perf_counter()
         try:
             try:
                 bound = bind_arguments(name, spec["properties"], spec["required"], call.get("args"), spec["refused"])
-                with self._path_lock(cwd, bound.get("path")):
-                    reply: Dict[str, Any] = {"result": TOOLS[name](self.files, cwd, grant["files"], bound)}
+                key = resolve_path(cwd, bound["path"]) if isinstance(bound.get("path"), str) and bound["path"].strip() else ""
+                lock = self._hold(key)
+                try:
+                    with lock:
+                        reply: Dict[str, Any] = {"result": TOOLS[name](files, cwd, grant["files"], bound)}
+                finally:
+                    self._release(key)
             except ToolError as exc:
                 reply = {"error": {"type": exc.error_type, "message": str(exc)}}
             frame = encode_frame(dict(reply, id=call.get("id")))
@@ -165,10 +170,20 @@ class LocalTools:
             record["error"] = reply["error"]
         self._finish((call["conn"], frame, record))
 
-    def _path_lock(self, cwd: str, path: Any) -> threading.Lock:
-        key = resolve_path(cwd, path) if isinstance(path, str) and path.strip() else ""
+    def _hold(self, key: str) -> threading.Lock:
+        """The lock of calls touching `key` (one path): two patches of a file take turns."""
         with self._lock:
-            return self._paths.setdefault(key, threading.Lock())
+            entry = self._paths.setdefault(key, [threading.Lock(), 0])
+            entry[1] += 1
+            lock: threading.Lock = entry[0]
+            return lock
+
+    def _release(self, key: str) -> None:
+        with self._lock:
+            entry = self._paths[key]
+            entry[1] -= 1
+            if not entry[1]:
+                del self._paths[key]  # a lock per path in use, not per path ever touched
 
     def _finish(self, item: Done) -> None:
         with self._lock:

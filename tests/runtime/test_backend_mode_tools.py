@@ -295,3 +295,19 @@ def test_the_supervisor_ignores_a_malformed_grant() -> None:
     finally:
         os.close(read_fd)
         os.close(write_fd)
+
+
+def test_parallel_patches_of_one_file_take_turns(exec_backend: Backend, backend_runtime: RuntimeFactory) -> None:
+    name = unique_name()
+    exec_backend.write_bytes(f"{name}.txt", "".join(f"token{i}\n" for i in range(12)).encode())
+    result = run_ok(
+        backend_runtime(),
+        f"""
+        from hermes_tools import parallel, patch
+        done = parallel([(patch, "{name}.txt", "token%d\\n" % i, "done%d\\n" % i) for i in range(12)])
+        print(sum(r["replacements"] for r in done))
+        """,
+    )
+    assert result.output == "12\n"
+    assert exec_backend.read_bytes(f"{name}.txt") == "".join(f"done{i}\n" for i in range(12)).encode()
+    exec_backend.run(f"rm -f {name}.txt")
