@@ -31,28 +31,11 @@ from __future__ import annotations
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import frames
-from .fileaccess import OsFiles, resolve_path
-from .protocol import HEADER, ProtocolError, encode_frame
-from .textfiles import TOOLS, FileMissing
-from .toolcore import ToolError, bind_arguments, preview
-
-
-class HandOver(Exception):
-    """The call goes to Herald: a failed write is reported in the words of Herald's backend."""
-
-
-class BackendFiles(OsFiles):
-    """OsFiles whose failed writes hand the call over (the file is unchanged then)."""
-
-    def write_bytes(self, path: str, data: bytes) -> None:
-        try:
-            super().write_bytes(path, data)
-        except OSError:
-            raise HandOver() from None
+# The tools the core can run (textfiles.TOOLS): that module and the workers (localcall.py) are
+# imported by `load`, once the script is starting, so that a supervisor starts as fast as before.
+TOOL_NAMES = ("read_file", "write_file", "patch")
 
 
 # A finished local call: (connection number, reply frame, record) or, handed over, (None, call, None).
@@ -63,29 +46,32 @@ class LocalTools:
     """The supervisor's local tool calls. `route` is called on the supervisor's loop; workers
     report through `done` and a byte on `wake_fd`, and the loop collects them with `finished`."""
 
-    def __init__(self, wake_fd: int, max_workers: int = 4) -> None:
+    def __init__(self, wake_fd: int, max_workers: int = 16) -> None:
         self.wake_fd = wake_fd
-        self.max_workers = max(1, max_workers)
+        self.max_workers = max(1, max_workers)  # the script's client runs at most 16 calls at once too
         self.grant: Optional[Dict[str, Any]] = None
         self.calls = 0
         self.in_flight = 0
         self.held: List[Dict[str, Any]] = []  # over the budget: go to Herald once nothing runs here
         self.cwd = "/"
-        self.files = BackendFiles(0)
-        self._pool: Optional[ThreadPoolExecutor] = None
+        self._workers: Any = None  # localcall.Workers, once loaded
         self._done: List[Done] = []
         self._lock = threading.Lock()
-        self._paths: Dict[str, List[Any]] = {}  # path -> [its lock, calls using it]
 
-    def set_grant(self, grant: Any, max_parallel: Any = None) -> None:
+    def set_grant(self, grant: Any) -> None:
         """A new run or kernel cell: its grant (None or malformed: every call goes to Herald)."""
         self.grant = grant if _valid(grant) else None
         self.calls = 0
         if self.grant is not None:
             self.cwd = self.grant["cwd"]
-            self.files = BackendFiles(int(self.grant["files"]["read_max_bytes"]))
-            if isinstance(max_parallel, int) and max_parallel > 0:
-                self.max_workers = max_parallel
+
+    def load(self) -> None:
+        """Import the tool core and start the workers (the supervisor calls this while the
+        script's interpreter starts; the first local call would otherwise)."""
+        if self._workers is None:
+            from .localcall import Workers
+
+            self._workers = Workers(self.max_workers, self._finish)
 
     def set_cwd(self, cwd: Any) -> None:
         if isinstance(cwd, str) and cwd.startswith("/"):
@@ -110,9 +96,8 @@ class LocalTools:
         if isinstance(path, str) and path.startswith("~"):
             return False  # the backend's HOME: Herald's backend expands it
         self.in_flight += 1
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="herald-local-tool")
-        self._pool.submit(self._run, call, spec, grant, self.cwd, self.files)
+        self.load()
+        self._workers.submit(call, spec, grant, self.cwd)
         return True
 
     def finished(self) -> List[Done]:
@@ -135,56 +120,6 @@ class LocalTools:
                 return
             time.sleep(0.005)
 
-    # -- on a worker thread ----------------------------------------------------------------
-
-    def _run(self, call: Dict[str, Any], spec: Dict[str, Any], grant: Dict[str, Any], cwd: str, files: OsFiles) -> None:
-        name = call["tool"]
-        started = time.perf_counter()
-        try:
-            try:
-                bound = bind_arguments(name, spec["properties"], spec["required"], call.get("args"), spec["refused"])
-                key = resolve_path(cwd, bound["path"]) if isinstance(bound.get("path"), str) and bound["path"].strip() else ""
-                lock = self._hold(key)
-                try:
-                    with lock:
-                        reply: Dict[str, Any] = {"result": TOOLS[name](files, cwd, grant["files"], bound)}
-                finally:
-                    self._release(key)
-            except ToolError as exc:
-                reply = {"error": {"type": exc.error_type, "message": str(exc)}}
-            frame = encode_frame(dict(reply, id=call.get("id")))
-        except (FileMissing, HandOver, OSError, ValueError, ProtocolError, TypeError, KeyError):
-            self._finish((None, call, None))  # Herald runs it the usual way
-            return
-        except Exception:  # a bug here must not cost the script its call: Herald runs it
-            self._finish((None, call, None))
-            return
-        record: Dict[str, Any] = {
-            "type": frames.RECORD,
-            "tool": name,
-            "args": preview(call.get("args")),
-            "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-            "reply_bytes": len(frame) - HEADER.size,
-        }
-        if "error" in reply:
-            record["error"] = reply["error"]
-        self._finish((call["conn"], frame, record))
-
-    def _hold(self, key: str) -> threading.Lock:
-        """The lock of calls touching `key` (one path): two patches of a file take turns."""
-        with self._lock:
-            entry = self._paths.setdefault(key, [threading.Lock(), 0])
-            entry[1] += 1
-            lock: threading.Lock = entry[0]
-            return lock
-
-    def _release(self, key: str) -> None:
-        with self._lock:
-            entry = self._paths[key]
-            entry[1] -= 1
-            if not entry[1]:
-                del self._paths[key]  # a lock per path in use, not per path ever touched
-
     def _finish(self, item: Done) -> None:
         with self._lock:
             self._done.append(item)
@@ -194,8 +129,8 @@ class LocalTools:
             pass
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
+        if self._workers is not None:
+            self._workers.close()
 
 
 def _valid(grant: Any) -> bool:
@@ -204,7 +139,7 @@ def _valid(grant: Any) -> bool:
         lambda g: isinstance(g.get("allowed"), list) and all(isinstance(n, str) for n in g["allowed"]),
         lambda g: isinstance(g.get("local"), dict) and all(
             isinstance(s, dict) and isinstance(s.get("properties"), dict) and isinstance(s.get("required"), list)
-            and isinstance(s.get("refused"), dict) and n in TOOLS for n, s in g["local"].items()
+            and isinstance(s.get("refused"), dict) and n in TOOL_NAMES for n, s in g["local"].items()
         ),
         lambda g: isinstance(g.get("max_calls"), int),
         lambda g: isinstance(g.get("cwd"), str) and g["cwd"].startswith("/"),

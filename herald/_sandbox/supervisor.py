@@ -112,6 +112,7 @@ class Supervisor:
         self.child = self.start_script(message)
         self.outputs = {self.child.stdout: frames.OUT, self.child.stderr: frames.ERR}
         self.ctl_in, self.ctl = self.child.ctl_in, Sink(self.child.ctl_out)
+        self.local.load()  # while the script's interpreter starts
 
     def start_script(self, message: Dict[str, Any]) -> ScriptProcess:
         """Forked by the Runtime's zygote when Herald names one (setting sandbox.fork_server),
@@ -162,7 +163,7 @@ class Supervisor:
         elif kind == frames.START and self.ctl is not None:
             start = {key: message.get(key) for key in ("mode", "cwd", "code", "sentinel", "line_buffered", "max_parallel")}
             start.update(socket=self.socket_path, token=self.token)
-            self.local.set_grant(message.get("tools"), message.get("max_parallel"))
+            self.local.set_grant(message.get("tools"))
             self.ctl.push(encode_frame(start))
         elif kind == frames.CODE and self.ctl is not None:
             self.local.set_grant(message.get("tools"))

@@ -95,6 +95,7 @@ def test_sandbox_layout(tmp_path: Path) -> None:
         "fuzzy.py",
         "helpers.py",
         "landlock.py",
+        "localcall.py",
         "localtools.py",
         "procs.py",
         "protocol.py",
