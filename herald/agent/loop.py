@@ -135,7 +135,7 @@ class Agent:
             undo.callback(self.session.close)
             if state is None:
                 undo.callback(self.session.path.unlink, missing_ok=True)
-            tools_registry = Registry([*(registry or default_registry()), todo_tool(self.todo)])
+            tools_registry = Registry([*(registry or default_registry(self.settings)), todo_tool(self.todo)])
             enabled = list(tools) if tools is not None else self.settings.tools
             if enabled is not None:
                 enabled = [*enabled, "todo"]

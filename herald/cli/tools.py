@@ -28,7 +28,7 @@ def session_offer(settings: Any) -> Any:
     from ..tools.registry import default_registry
 
     try:
-        return offer_tools(default_registry(), settings.tools, settings)
+        return offer_tools(default_registry(settings), settings.tools, settings)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 

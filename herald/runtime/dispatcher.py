@@ -44,7 +44,7 @@ from typing import Any
 
 from .._sandbox.protocol import HEADER, reply_frame
 from ..backends.base import BackendError
-from ..backends.shell import CANCEL_POLL_SECONDS, cancellable
+from ..backends.shell import CANCEL_POLL_SECONDS, cancellable, foreground_only
 from ..config import Settings
 from ..spill import SpillBudget, charged_to
 from ..tools.arguments import bind_arguments
@@ -311,7 +311,9 @@ class Dispatcher:
             with self._locks.hold(resources, cancel, CANCEL_POLL_SECONDS) as held:
                 if not held:  # interrupted while another call held what this one touches
                     return interrupted
-                with cancellable(cancel), charged_to(scope.spill if scope is not None else None):
+                # A script's commands end with their background jobs (shell.foreground_only).
+                with (cancellable(cancel), foreground_only(scope is not None),
+                      charged_to(scope.spill if scope is not None else None)):
                     result = tool.handler(bound, self.ctx)
         except ToolError as exc:
             return _error(exc.error_type, str(exc))

@@ -101,7 +101,7 @@ class Runtime:
                 backend = LocalBackend(settings=self.settings)
                 undo.callback(backend.close)
             self.backend = backend
-            self.registry = registry or default_registry()
+            self.registry = registry or default_registry(self.settings)
             if transcript is True:
                 stamp = time.strftime("%Y%m%d-%H%M%S")
                 transcript = self.settings.transcript_dir / f"runtime-{stamp}-{secrets.token_hex(3)}.jsonl"

@@ -99,6 +99,7 @@ def test_sandbox_layout(tmp_path: Path) -> None:
         "localtools.py",
         "procs.py",
         "protocol.py",
+        "reaper.py",
         "scriptproc.py",
         "shellguard.py",
         "sinks.py",

@@ -61,6 +61,11 @@ class Isolation:
     network: str = "none"
 
     @property
+    def holds_processes(self) -> bool:
+        """Whether the run's processes live in a PID namespace that dies with it (bwrap)."""
+        return self.mode == "bwrap"
+
+    @property
     def describe(self) -> str:
         """One line for results, `herald doctor` and the live view."""
         if self.mode in ("none", "container"):
