@@ -33,7 +33,6 @@ class BackendTools:
     def __init__(self, dispatcher: Dispatcher) -> None:
         self._dispatcher = dispatcher
         tools = dispatcher.script_tools
-        self._allowed = [tool.name for tool in tools]
         self._local = {
             tool.name: {
                 "properties": tool.properties,
@@ -58,7 +57,7 @@ class BackendTools:
             return None
         scope = session.scope
         return {
-            "allowed": self._allowed,
+            "allowed": [tool.name for tool in self._dispatcher.script_tools],  # its count must match Herald's
             "local": self._local,
             "max_calls": max(0, scope.max_calls - scope.calls),
             "cwd": self.cwd(),
