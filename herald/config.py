@@ -40,6 +40,9 @@ class SandboxSettings:
     env_passthrough: list[str] = field(default_factory=list)
     exec_mode: str = "host"  # host: the script runs here | backend: inside the backend (open() acts there)
     remote_python: str = "python3"  # the backend's interpreter for exec_mode "backend" (3.8 or newer)
+    # exec_mode "backend": read_file, write_file and patch run next to the script, in the backend
+    # (False: every tool call goes back to Herald)
+    backend_tools: bool = True
     isolation: str = "auto"  # auto | bwrap | landlock | none: what the script sees (sandbox/isolation.py)
     network: str = "none"  # none: no network inside the isolation | host: this machine's network
     ro_binds: list[str] = field(default_factory=list)  # extra paths the isolated script may read

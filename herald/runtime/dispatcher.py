@@ -262,6 +262,23 @@ class Dispatcher:
                 log.exception("on_script_call hook failed")
         return frame
 
+    def record_script_call(
+        self, scope: CallScope, name: str, args_preview: Any, error: dict[str, Any] | None, size: int, seconds: float
+    ) -> None:
+        """A call a backend-mode supervisor answered next to the script (runtime/backend_tools.py):
+        counted in `scope` and logged as `serve` logs the calls it runs (`args_preview` is
+        already a transcript preview); its record says `in_backend`."""
+        with scope.lock:
+            scope.calls += 1
+        reply = {"error": error} if error is not None else {}
+        self._log(scope.run_id, "sandbox_tool_call", name, args_preview, reply, size, seconds, {"in_backend": True},
+                  previewed=True)
+        if self.on_script_call is not None:
+            try:
+                self.on_script_call(name, error is None)
+            except Exception:  # a display problem must not fail the script's call
+                log.exception("on_script_call hook failed")
+
     def call_direct(
         self, name: str, args: Any, *, call_id: str = "direct", cancel: threading.Event | None = None
     ) -> dict[str, Any]:
@@ -366,12 +383,12 @@ class Dispatcher:
 
     def _log(
         self, run_id: str, kind: str, name: Any, args: Any, reply: dict[str, Any], size: int, seconds: float,
-        extra: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None, *, previewed: bool = False,
     ) -> None:
         if self.transcript is None:
             return
         try:
-            self._write_log(run_id, kind, name, args, reply, size, seconds, extra or {})
+            self._write_log(run_id, kind, name, args if previewed else preview(args), reply, size, seconds, extra or {})
         except Exception:  # the call already ran: a logging failure must not turn it into an error
             log.exception("could not write the transcript record of a %s call", name)
 
@@ -384,7 +401,7 @@ class Dispatcher:
             "type": kind,
             "run": run_id,
             "tool": name,
-            "args": preview(args),
+            "args": args,
             "duration_ms": round(seconds * 1000, 3),
         }
         if "error" in reply:

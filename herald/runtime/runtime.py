@@ -40,6 +40,7 @@ from ..policy.budgets import check_budgets
 from ..spill import sweep
 from ..tools.registry import Registry, ToolContext, default_registry
 from ..transcript import Transcript
+from .backend_tools import BackendTools
 from .dispatcher import Dispatcher
 from .execute_code import execute_code_tool
 from .grants import Grant, Grants
@@ -145,6 +146,7 @@ class Runtime:
                     Path(self._sandbox_dir),
                     self._grants.lookup,
                     lambda grant, message, echo: self.dispatcher.serve(grant.scope, message, echo),
+                    BackendTools(self.dispatcher) if self.settings.sandbox.backend_tools else None,
                 )
                 undo.callback(self._remote.close)
             self._child_env = sandbox_environ(herald_environ(), self.settings.sandbox.env_passthrough)

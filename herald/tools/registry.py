@@ -15,19 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+# Raised by the tools here and by the sandbox's tool core (one class: a backend-mode supervisor
+# raises it too).
+from .._sandbox.toolcore import ToolError as ToolError
 from ..config import Settings
 from .resources import ANY_FILE, Resource, ResourceFn
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
-
-
-class ToolError(Exception):
-    """A tool failed in a way the caller can act on; the message says how."""
-
-    def __init__(self, message: str, error_type: str = "ToolError") -> None:
-        super().__init__(message)
-        self.error_type = error_type
 
 
 @dataclass

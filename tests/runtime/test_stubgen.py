@@ -90,9 +90,13 @@ def test_sandbox_layout(tmp_path: Path) -> None:
         "client.py",
         "confine.py",
         "environ.py",
+        "fileaccess.py",
         "frames.py",
+        "fuzzy.py",
         "helpers.py",
         "landlock.py",
+        "localcall.py",
+        "localtools.py",
         "procs.py",
         "protocol.py",
         "reaper.py",
@@ -100,6 +104,8 @@ def test_sandbox_layout(tmp_path: Path) -> None:
         "shellguard.py",
         "sinks.py",
         "supervisor.py",
+        "textfiles.py",
+        "toolcore.py",
         "zygote.py",
     ]
     # A plain copy of the package Herald itself imports.
