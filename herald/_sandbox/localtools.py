@@ -7,7 +7,8 @@ frame (and each kernel cell's code frame), under the key "tools":
      "local": {name: {"properties", "required", "refused"}},   the ones run here, with their schema
      "max_calls": n,               the run's call budget
      "cwd": "/dir",                the session's current directory (updated by CWD frames)
-     "files": {"read_max_bytes", "read_max_line_chars", "read_max_chars"}}
+     "files": {"read_max_bytes", "read_max_line_chars", "read_max_chars"},
+     "roots"?: {"write": ["/dir/"], "read": [...]}}   under a confining profile: the workspace
 
 Policy, in the Dispatcher's order (herald/runtime/dispatcher.py):
 - A call of a tool not in "allowed" goes to Herald uncounted: Herald refuses it, as always.
@@ -15,6 +16,8 @@ Policy, in the Dispatcher's order (herald/runtime/dispatcher.py):
   running here have reported, then goes to Herald, whose count then matches this one and which
   refuses it with its usual message. (Herald counts each call it serves and each record below,
   so its count never runs ahead of this one and it never refuses what was counted here.)
+- Under a confining profile ("roots"), a call whose path lies outside the workspace, as written
+  or where its symlinks lead, goes to Herald, whose policy decides (and refuses in its words).
 - A tool in "local" has its arguments bound here (toolcore.bind_arguments, the same messages),
   then runs on a worker thread with the tool core (textfiles.py) over OsFiles; calls touching
   the same path take turns. Its reply goes straight to the script, and a "record" frame to
@@ -29,6 +32,7 @@ Policy, in the Dispatcher's order (herald/runtime/dispatcher.py):
 from __future__ import annotations
 
 import os
+import posixpath
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -95,6 +99,9 @@ class LocalTools:
         path = call["args"].get("path") if isinstance(call.get("args"), dict) else None
         if isinstance(path, str) and path.startswith("~"):
             return False  # the backend's HOME: Herald's backend expands it
+        roots = grant.get("roots")
+        if roots is not None and isinstance(path, str) and not _inside(path, self.cwd, roots, bool(spec.get("writes"))):
+            return False  # Herald's policy decides (and refuses in its words)
         self.in_flight += 1
         self.load()
         self._workers.submit(call, spec, grant, self.cwd)
@@ -133,6 +140,18 @@ class LocalTools:
             self._workers.close()
 
 
+def _inside(path: str, cwd: str, roots: Dict[str, List[str]], writes: bool) -> bool:
+    """Whether `path` is inside the workspace roots both as written and where its symlinks lead
+    (the roots are "/dir/" prefixes, with the read-only ones when the tool only reads)."""
+    prefixes = tuple(roots["write" if writes else "read"])
+    try:
+        full = posixpath.normpath(posixpath.join(cwd, path))
+        leads = os.path.realpath(full)
+    except (ValueError, OSError):  # a NUL byte, a symlink loop
+        return False
+    return all((where.rstrip("/") + "/").startswith(prefixes) for where in (full, leads))
+
+
 def _valid(grant: Any) -> bool:
     checks: List[Callable[[Any], bool]] = [
         lambda g: isinstance(g, dict),
@@ -145,5 +164,8 @@ def _valid(grant: Any) -> bool:
         lambda g: isinstance(g.get("cwd"), str) and g["cwd"].startswith("/"),
         lambda g: isinstance(g.get("files"), dict) and all(isinstance(g["files"].get(k), int) for k in
                                                             ("read_max_bytes", "read_max_line_chars", "read_max_chars")),
+        lambda g: g.get("roots") is None or (isinstance(g["roots"], dict) and all(
+            isinstance(g["roots"].get(k), list) and all(isinstance(p, str) and p.startswith("/") for p in g["roots"][k])
+            for k in ("write", "read"))),
     ]
     return all(check(grant) for check in checks)

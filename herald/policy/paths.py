@@ -118,6 +118,11 @@ class Workspace:
                 return None
         return full
 
+    def prefixes(self, *, reading: bool = False) -> tuple[str, ...]:
+        """The roots as "/dir/" prefixes (with the read roots when `reading`): for a check made
+        elsewhere with the same rule as `inside` (backend mode's supervisor)."""
+        return self._read_prefixes if reading else self._prefixes
+
     def inside(self, resolved: str, *, reading: bool = False) -> bool:
         return resolved in self.roots or resolved.startswith(self._read_prefixes if reading else self._prefixes)
 

@@ -197,8 +197,9 @@ def test_hostile_reads_are_refused_in_the_backend(
     if target == "fifo":
         assert exec_backend.run(f"mkfifo {name}").exit_code == 0
         target = name
+    # The full profile: the default one refuses /dev/zero (outside the workspace) before the tool's own check.
     result = run_ok(
-        backend_runtime(),
+        backend_runtime(policy="full"),
         f"""
         from hermes_tools import read_file, patch, ToolError
         for call in (lambda: read_file("{target}"), lambda: patch("{target}", "a", "b")):
