@@ -13,7 +13,9 @@ import dataclasses
 import getpass
 import logging
 import posixpath
+import stat as stat_mod
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -24,20 +26,52 @@ from ..base import BackendError, CommandResult, DirEntry, FileStat, resolve_path
 from ..shell import PersistentShell, shell_quote
 from . import files
 from .channel import SSHChannel
-from .connection import SSHConnection, connect
+from .connection import HOUSEKEEPING_SECONDS, SSHConnection, connect
+from .sftp import Attrs, SFTPCancelled, SFTPSession, SFTPTimeout
 from .target import DEFAULT_PORT, SSHTarget, parse_ssh_spec
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# Makes the shell's private state directory and reports it, the home, and the start directory.
-SETUP = r"""
+# Finds this connection's sshd process (a session's state directory belongs to it), sweeps the
+# state directories of connections that are gone (a session whose host was unreachable at close
+# left its own), makes this session's directory and reports it, the home, and the start directory.
+# Files made here are private (umask 077): state.sh holds the session's exported variables.
+OWNER = r"""
+umask 077
+owner=; p=$$
+while [ "${p:-0}" -gt 1 ] 2>/dev/null; do
+  IFS= read -r line 2>/dev/null < "/proc/$p/stat" || break
+  comm=${line#*\(}; comm=${comm%\)*}
+  case $comm in sshd*) owner=$p; break ;; esac
+  set -- ${line##*) }; p=$2
+done
+"""
+SWEEP = r"""
+for old in /dev/shm/herald-shell-* "${TMPDIR:-/tmp}"/herald-shell-*; do
+  [ -d "$old" ] && [ -O "$old" ] && [ -f "$old/owner" ] && [ "$old" != "$keep" ] || continue
+  IFS= read -r o 2>/dev/null < "$old/owner"
+  if [ -n "$o" ] && IFS= read -r line 2>/dev/null < "/proc/$o/stat"; then
+    case ${line#*\(} in sshd*) continue ;; esac
+  fi
+  rm -rf -- "$old"
+done
+"""
+SETUP = 'start=$1; keep=' + OWNER + SWEEP + r"""
 d=$(mktemp -d /dev/shm/herald-shell-XXXXXX 2>/dev/null) || d=$(mktemp -d "${TMPDIR:-/tmp}/herald-shell-XXXXXX") || exit 3
-cd -- "${1:-$HOME}" 2>/dev/null || { rmdir "$d"; exit 4; }
+: > "$d/state.sh"; [ -n "$owner" ] && printf '%s\n' "$owner" > "$d/owner"
+cd -- "${start:-$HOME}" 2>/dev/null || { rm -rf -- "$d"; exit 4; }
 printf '%s\0%s\0%s\0' "$d" "$HOME" "$PWD"
 """
-# After a reconnect: the state directory is still there unless the host rebooted (or cleaned /tmp).
-RESTORE = 'if test -d "$1"; then echo kept; else mkdir -m 700 -- "$1" && echo new; fi'
+# After a reconnect: the state directory is still there unless the host rebooted (or cleaned
+# /tmp, or another session swept it while this one was disconnected); it now belongs to the new
+# connection.
+RESTORE = "keep=$1" + OWNER + r"""
+if test -d "$keep"; then echo kept; else mkdir -m 700 -- "$keep" && : > "$keep/state.sh" && echo new; fi
+[ -n "$owner" ] && printf '%s\n' "$owner" > "$keep/owner"
+""" + SWEEP
+# How long a stat's answer may stand in for the look a read takes before it opens the file.
+SEEN_SECONDS = 2.0
 
 
 class SSHBackend:
@@ -73,6 +107,11 @@ class SSHBackend:
         self._state_dir = ""
         self._notes: list[str] = []
         self._closed = False
+        # Attributes this backend saw last per path, so that a read right after a stat need not
+        # look again (`_fresh`); commands running and processes started make them stale.
+        self._seen: dict[str, tuple[float, Attrs]] = {}
+        self._running = 0
+        self._channels: list[SSHChannel] = []
 
     # -- the connection ----------------------------------------------------------------------
 
@@ -168,9 +207,24 @@ class SSHBackend:
 
     def open_channel(self, argv: list[str], *, cwd: str | None = None) -> SSHChannel:
         directory = self._path(cwd) if cwd else self.cwd
-        return SSHChannel(self._connection(), argv, cwd=directory, grace=self._grace)
+        channel = SSHChannel(self._connection(), argv, cwd=directory, grace=self._grace)
+        with self._lock:
+            self._channels = [c for c in self._channels if not c.closed] + [channel]
+            self._seen.clear()
+        return channel
 
     def run(self, command: str, *, timeout: float | None = None, workdir: str | None = None) -> CommandResult:
+        with self._lock:
+            self._running += 1
+            self._seen.clear()
+        try:
+            return self._run(command, timeout, workdir)
+        finally:
+            with self._lock:
+                self._running -= 1
+                self._seen.clear()
+
+    def _run(self, command: str, timeout: float | None, workdir: str | None) -> CommandResult:
         limit = self.settings.terminal.timeout if timeout is None else timeout
         shell = self._session()
         directory = self._path(workdir) if workdir else None
@@ -206,14 +260,20 @@ class SSHBackend:
             return posixpath.normpath(self.home + path[1:])
         return resolve_path(self.cwd, path)
 
-    def _files(self, operation: Callable[[paramiko.SFTPClient], T]) -> T:
-        """Run a file operation over SFTP; if the connection dropped, reconnect and do it again
-        (reads, stats and the temp-file-and-rename write can safely run twice)."""
+    def _files(self, operation: Callable[[SSHConnection, SFTPSession], T]) -> T:
+        """Run a file operation on an SFTP session of its own (concurrent calls overlap); if the
+        connection dropped, reconnect and do it again (reads, stats and the temp-file-and-rename
+        write can safely run twice). Every wait has a deadline (sftp.py); a run's cancel event
+        stops it."""
         for attempt in (1, 2):
             conn = self._connection()
             try:
-                with conn.sftp_lock:
-                    return operation(conn.sftp())
+                with conn.sftp() as session:
+                    return operation(conn, session)
+            except SFTPCancelled:
+                raise BackendError(f"the file operation on {self.target} was cancelled (the run ended)") from None
+            except SFTPTimeout:
+                raise
             except Exception as exc:
                 if conn.alive():
                     if isinstance(exc, OSError | BackendError):
@@ -223,22 +283,60 @@ class SSHBackend:
                     raise BackendError(f"the SSH connection to {self.target} dropped twice during a file operation") from None
         raise AssertionError("unreachable")
 
+    def _saw(self, path: str, attrs: Attrs | None) -> None:
+        with self._lock:
+            if attrs is None:
+                self._seen.pop(path, None)
+            else:
+                if len(self._seen) > 1024:
+                    self._seen.clear()
+                self._seen[path] = (time.monotonic(), attrs)
+
+    def _fresh(self, path: str) -> Attrs | None:
+        """A regular file's attributes seen at `path` within SEEN_SECONDS, with no command or
+        process started since (they could have changed anything)."""
+        with self._lock:
+            seen = self._seen.get(path)
+            busy = self._running or any(not channel.closed for channel in self._channels)
+            if seen is None or time.monotonic() - seen[0] > SEEN_SECONDS or busy:
+                return None
+            return seen[1] if stat_mod.S_ISREG(seen[1].st_mode) else None
+
+    def _forget_seen(self) -> None:
+        with self._lock:
+            self._seen.clear()
+
     def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
         target = self._path(path)
         limit = self.settings.files.read_max_bytes if max_bytes is None else max_bytes
-        return self._files(lambda sftp: files.read_bytes(sftp, target, limit))
+        known = self._fresh(target)
+        data, attrs = self._files(lambda _, s: files.read_bytes(s, target, limit, known))
+        self._saw(target, attrs)
+        return data
 
     def write_bytes(self, path: str, data: bytes) -> None:
         target = self._path(path)
-        self._files(lambda sftp: files.write_bytes(sftp, target, data))
+
+        def write(conn: SSHConnection, s: SFTPSession) -> None:
+            conn.default_mode = files.write_bytes(s, target, data, conn.default_mode)
+
+        self._saw(target, None)
+        self._files(write)
 
     def stat(self, path: str) -> FileStat | None:
         target = self._path(path)
-        return self._files(lambda sftp: files.stat(sftp, target))
+        attrs = self._files(lambda _, s: files.stat(s, target))
+        self._saw(target, attrs)
+        return files.to_filestat(target, attrs) if attrs is not None else None
 
     def list_dir(self, path: str) -> list[DirEntry]:
         target = self._path(path)
-        return self._files(lambda sftp: files.list_dir(sftp, target))
+        return self._files(lambda _, s: files.list_dir(s, target))
+
+    def sftp_requests(self) -> int:
+        """SFTP requests sent on the current connection so far (diagnostics: round-trip tests)."""
+        conn = self._conn
+        return conn.sftp_requests() if conn is not None else 0
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -249,11 +347,17 @@ class SSHBackend:
             self._closed = True
             conn, shell, self._conn = self._conn, self._shell, None
         if shell is not None:
+            # A command still running (its caller not yet told to stop) gets a moment to end;
+            # then the connection is given up under it, which ends its wait at once.
+            if shell.lock.acquire(timeout=HOUSEKEEPING_SECONDS + self._grace):
+                shell.lock.release()
+            elif conn is not None:
+                conn.abandon("closing while a command still ran")
             shell.close()  # stops the shell and everything it started
         if conn is not None:
-            if conn.alive() and self._state_dir:
+            if conn.alive() and self._state_dir:  # it holds the exported variables: not left behind
                 try:
-                    conn.exec(f"rm -rf -- {shell_quote(self._state_dir)}", timeout=conn.timeout)
+                    conn.exec(f"rm -rf -- {shell_quote(self._state_dir)}", timeout=min(HOUSEKEEPING_SECONDS, conn.timeout))
                 except BackendError as exc:
                     log.warning("could not remove %s on %s: %s", self._state_dir, self.target, exc)
             conn.close()

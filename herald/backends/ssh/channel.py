@@ -24,7 +24,7 @@ import paramiko
 from ..base import BackendError
 from ..remote import kill_tree_argv
 from ..shell import shell_quote
-from .connection import SSHConnection
+from .connection import HOUSEKEEPING_SECONDS, SSHConnection
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def launch_command(argv: list[str], cwd: str | None, nonce: str) -> str:
 
 def kill_tree(conn: SSHConnection, pid: int, grace: float) -> None:
     """Stop `pid` and its descendants on the host, with the script the exec-API backends use."""
-    conn.exec(" ".join(shell_quote(arg) for arg in kill_tree_argv(pid, grace)), timeout=grace + conn.timeout)
+    conn.exec(" ".join(shell_quote(arg) for arg in kill_tree_argv(pid, grace)), timeout=grace + min(HOUSEKEEPING_SECONDS, conn.timeout))
 
 
 class SSHChannel:
@@ -126,15 +126,29 @@ class SSHChannel:
         self._fill_until_pid(time.monotonic() + timeout)
         return self.pid
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
+        """Stop the process tree unless it is known to be over. A process that has just ended
+        sends its end of output, then its exit status: seeing the first without the second
+        yet is a race, not a sign of life, so the status is waited for briefly rather than a
+        kill command sent. Every wait here has a deadline (HOUSEKEEPING_SECONDS on a silent
+        host, after which the connection is given up): closing never hangs on a dead link."""
         if self._closed:
             return
         self._closed = True
         try:
-            if not self._chan.status_event.is_set() and self._conn.alive():
-                pid = self._await_pid(min(5.0, self._conn.timeout))
+            chan = self._chan
+            if not chan.status_event.is_set() and chan.eof_received:
+                chan.status_event.wait(HOUSEKEEPING_SECONDS)
+            if not chan.status_event.is_set() and self._conn.alive():
+                pid = self._await_pid(min(HOUSEKEEPING_SECONDS, self._conn.timeout))
                 if pid > 0:
                     kill_tree(self._conn, pid, self._grace)
+                elif not self.pid:  # no pid within the deadline: the host is silent
+                    self._conn.abandon("a process did not report its pid")
         except BackendError as exc:
             log.warning("could not stop process %s on %s: %s", self.pid, self._conn.target, exc)
         finally:
