@@ -45,7 +45,7 @@ from .outcome import OutputListener, build_result, capture_streams
 from .owned import owned_tempdir
 from .rpc.server import RpcServer
 from .sandbox import forkserver, isolation
-from .sandbox.backend_sandbox import BackendSandbox
+from .sandbox.backend_sandbox import BackendPythonError, BackendSandbox
 from .sandbox.contract import SandboxChild
 from .sandbox.host_child import ChildProcess, SandboxStartError, drain_fd
 from .sandbox.isolation import Isolation, shared_root
@@ -162,7 +162,12 @@ class Runtime:
             )
             self._closed = False
             if self._remote is not None and self.settings.sandbox.warm:
-                self._children.put(self._spawn())  # probes the backend's python: fail here, not in a run
+                try:
+                    self._children.put(self._spawn())  # probes the backend's python: fail here, not in a run
+                except SandboxStartError as exc:
+                    if _unreachable(exc) is None:
+                        raise
+                    log.warning("%s", exc)  # not a bad setting: the run says so, and the next one tries again
             elif self._remote is None:
                 _check_interpreter(self.settings.sandbox.python)
             undo.pop_all()
@@ -275,6 +280,11 @@ class Runtime:
                 else:
                     result = self._execute_once(code, timeout, max_calls, on_output)
                 return replace(result, isolation=self.isolation.describe)
+            except SandboxStartError as exc:
+                if self._remote is None or (message := _unreachable(exc)) is None:
+                    raise
+                return ExecutionResult(status="error", output="", error=message, exit_code=None,
+                                       tool_calls_made=0, duration_seconds=0.0, session=session)
             finally:
                 if self.transcript is not None:
                     try:
@@ -416,6 +426,16 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _unreachable(exc: SandboxStartError) -> str | None:
+    """What to tell the caller when in-backend execution could not start because the backend
+    could not be reached (an error result, not an exception: an agent's run goes on); None for
+    failures a setting must fix (no python there), which stay exceptions."""
+    if isinstance(exc, BackendPythonError):
+        return None
+    return (f"The script did not run: {exc}. Check that the backend is reachable (host up, network, "
+            "sshd or the engine running); the next run connects again.")
 
 
 def _check_interpreter(python: str) -> None:

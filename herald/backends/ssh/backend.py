@@ -275,6 +275,10 @@ class SSHBackend:
             except SFTPTimeout:
                 raise
             except Exception as exc:
+                if conn.abandoned:  # the host went silent: no second wait on the same dead link
+                    raise BackendError(
+                        f"{self.target} stopped answering ({conn.abandoned}); the next call reconnects"
+                    ) from None
                 if conn.alive():
                     if isinstance(exc, OSError | BackendError):
                         raise
@@ -333,10 +337,15 @@ class SSHBackend:
         target = self._path(path)
         return self._files(lambda _, s: files.list_dir(s, target))
 
-    def sftp_requests(self) -> int:
-        """SFTP requests sent on the current connection so far (diagnostics: round-trip tests)."""
+    def sftp_sessions(self) -> tuple[int, int]:
+        """(SFTP sessions open on the current connection, of which in use now), for diagnostics."""
         conn = self._conn
-        return conn.sftp_requests() if conn is not None else 0
+        return conn.sftp_sessions() if conn is not None else (0, 0)
+
+    def sftp_counts(self) -> tuple[int, int]:
+        """(SFTP requests, round trips) on the current connection so far, for diagnostics."""
+        conn = self._conn
+        return conn.sftp_counts() if conn is not None else (0, 0)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

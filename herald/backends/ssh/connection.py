@@ -187,7 +187,7 @@ class SSHConnection:
         self._pool: list[SFTPSession] = []
         self._sessions = 0
         self._pool_ready = threading.Condition()
-        self.requests = 0  # SFTP requests sent by sessions no longer in use (diagnostics)
+        self._retired = (0, 0)  # (requests, round trips) of SFTP sessions closed so far
 
     def alive(self) -> bool:
         return not self.abandoned and bool(self.transport.is_active())
@@ -266,7 +266,7 @@ class SSHConnection:
             with self._pool_ready:
                 if session.broken or not self.alive():
                     self._sessions -= 1
-                    self.requests += session.requests
+                    self._retired = (self._retired[0] + session.requests, self._retired[1] + session.round_trips)
                     session.close()
                 else:
                     self._pool.append(session)
@@ -305,10 +305,17 @@ class SSHConnection:
             channel.close()
             raise BackendError(f"cannot start SFTP on {self.target} (is the sftp subsystem enabled?): {exc}") from None
 
-    def sftp_requests(self) -> int:
-        """SFTP requests sent on this connection so far (all sessions), for diagnostics."""
+    def sftp_sessions(self) -> tuple[int, int]:
+        """(SFTP sessions open, of which lent out now): diagnostics."""
         with self._pool_ready:
-            return self.requests + sum(s.requests for s in self._pool)
+            return self._sessions, self._sessions - len(self._pool)
+
+    def sftp_counts(self) -> tuple[int, int]:
+        """(requests sent, round trips waited for) on this connection's SFTP sessions not in use
+        now: diagnostics, and what tests count file operations' round trips with."""
+        with self._pool_ready:
+            requests, round_trips = self._retired
+            return requests + sum(s.requests for s in self._pool), round_trips + sum(s.round_trips for s in self._pool)
 
     def close(self) -> None:
         with self._pool_ready:

@@ -231,8 +231,9 @@ def _send_writes(s: SFTPSession, handle: bytes, data: bytes) -> list[int]:
 
 
 class _Retry(Exception):
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, resolved: bool = True) -> None:
         self.target = target
+        self.resolved = resolved
 
 
 def write_bytes(s: SFTPSession, path: str, data: bytes, default_mode: int | None) -> int:
@@ -248,7 +249,7 @@ def write_bytes(s: SFTPSession, path: str, data: bytes, default_mode: int | None
         try:
             return _write(s, target, data, default_mode, resolved)
         except _Retry as retry:
-            target, resolved = retry.target, True
+            target, resolved = retry.target, retry.resolved
     raise _error(errno.ELOOP, path)
 
 
@@ -281,7 +282,7 @@ def _write(s: SFTPSession, target: str, data: bytes, default_mode: int | None, r
             if exc.errno != errno.ENOENT:  # ENOENT: also what SFTP says when a parent is a file
                 raise _with_path(exc, target)
             _make_parents(s, parent)
-            raise _Retry(target) if resolved else _Retry(_resolve_links(s, target)[0])
+            raise _Retry(target, resolved)  # a path whose parent was missing is no link
         s.opened(handle, predicted)
         mode = (existing.st_mode & 0o7777) if existing is not None else default_mode
         if early and handle == predicted:

@@ -191,7 +191,8 @@ class SFTPSession:
         self.broken = False
         self.extensions: dict[str, bytes] = {}
         self.requests = 0  # requests sent, for diagnostics and tests
-        self.round_trips = 0  # batches whose answers were awaited
+        self.round_trips = 0  # batches of requests whose answers were awaited
+        self._sent_since_wait = False
         self._send(struct.pack(">BI", INIT, 3))
         kind, body = self._packet(time.monotonic() + timeout)
         if kind != VERSION:
@@ -256,12 +257,14 @@ class SFTPSession:
         self._next_id = (self._next_id + 1) & 0xFFFFFFFF or 1
         self._send(struct.pack(">BI", kind, rid) + payload)
         self.requests += 1
+        self._sent_since_wait = True
         return rid
 
     def wait(self, *ids: int) -> list[Reply]:
         """The answers to `ids`, reading whatever comes first (answers to forgotten requests too)."""
-        if any(rid not in self._replies for rid in ids):
+        if self._sent_since_wait and any(rid not in self._replies for rid in ids):
             self.round_trips += 1
+            self._sent_since_wait = False
         deadline = time.monotonic() + self.timeout
         while any(rid not in self._replies for rid in ids):
             kind, body = self._packet(deadline)
