@@ -32,7 +32,7 @@ from pathlib import Path
 
 from .._sandbox.environ import sandbox_environ
 from .._sandbox.frames import StartFrame
-from ..backends.base import Backend
+from ..backends.base import Backend, BackendError
 from ..config import Settings, load_settings
 from ..keys import herald_environ
 from ..spill import sweep
@@ -280,7 +280,7 @@ class Runtime:
                 else:
                     result = self._execute_once(code, timeout, max_calls, on_output)
                 return replace(result, isolation=self.isolation.describe)
-            except SandboxStartError as exc:
+            except (SandboxStartError, BackendError) as exc:
                 if self._remote is None or (message := _unreachable(exc)) is None:
                     raise
                 return ExecutionResult(status="error", output="", error=message, exit_code=None,
@@ -428,7 +428,7 @@ class Runtime:
         self.close()
 
 
-def _unreachable(exc: SandboxStartError) -> str | None:
+def _unreachable(exc: SandboxStartError | BackendError) -> str | None:
     """What to tell the caller when in-backend execution could not start because the backend
     could not be reached (an error result, not an exception: an agent's run goes on); None for
     failures a setting must fix (no python there), which stay exceptions."""

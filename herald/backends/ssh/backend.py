@@ -123,12 +123,18 @@ class SSHBackend:
         with self._lock:
             if self._closed:
                 raise BackendError("the SSH backend is closed")
+            ssh = self.settings.ssh
             if self._conn is not None:
                 if self._conn.alive():
                     return self._conn
+                if self._conn.abandoned and time.monotonic() - self._conn.abandoned_at < ssh.connect_timeout:
+                    # The host went silent just now: try again, but briefly (housekeeping right
+                    # after a timeout must not wait a whole connect timeout on a dead link).
+                    ssh = dataclasses.replace(ssh, connect_timeout=min(ssh.connect_timeout, HOUSEKEEPING_SECONDS))
                 self._conn.close()
                 self._conn = None
-            conn = connect(self.target, self.settings.ssh)
+            conn = connect(self.target, ssh)
+            conn.timeout = self.settings.ssh.connect_timeout
             try:
                 if self._shell is None:
                     self._set_up(conn)

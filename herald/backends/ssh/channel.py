@@ -24,7 +24,7 @@ import paramiko
 from ..base import BackendError
 from ..remote import kill_tree_argv
 from ..shell import shell_quote
-from .connection import HOUSEKEEPING_SECONDS, SSHConnection
+from .connection import HOUSEKEEPING_SECONDS, PROBE_AFTER_SECONDS, SSHConnection
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,8 @@ def launch_command(argv: list[str], cwd: str | None, nonce: str) -> str:
 
 def kill_tree(conn: SSHConnection, pid: int, grace: float) -> None:
     """Stop `pid` and its descendants on the host, with the script the exec-API backends use."""
-    conn.exec(" ".join(shell_quote(arg) for arg in kill_tree_argv(pid, grace)), timeout=grace + min(HOUSEKEEPING_SECONDS, conn.timeout))
+    argv = kill_tree_argv(pid, grace)
+    conn.exec(" ".join(shell_quote(arg) for arg in argv), timeout=grace + HOUSEKEEPING_SECONDS, answer=HOUSEKEEPING_SECONDS)
 
 
 class SSHChannel:
@@ -57,6 +58,7 @@ class SSHChannel:
         self.pid = 0  # the process's pid on the host once its marker came; -1: it never did
         self.undelivered = False  # a send found the connection already gone: nothing reached the host
         self._closed = False
+        self._heard = time.monotonic()  # when output last came
         self._chan = conn.session()
         try:
             self._chan.set_combine_stderr(True)
@@ -66,6 +68,8 @@ class SSHChannel:
             raise BackendError(f"could not start {argv[0]!r} on {conn.target}: {exc or type(exc).__name__}") from None
 
     def send(self, data: bytes) -> None:
+        if time.monotonic() - self._heard > PROBE_AFTER_SECONDS:
+            self._conn.probe()  # e.g. a kill after a long silence: is anyone there?
         if self._chan.closed or not self._conn.alive():
             self.undelivered = True
             return  # the next recv reports the end
@@ -78,11 +82,15 @@ class SSHChannel:
         self._chan.settimeout(max(0.0, timeout))
         try:
             data: bytes = self._chan.recv(1 << 16)
-            return data
         except TimeoutError:
+            if time.monotonic() - self._heard > PROBE_AFTER_SECONDS:
+                self._conn.probe()
             return None
         except (OSError, EOFError, paramiko.SSHException):
             return b""
+        self._heard = time.monotonic()
+        self._conn.last_heard = self._heard
+        return data
 
     def _fill_until_pid(self, deadline: float) -> bool:
         """Read into the head buffer until the wrapper's pid marker is parsed; False on timeout.

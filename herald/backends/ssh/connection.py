@@ -27,6 +27,10 @@ HOST_KEY_POLICIES = ("strict", "accept-new")
 # How long housekeeping (stopping a process, removing the session's files) waits for a silent
 # host before giving the connection up.
 HOUSEKEEPING_SECONDS = 2.0
+# A channel that has heard nothing for this long asks the host for a sign of life (a keepalive
+# that wants an answer), at most once per this long: a link that went dark is found out within
+# about PROBE_AFTER_SECONDS + HOUSEKEEPING_SECONDS, not when TCP gives up many minutes later.
+PROBE_AFTER_SECONDS = 2.0
 SFTP_SESSIONS = 4  # SFTP channels per connection: concurrent file calls (parallel()) overlap
 
 # paramiko logs every failed handshake with a traceback; Herald reports the failure itself. With
@@ -183,10 +187,15 @@ class SSHConnection:
         self.target = target
         self.timeout = timeout
         self.abandoned = ""  # why the connection was given up, if it was
+        self.abandoned_at = 0.0
         self.default_mode: int | None = None  # the mode SFTP gives new files (learned on the first write)
         self._pool: list[SFTPSession] = []
         self._sessions = 0
         self._pool_ready = threading.Condition()
+        self.last_heard = time.monotonic()  # when a channel of this connection last got data
+        self._probe_lock = threading.Lock()
+        self._probing = False
+        self._probed_at = 0.0
         self._retired = (0, 0)  # (requests, round trips) of SFTP sessions closed so far
 
     def alive(self) -> bool:
@@ -195,12 +204,42 @@ class SSHConnection:
     def abandon(self, why: str) -> None:
         """Give the connection up: close it without waiting for the host."""
         if not self.abandoned:
-            self.abandoned = why
+            self.abandoned, self.abandoned_at = why, time.monotonic()
             log.info("abandoning the SSH connection to %s: %s", self.target, why)
         with contextlib.suppress(Exception):
             self.transport.close()
         with self._pool_ready:
             self._pool_ready.notify_all()
+
+    def heard(self) -> None:
+        self.last_heard = time.monotonic()
+
+    def probe(self) -> None:
+        """Check in the background that the host still answers; if neither the answer nor any
+        other data comes within HOUSEKEEPING_SECONDS, abandon the connection (so every wait on
+        it ends). At most one probe at a time, and one per PROBE_AFTER_SECONDS."""
+        with self._probe_lock:
+            now = time.monotonic()
+            if self._probing or now - self._probed_at < PROBE_AFTER_SECONDS or not self.alive():
+                return
+            self._probing, self._probed_at = True, now
+        threading.Thread(target=self._probe, args=(now,), daemon=True, name="herald-ssh-probe").start()
+
+    def _probe(self, started: float) -> None:
+        answered = threading.Event()
+
+        def ask() -> None:
+            with contextlib.suppress(Exception):
+                self.transport.global_request("keepalive@openssh.com", wait=True)  # any answer will do
+                answered.set()
+
+        try:
+            threading.Thread(target=ask, daemon=True, name="herald-ssh-keepalive").start()
+            if not answered.wait(HOUSEKEEPING_SECONDS) and self.last_heard < started and self.alive():
+                self.abandon(f"no sign of life within {HOUSEKEEPING_SECONDS:g} s of a keepalive")
+        finally:
+            with self._probe_lock:
+                self._probing = False
 
     @contextlib.contextmanager
     def deadline(self, seconds: float, what: str) -> Iterator[None]:
@@ -226,11 +265,12 @@ class SSHConnection:
             raise BackendError(f"cannot open a channel to {self.target}: {exc or type(exc).__name__}") from None
         return channel
 
-    def exec(self, command: str, *, timeout: float) -> tuple[int, bytes]:
+    def exec(self, command: str, *, timeout: float, answer: float | None = None) -> tuple[int, bytes]:
         """Run `command` (by the login shell) to the end: (exit status, stdout+stderr), within
-        `timeout` in all (else BackendError, and the connection is abandoned)."""
+        `timeout` in all, the channel opened within `answer` (else BackendError, and the
+        connection is abandoned)."""
         end = time.monotonic() + timeout
-        channel = self.session(timeout)
+        channel = self.session(min(timeout, answer or timeout))
         try:
             with self.deadline(max(0.001, end - time.monotonic()), "a command"):
                 channel.set_combine_stderr(True)
@@ -296,7 +336,7 @@ class SSHConnection:
         try:
             with self.deadline(self.timeout, "starting SFTP"):
                 channel.invoke_subsystem("sftp")
-            return SFTPSession(channel, timeout=self.timeout, where=str(self.target))
+            return SFTPSession(channel, timeout=self.timeout, where=str(self.target), heard=self.heard)
         except SFTPTimeout as exc:
             channel.close()
             self.abandon(str(exc))

@@ -24,6 +24,7 @@ import errno
 import logging
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,8 +179,9 @@ def _parse(kind: int, body: _Reader) -> Reply:
 class SFTPSession:
     """One SFTP channel. Not thread-safe: a caller borrows it whole (SSHConnection.sftp())."""
 
-    def __init__(self, channel: paramiko.Channel, *, timeout: float, where: str) -> None:
+    def __init__(self, channel: paramiko.Channel, *, timeout: float, where: str, heard: Callable[[], None]) -> None:
         self._chan = channel
+        self._heard = heard  # tells the connection that data came (see SSHConnection.probe)
         self.timeout = timeout  # how long the server may stay silent while answers are due
         self._where = where
         self._next_id = 1
@@ -237,6 +239,7 @@ class SFTPSession:
                 self.broken = True
                 raise BackendError(f"SFTP on {self._where}: the server closed the channel")
             self._buffer += chunk
+            self._heard()
             return
 
     def _packet(self, deadline: float) -> tuple[int, _Reader]:
