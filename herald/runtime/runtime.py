@@ -165,9 +165,9 @@ class Runtime:
                 try:
                     self._children.put(self._spawn())  # probes the backend's python: fail here, not in a run
                 except SandboxStartError as exc:
-                    if _unreachable(exc) is None:
+                    if isinstance(exc, BackendPythonError):  # a setting to fix, not a host to wait for
                         raise
-                    log.warning("%s", exc)  # not a bad setting: the run says so, and the next one tries again
+                    log.warning("%s", exc)  # the first run tries again, and says what failed
             elif self._remote is None:
                 _check_interpreter(self.settings.sandbox.python)
             undo.pop_all()
@@ -280,10 +280,10 @@ class Runtime:
                 else:
                     result = self._execute_once(code, timeout, max_calls, on_output)
                 return replace(result, isolation=self.isolation.describe)
-            except (SandboxStartError, BackendError) as exc:
-                if self._remote is None or (message := _unreachable(exc)) is None:
+            except BackendError as exc:  # in backend mode: the backend could not be reached to start the run
+                if self._remote is None:
                     raise
-                return ExecutionResult(status="error", output="", error=message, exit_code=None,
+                return ExecutionResult(status="error", output="", error=_unreachable(exc), exit_code=None,
                                        tool_calls_made=0, duration_seconds=0.0, session=session)
             finally:
                 if self.transcript is not None:
@@ -428,12 +428,9 @@ class Runtime:
         self.close()
 
 
-def _unreachable(exc: SandboxStartError | BackendError) -> str | None:
-    """What to tell the caller when in-backend execution could not start because the backend
-    could not be reached (an error result, not an exception: an agent's run goes on); None for
-    failures a setting must fix (no python there), which stay exceptions."""
-    if isinstance(exc, BackendPythonError):
-        return None
+def _unreachable(exc: BackendError) -> str:
+    """What a run says when in-backend execution could not start because the backend could
+    not be reached: an error result, not an exception, so an agent's run goes on."""
     return (f"The script did not run: {exc}. Check that the backend is reachable (host up, network, "
             "sshd or the engine running); the next run connects again.")
 
