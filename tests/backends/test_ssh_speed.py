@@ -44,11 +44,13 @@ def counted(backend: SSHBackend, action: object) -> tuple[int, int]:
 
 def test_backend_file_calls_take_at_most_two_round_trips(backend: SSHBackend) -> None:
     backend.write_bytes("small.txt", b"hello\n" * 100)
+    backend.run("true")  # forget what the write saw
     # read_file's calls: a stat, then the read (open + fstat + reads pipelined, close not awaited)
     assert counted(backend, lambda: backend.stat("small.txt"))[1] == 1
     assert counted(backend, lambda: backend.read_bytes("small.txt")) == (4, 1)
-    assert counted(backend, lambda: backend.read_bytes("small.txt"))[1] <= 2  # looks first when it saw nothing
-    # write: lstat + temp open + write + close, then chmod + rename
+    backend.run("true")
+    assert counted(backend, lambda: backend.read_bytes("small.txt"))[1] == 2  # looks first when it saw nothing
+    # write: lstat + temp open + write + close, then chmod + rename (+ an lstat of the result)
     assert counted(backend, lambda: backend.write_bytes("small.txt", b"changed\n"))[1] == 2
     assert counted(backend, lambda: backend.write_bytes("new/dir/file.txt", b"new\n"))[1] <= 8  # parents looked for and made
     assert counted(backend, lambda: backend.write_bytes("new/dir/other.txt", b"new\n"))[1] == 2
@@ -58,8 +60,7 @@ def test_backend_file_calls_take_at_most_two_round_trips(backend: SSHBackend) ->
 def test_large_and_exact_chunk_sizes_read_whole_without_a_read_for_the_end(backend: SSHBackend) -> None:
     for size in (0, 1, 32767, 32768, 32769, 300_000):
         data = os.urandom(size)
-        backend.write_bytes("blob.bin", data)
-        backend.stat("blob.bin")
+        backend.write_bytes("blob.bin", data)  # what it wrote stands for the look before a read
         requests, trips = counted(backend, lambda: backend.read_bytes("blob.bin"))
         assert trips == 1, size
         assert requests == 3 + size // 32768 + 1, size  # open, fstat, reads up to size + 1, close
@@ -70,6 +71,8 @@ def test_file_tools_round_trips_from_a_script(backend: SSHBackend, settings: Set
     backend.write_bytes("mod.py", b"def old_name():\n    return 1\n")
     with Runtime(backend, settings=settings, transcript=False) as runtime:
         def run(code: str) -> tuple[int, int]:
+            # A command first: what the backend saw of the files is forgotten, the tools look again.
+            runtime.execute("from hermes_tools import terminal\nterminal('true')")
             before = backend.sftp_counts()
             result = runtime.execute("from hermes_tools import read_file, write_file, patch\n" + code)
             assert result.ok, result.error
@@ -79,7 +82,10 @@ def test_file_tools_round_trips_from_a_script(backend: SSHBackend, settings: Set
         assert run("read_file('mod.py')")[1] == 2  # stat + read
         assert run("write_file('out.py', 'x = 1\\n')")[1] == 3  # the tool's stat + write
         assert run("patch('mod.py', 'old_name', 'new_name')")[1] == 4  # stat + read + write
-    assert Path(backend.cwd, "mod.py").read_text() == "def new_name():\n    return 1\n"  # the host is this machine
+        # In a row, what a call saw answers the next call's stat: read, then patch and verify.
+        chain = "read_file('mod.py')\npatch('mod.py', 'new_name', 'newer_name')\nread_file('mod.py')"
+        assert run(chain)[1] == 2 + 3 + 1
+    assert Path(backend.cwd, "mod.py").read_text() == "def newer_name():\n    return 1\n"  # the host is this machine
 
 
 def test_concurrent_file_calls_use_sessions_of_their_own(sshd: SSHServer, settings: Settings) -> None:

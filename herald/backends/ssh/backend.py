@@ -70,8 +70,10 @@ RESTORE = "keep=$1" + OWNER + r"""
 if test -d "$keep"; then echo kept; else mkdir -m 700 -- "$keep" && : > "$keep/state.sh" && echo new; fi
 [ -n "$owner" ] && printf '%s\n' "$owner" > "$keep/owner"
 """ + SWEEP
-# How long a stat's answer may stand in for the look a read takes before it opens the file.
-SEEN_SECONDS = 2.0
+# How long what this backend saw of a file (a stat, a read's fstat, the file it just wrote) may
+# answer the next stat, and stand in for the look a read takes before it opens the file: the
+# file tools stat, then read or write, so a read -> patch -> verify costs no repeated stat.
+SEEN_SECONDS = 1.0
 
 
 class SSHBackend:
@@ -302,15 +304,17 @@ class SSHBackend:
                     self._seen.clear()
                 self._seen[path] = (time.monotonic(), attrs)
 
-    def _fresh(self, path: str) -> Attrs | None:
-        """A regular file's attributes seen at `path` within SEEN_SECONDS, with no command or
-        process started since (they could have changed anything)."""
+    def _fresh(self, path: str, *, regular: bool) -> Attrs | None:
+        """Attributes this backend saw at `path` within SEEN_SECONDS (by a stat, a read's fstat,
+        a write), with no command run and no process started since (they could change
+        anything); `regular`: only a regular file's. Changes made on the host by anything
+        else within that second are not seen."""
         with self._lock:
             seen = self._seen.get(path)
             busy = self._running or any(not channel.closed for channel in self._channels)
             if seen is None or time.monotonic() - seen[0] > SEEN_SECONDS or busy:
                 return None
-            return seen[1] if stat_mod.S_ISREG(seen[1].st_mode) else None
+            return seen[1] if not regular or stat_mod.S_ISREG(seen[1].st_mode) else None
 
     def _forget_seen(self) -> None:
         with self._lock:
@@ -319,7 +323,7 @@ class SSHBackend:
     def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
         target = self._path(path)
         limit = self.settings.files.read_max_bytes if max_bytes is None else max_bytes
-        known = self._fresh(target)
+        known = self._fresh(target, regular=True)
         data, attrs = self._files(lambda _, s: files.read_bytes(s, target, limit, known))
         self._saw(target, attrs)
         return data
@@ -327,16 +331,21 @@ class SSHBackend:
     def write_bytes(self, path: str, data: bytes) -> None:
         target = self._path(path)
 
-        def write(conn: SSHConnection, s: SFTPSession) -> None:
-            conn.default_mode = files.write_bytes(s, target, data, conn.default_mode)
+        def write(conn: SSHConnection, s: SFTPSession) -> files.Written:
+            written = files.write_bytes(s, target, data, conn.default_mode)
+            conn.default_mode = written.default_mode
+            return written
 
         self._saw(target, None)
-        self._files(write)
+        written = self._files(write)
+        self._saw(written.target, written.attrs)
 
     def stat(self, path: str) -> FileStat | None:
         target = self._path(path)
-        attrs = self._files(lambda _, s: files.stat(s, target))
-        self._saw(target, attrs)
+        attrs = self._fresh(target, regular=False)
+        if attrs is None:
+            attrs = self._files(lambda _, s: files.stat(s, target))
+            self._saw(target, attrs)
         return files.to_filestat(target, attrs) if attrs is not None else None
 
     def list_dir(self, path: str) -> list[DirEntry]:

@@ -19,6 +19,7 @@ import os
 import posixpath
 import secrets
 import stat as st_mod
+from dataclasses import dataclass
 
 from ..base import DirEntry, FileStat, check_length, check_regular
 from .sftp import (
@@ -236,9 +237,16 @@ class _Retry(Exception):
         self.resolved = resolved
 
 
-def write_bytes(s: SFTPSession, path: str, data: bytes, default_mode: int | None) -> int:
+@dataclass
+class Written:
+    default_mode: int  # the mode SFTP gives new files here (learned on the first write)
+    target: str  # the file replaced (where the path's symlinks lead)
+    attrs: Attrs | None  # its attributes right after the rename (None: the look failed)
+
+
+def write_bytes(s: SFTPSession, path: str, data: bytes, default_mode: int | None) -> Written:
     """Write a private temp file next to the target, give it the target's mode, rename it over
-    the target; returns the mode new files get (learned on the first write: `default_mode` None).
+    the target (`default_mode` None: a first write, which learns the mode new files get).
 
     Through a symlink the file it points to is replaced (renaming over the link would turn it
     into a separate copy); missing parent directories are created (looked for only when the
@@ -253,7 +261,7 @@ def write_bytes(s: SFTPSession, path: str, data: bytes, default_mode: int | None
     raise _error(errno.ELOOP, path)
 
 
-def _write(s: SFTPSession, target: str, data: bytes, default_mode: int | None, resolved: bool) -> int:
+def _write(s: SFTPSession, target: str, data: bytes, default_mode: int | None, resolved: bool) -> Written:
     parent = posixpath.dirname(target)
     temp = posixpath.join(parent, f".herald-{secrets.token_hex(6)}.tmp")
     learning = default_mode is None
@@ -303,11 +311,13 @@ def _write(s: SFTPSession, target: str, data: bytes, default_mode: int | None, r
             default_mode = (replies[0].attrs or Attrs()).st_mode & 0o777
         final = [s.send_path(SETSTAT, temp, encode_attrs(mode))] if not learning and mode != PRIVATE else []
         final.append(s.send_rename(temp, target))
-        for reply in s.wait(*final):
+        final.append(s.send_path(LSTAT, target))  # what was written, for the next stat (no extra round trip)
+        *changed, written = s.wait(*final)
+        for reply in changed:
             reply.check()
         done = True
         assert default_mode is not None
-        return default_mode
+        return Written(default_mode, target, written.attrs if written.error() is None else None)
     except OSError as exc:
         raise (exc if exc.filename is not None else _with_path(exc, target)) from None
     finally:
