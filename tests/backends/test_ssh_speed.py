@@ -156,3 +156,30 @@ def test_state_dir_is_private_removed_on_close_and_swept_when_leaked(sshd: SSHSe
         backend.run("true")  # the next connection sweeps it
         assert not leaked.exists()
     sshd.remove_workspace(workspace)
+
+
+def test_closing_a_process_that_ended_sends_no_kill(sshd: SSHServer, settings: Settings) -> None:
+    # Its end of output and its exit status arrive one after the other: closing in between must
+    # wait for the status, not open a channel to kill a tree that is gone (a round trip or more).
+    workspace = sshd.make_workspace()
+    with LatencyProxy((sshd.host, sshd.port)) as proxy:
+        spec, overrides = sshd.through(proxy.port)
+        with SSHBackend(spec, cwd=workspace, settings=settings.with_overrides(overrides)) as backend:
+            backend.run("true")
+            for _ in range(20):
+                channel = backend.open_channel(["/bin/sh", "-c", "echo hi"])
+                output = b""
+                deadline = time.monotonic() + RELAXED
+                while time.monotonic() < deadline:
+                    chunk = channel.recv(deadline - time.monotonic())
+                    if chunk == b"":
+                        break
+                    output += chunk or b""
+                assert output == b"hi\n"
+                before = proxy.counted()[0]
+                channel.close()
+                # The channel's close (and a window adjust); a kill would open a channel and run
+                # a command: 4 or more. (Without waiting for the status: 4-6 in most of 20 runs.)
+                assert proxy.counted()[0] - before <= 2
+                assert channel.returncode == 0
+    sshd.remove_workspace(workspace)

@@ -62,8 +62,9 @@ class SSHChannel:
         self._chan = conn.session()
         try:
             self._chan.set_combine_stderr(True)
-            self._chan.exec_command(launch_command(argv, cwd, nonce))
-        except (paramiko.SSHException, EOFError, OSError) as exc:
+            with conn.deadline(conn.timeout, f"starting {argv[0]!r}"):
+                self._chan.exec_command(launch_command(argv, cwd, nonce))
+        except (paramiko.SSHException, EOFError, OSError, BackendError) as exc:
             self._chan.close()
             raise BackendError(f"could not start {argv[0]!r} on {conn.target}: {exc or type(exc).__name__}") from None
 
