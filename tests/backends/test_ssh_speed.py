@@ -10,6 +10,7 @@ import os
 import stat
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -121,27 +122,33 @@ def test_concurrent_file_calls_use_sessions_of_their_own(sshd: SSHServer, settin
     sshd.remove_workspace(workspace)
 
 
-def _state_dirs() -> set[Path]:
-    return set(Path("/dev/shm").glob("herald-shell-*")) | set(Path("/tmp").glob("herald-shell-*"))
+def _state_dir_holding(secret: str) -> Path:
+    """The session state directory whose state.sh holds `secret` (other sessions may run too)."""
+    for state in [*Path("/dev/shm").glob("herald-shell-*/state.sh"), *Path("/tmp").glob("herald-shell-*/state.sh")]:
+        try:
+            if secret in state.read_text(errors="replace"):
+                return state.parent
+        except OSError:
+            continue
+    raise AssertionError(f"no state directory holds {secret}")
 
 
 def test_state_dir_is_private_removed_on_close_and_swept_when_leaked(sshd: SSHServer, settings: Settings) -> None:
     workspace = sshd.make_workspace()
     plain = settings.with_overrides(sshd.overrides())
-    before = _state_dirs()
+    secret = uuid.uuid4().hex
     with SSHBackend(sshd.spec, cwd=workspace, settings=plain) as backend:
-        backend.run("export HERALD_TEST_SECRET=s3cret")
-        (mine,) = _state_dirs() - before
+        backend.run(f"export HERALD_TEST_SECRET={secret}")
+        mine = _state_dir_holding(secret)
         assert stat.S_IMODE(mine.stat().st_mode) == 0o700
         assert stat.S_IMODE((mine / "state.sh").stat().st_mode) == 0o600
-        assert "s3cret" in (mine / "state.sh").read_text()
     assert not mine.exists()  # removed on close
 
     with LatencyProxy((sshd.host, sshd.port)) as proxy:
         spec, overrides = sshd.through(proxy.port)
         leaky = SSHBackend(spec, cwd=workspace, settings=settings.with_overrides(overrides))
-        leaky.run("export HERALD_TEST_SECRET=s3cret")
-        (leaked,) = _state_dirs() - before
+        leaky.run(f"export HERALD_TEST_SECRET={secret}")
+        leaked = _state_dir_holding(secret)
         owner = int((leaked / "owner").read_text())
         proxy.blackhole()
         started = time.monotonic()

@@ -271,6 +271,11 @@ def _write(s: SFTPSession, target: str, data: bytes, default_mode: int | None, r
     early = _send_writes(s, predicted, data) if predicted is not None else []
     looked, opened = s.wait(lstat_id, open_id)
     handle = opened.handle if opened.error() is None else None
+    if handle is not None:
+        s.opened(handle, predicted)
+    if early and handle != predicted:
+        s.wait(*early)  # they failed on a handle that was not open: done with them
+        early = []
     done = False
     try:
         existing = None
@@ -286,17 +291,14 @@ def _write(s: SFTPSession, target: str, data: bytes, default_mode: int | None, r
         if handle is None:
             exc = opened.error()
             assert exc is not None
-            s.wait(*early)
             if exc.errno != errno.ENOENT:  # ENOENT: also what SFTP says when a parent is a file
                 raise _with_path(exc, target)
             _make_parents(s, parent)
             raise _Retry(target, resolved)  # a path whose parent was missing is no link
-        s.opened(handle, predicted)
         mode = (existing.st_mode & 0o7777) if existing is not None else default_mode
-        if early and handle == predicted:
+        if early:
             ids = early
         else:
-            s.wait(*early)
             ids = []
             if learning:
                 ids.append(s.request(FSTAT, handle_field(handle)))
@@ -322,7 +324,9 @@ def _write(s: SFTPSession, target: str, data: bytes, default_mode: int | None, r
         raise (exc if exc.filename is not None else _with_path(exc, target)) from None
     finally:
         if not done and not s.broken:
-            if handle is not None:
+            for rid in early if handle is not None else ():  # their CLOSE is among them
+                s.forget(rid)
+            if handle is not None and not early:
                 s.close_handle(handle)
             if opened.error() is None:
                 s.forget(s.send_path(REMOVE, temp))
