@@ -1,8 +1,8 @@
 """A pipelined SFTP v3 client on one paramiko channel, with a deadline on every answer.
 
 paramiko's SFTPClient sends one request and waits for its answer before the next, and waits
-without a time limit. Here requests go out in batches (`Batch`) and their answers are read in
-one go, so a file operation costs round trips only where a request needs an earlier answer:
+without a time limit. Here a file operation sends its requests in batches (`request` each, then
+`wait` for their answers together), so it costs round trips only where a request needs an earlier answer:
 the server answers in order on a channel, so a CLOSE can be sent and forgotten (its answer is
 read, and checked, with a later batch).
 
