@@ -114,6 +114,7 @@ class SSHBackend:
         self._seen: dict[str, tuple[float, Attrs]] = {}
         self._running = 0
         self._channels: list[SSHChannel] = []
+        self._silent_at = -1e9  # when a connection was last given up because the host went silent
 
     # -- the connection ----------------------------------------------------------------------
 
@@ -129,13 +130,21 @@ class SSHBackend:
             if self._conn is not None:
                 if self._conn.alive():
                     return self._conn
-                if self._conn.abandoned and time.monotonic() - self._conn.abandoned_at < ssh.connect_timeout:
-                    # The host went silent just now: try again, but briefly (housekeeping right
-                    # after a timeout must not wait a whole connect timeout on a dead link).
-                    ssh = dataclasses.replace(ssh, connect_timeout=min(ssh.connect_timeout, HOUSEKEEPING_SECONDS))
+                if self._conn.abandoned:
+                    self._silent_at = self._conn.abandoned_at
                 self._conn.close()
                 self._conn = None
-            conn = connect(self.target, ssh)
+            brief = time.monotonic() - self._silent_at < ssh.connect_timeout
+            if brief:
+                # The host went silent just now: try again, but briefly (housekeeping right
+                # after a timeout must not wait a whole connect timeout on a dead link).
+                ssh = dataclasses.replace(ssh, connect_timeout=min(ssh.connect_timeout, HOUSEKEEPING_SECONDS))
+            try:
+                conn = connect(self.target, ssh)
+            except BackendError:
+                if brief:
+                    self._silent_at = time.monotonic()
+                raise
             conn.timeout = self.settings.ssh.connect_timeout
             try:
                 if self._shell is None:
