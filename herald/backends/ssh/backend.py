@@ -325,10 +325,6 @@ class SSHBackend:
                 return None
             return seen[1] if not regular or stat_mod.S_ISREG(seen[1].st_mode) else None
 
-    def _forget_seen(self) -> None:
-        with self._lock:
-            self._seen.clear()
-
     def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
         target = self._path(path)
         limit = self.settings.files.read_max_bytes if max_bytes is None else max_bytes
