@@ -4,7 +4,12 @@ The connection is made on first use and kept; when it drops, the next call recon
 (in the command's note, or in the next tool result through `take_note`), and the shell starts
 again in the directory it was in with the variables it had exported: its state file lives on
 the host, in a private directory made at the first connection (in /dev/shm when writable,
-since the shell rewrites it after every command).
+since the shell rewrites it after every command; scripts.py).
+
+File calls run on SFTP sessions of their own (several per connection, so concurrent calls
+overlap) at one or two round trips each (files.py, sftp.py). Every wait for the host has a
+deadline: a host that goes silent gets its connection abandoned (connection.py), the waits
+on it end, and the next call reconnects.
 """
 
 from __future__ import annotations
@@ -27,49 +32,13 @@ from ..shell import PersistentShell, shell_quote
 from . import files
 from .channel import SSHChannel
 from .connection import HOUSEKEEPING_SECONDS, SSHConnection, connect
+from .scripts import RESTORE, SETUP
 from .sftp import Attrs, SFTPCancelled, SFTPSession, SFTPTimeout
 from .target import DEFAULT_PORT, SSHTarget, parse_ssh_spec
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# Finds this connection's sshd process (a session's state directory belongs to it), sweeps the
-# state directories of connections that are gone (a session whose host was unreachable at close
-# left its own), makes this session's directory and reports it, the home, and the start directory.
-# Files made here are private (umask 077): state.sh holds the session's exported variables.
-OWNER = r"""
-umask 077
-owner=; p=$$
-while [ "${p:-0}" -gt 1 ] 2>/dev/null; do
-  IFS= read -r line 2>/dev/null < "/proc/$p/stat" || break
-  comm=${line#*\(}; comm=${comm%\)*}
-  case $comm in sshd*) owner=$p; break ;; esac
-  set -- ${line##*) }; p=$2
-done
-"""
-SWEEP = r"""
-for old in /dev/shm/herald-shell-* "${TMPDIR:-/tmp}"/herald-shell-*; do
-  [ -d "$old" ] && [ -O "$old" ] && [ -f "$old/owner" ] && [ "$old" != "$keep" ] || continue
-  IFS= read -r o 2>/dev/null < "$old/owner"
-  if [ -n "$o" ] && IFS= read -r line 2>/dev/null < "/proc/$o/stat"; then
-    case ${line#*\(} in sshd*) continue ;; esac
-  fi
-  rm -rf -- "$old"
-done
-"""
-SETUP = 'start=$1; keep=' + OWNER + SWEEP + r"""
-d=$(mktemp -d /dev/shm/herald-shell-XXXXXX 2>/dev/null) || d=$(mktemp -d "${TMPDIR:-/tmp}/herald-shell-XXXXXX") || exit 3
-: > "$d/state.sh"; [ -n "$owner" ] && printf '%s\n' "$owner" > "$d/owner"
-cd -- "${start:-$HOME}" 2>/dev/null || { rm -rf -- "$d"; exit 4; }
-printf '%s\0%s\0%s\0' "$d" "$HOME" "$PWD"
-"""
-# After a reconnect: the state directory is still there unless the host rebooted (or cleaned
-# /tmp, or another session swept it while this one was disconnected); it now belongs to the new
-# connection.
-RESTORE = "keep=$1" + OWNER + r"""
-if test -d "$keep"; then echo kept; else mkdir -m 700 -- "$keep" && : > "$keep/state.sh" && echo new; fi
-[ -n "$owner" ] && printf '%s\n' "$owner" > "$keep/owner"
-""" + SWEEP
 # How long what this backend saw of a file (a stat, a read's fstat, the file it just wrote) may
 # answer the next stat, and stand in for the look a read takes before it opens the file: the
 # file tools stat, then read or write, so a read -> patch -> verify costs no repeated stat.
@@ -114,6 +83,7 @@ class SSHBackend:
         self._seen: dict[str, tuple[float, Attrs]] = {}
         self._running = 0
         self._channels: list[SSHChannel] = []
+        self._epoch = 0  # counts changes that make what was seen stale
         self._silent_at = -1e9  # when a connection was last given up because the host went silent
 
     # -- the connection ----------------------------------------------------------------------
@@ -227,19 +197,19 @@ class SSHBackend:
         channel = SSHChannel(self._connection(), argv, cwd=directory, grace=self._grace)
         with self._lock:
             self._channels = [c for c in self._channels if not c.closed] + [channel]
-            self._seen.clear()
+        self._changed(None)
         return channel
 
     def run(self, command: str, *, timeout: float | None = None, workdir: str | None = None) -> CommandResult:
         with self._lock:
             self._running += 1
-            self._seen.clear()
+        self._changed(None)
         try:
             return self._run(command, timeout, workdir)
         finally:
             with self._lock:
                 self._running -= 1
-                self._seen.clear()
+            self._changed(None)
 
     def _run(self, command: str, timeout: float | None, workdir: str | None) -> CommandResult:
         limit = self.settings.terminal.timeout if timeout is None else timeout
@@ -304,8 +274,22 @@ class SSHBackend:
                     raise BackendError(f"the SSH connection to {self.target} dropped twice during a file operation") from None
         raise AssertionError("unreachable")
 
-    def _saw(self, path: str, attrs: Attrs | None) -> None:
+    def _changed(self, path: str | None) -> int:
+        """Something may change `path` (None: anything): forget what was seen there, and what
+        calls already under way will see (they started before the change)."""
         with self._lock:
+            self._epoch += 1
+            if path is None:
+                self._seen.clear()
+            else:
+                self._seen.pop(path, None)
+            return self._epoch
+
+    def _saw(self, path: str, attrs: Attrs | None, epoch: int) -> None:
+        """Remember `attrs` at `path`, unless something changed since the call began (`epoch`)."""
+        with self._lock:
+            if epoch != self._epoch:
+                return
             if attrs is None:
                 self._seen.pop(path, None)
             else:
@@ -328,9 +312,9 @@ class SSHBackend:
     def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
         target = self._path(path)
         limit = self.settings.files.read_max_bytes if max_bytes is None else max_bytes
-        known = self._fresh(target, regular=True)
+        known, epoch = self._fresh(target, regular=True), self._epoch
         data, attrs = self._files(lambda _, s: files.read_bytes(s, target, limit, known))
-        self._saw(target, attrs)
+        self._saw(target, attrs, epoch)
         return data
 
     def write_bytes(self, path: str, data: bytes) -> None:
@@ -341,16 +325,16 @@ class SSHBackend:
             conn.default_mode = written.default_mode
             return written
 
-        self._saw(target, None)
+        epoch = self._changed(target)
         written = self._files(write)
-        self._saw(written.target, written.attrs)
+        self._saw(written.target, written.attrs, epoch)
 
     def stat(self, path: str) -> FileStat | None:
         target = self._path(path)
-        attrs = self._fresh(target, regular=False)
+        attrs, epoch = self._fresh(target, regular=False), self._epoch
         if attrs is None:
             attrs = self._files(lambda _, s: files.stat(s, target))
-            self._saw(target, attrs)
+            self._saw(target, attrs, epoch)
         return files.to_filestat(target, attrs) if attrs is not None else None
 
     def list_dir(self, path: str) -> list[DirEntry]:
