@@ -116,6 +116,8 @@ def _measure_rtt(server: SSHServer, workspace: str, data: Path, rtt: float) -> l
                   note="host mode, per call, 200 calls per run")
     bulk = Metric(f"read → patch → verify, {FILES} files, {label}", "s", 15.0 if rtt else None,
                   note="host mode, one script, 600 tool calls")
+    par = Metric(f"parallel() of 32 read_file, {label}", "ms", None,
+                 note=f"host mode, wall time; one after another: 32 × 2 round trips ({64 * rtt * 1000:.0f} ms of waiting)")
     with proxy_process((server.host, server.port), rtt) as port:
         spec, overrides = server.through(port) if rtt else (server.spec, server.overrides())
         settings = Settings(data_dir=data).with_overrides(overrides)
@@ -144,7 +146,18 @@ def _measure_rtt(server: SSHServer, workspace: str, data: Path, rtt: float) -> l
                 if not result.ok:
                     raise RuntimeError(f"benchmark script failed: {result.error}")
                 bulk.samples.append(float(result.output.strip()))
-    return [term, bulk]
+            for _ in range(3):
+                result = runtime.execute(
+                    "import time\nfrom hermes_tools import parallel, read_file, terminal\nterminal('true')\n"
+                    "t = time.perf_counter()\n"
+                    "pages = parallel([(read_file, f'bulk/mod_{i:04d}.py') for i in range(32)])\n"
+                    "assert all('content' in p for p in pages), pages[:2]\nprint(time.perf_counter() - t)",
+                    max_tool_calls=NO_LIMIT, timeout=600,
+                )
+                if not result.ok:
+                    raise RuntimeError(f"benchmark script failed: {result.error}")
+                par.samples.append(float(result.output.strip()) * 1000)
+    return [term, bulk, par]
 
 
 if __name__ == "__main__":
