@@ -14,7 +14,7 @@ APT_PACKAGES += openssh-server
 export DEBIAN_FRONTEND := noninteractive
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup system-deps demo test lint lowest-deps bench clean
+.PHONY: setup system-deps mcp-servers demo test lint lowest-deps bench clean
 
 setup: $(STAMP) system-deps
 
@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
 	$(BIN)/python -m pip install -q -e '.[all,dev]' 2>&1 | grep -v -e '^WARNING: Location' -e '^ ' -e '^!!' || true
-	@$(BIN)/python -c 'import herald, rich, openai, anthropic, pytest, docker, paramiko, playwright, modal, firecrawl, httpx, trafilatura' || { echo "python dependencies failed to install"; exit 1; }
+	@$(BIN)/python -c 'import herald, rich, openai, anthropic, pytest, docker, paramiko, playwright, modal, firecrawl, httpx, trafilatura, mcp' || { echo "python dependencies failed to install"; exit 1; }
 	@touch $(STAMP)
 
 # Debian packages Herald uses when present; installed only when missing and we are root.
@@ -35,6 +35,20 @@ system-deps:
 			echo "installing$$missing"; (apt-get update -qq && apt-get install -y -qq $$missing) >/dev/null; \
 		else echo "note: install$$missing for full functionality (not root, skipping)"; fi; \
 	fi
+
+# Third-party MCP servers the MCP tests drive (PyPI: mcp-server-time, mcp-server-git in a venv of
+# their own; npm: server-memory, server-everything), cached in ~/.cache/herald-tests. The tests
+# install them too when this did not run; a server that cannot be installed skips its tests.
+# node and npm come from Debian's nodejs and npm when the commands are missing (a machine with
+# another node, e.g. NodeSource's, which bundles npm, is left as it is: Debian's npm conflicts with it).
+mcp-servers: setup system-deps
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "installing nodejs npm"; (apt-get update -qq && apt-get install -y -qq nodejs npm) >/dev/null \
+				|| echo "note: nodejs/npm could not be installed; the npm MCP servers' tests will skip"; \
+		else echo "note: install nodejs and npm for the npm MCP servers' tests (not root, skipping)"; fi; \
+	fi
+	$(BIN)/python -m tests.mcp.servers || echo "note: some MCP test servers could not be installed; their tests will skip"
 
 demo: setup
 	$(BIN)/herald demo --dir .demo
@@ -50,10 +64,10 @@ lint: setup
 lowest-deps: setup
 	$(PYTHON) tests/install/lowest_deps.py --python $(PYTHON)
 
-test: lint lowest-deps
+test: lint lowest-deps mcp-servers
 	$(BIN)/python -m pytest
 
-bench: setup
+bench: setup mcp-servers
 	$(BIN)/python -m bench
 
 clean:

@@ -9,6 +9,7 @@ from . import (
     browser_bench,
     docker_bench,
     exec_mode_bench,
+    mcp_bench,
     runtime_bench,
     scale_bench,
     ssh_bench,
@@ -24,6 +25,7 @@ def main() -> None:
     print_table("SSH backend", ssh_bench.run())
     print_table("Docker backend", docker_bench.run())
     print_table("In-backend execution (exec_mode backend)", exec_mode_bench.run())
+    print_table("MCP tools", mcp_bench.run())
     agent_bench.print_rows(agent_bench.run())
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from herald import Runtime, Settings
 from herald.backends.local import LocalBackend
+from herald.tools.arguments import bind_arguments
 from herald.tools.registry import Registry, Tool, ToolContext, default_registry
 
 from .report import Metric
@@ -42,6 +43,24 @@ def _in_script(runtime: Runtime, code: str) -> float:
     if not result.ok:
         raise RuntimeError(f"benchmark script failed: {result.error}")
     return float(result.output.strip().splitlines()[-1])
+
+
+def _policy_cost(runtime: Runtime, calls: int = 20_000) -> Metric:
+    """What the policy adds to one small read_file, on the path every call takes: the check of
+    the default profile (workspace-write: the path resolved, symlinks followed, confined)."""
+    metric = Metric("policy check per read_file (small)", "ms", 0.010, note=f"workspace-write, {calls} checks per sample")
+    dispatcher = runtime.dispatcher
+    tool = dispatcher.registry.get("read_file")
+    assert tool is not None
+    args = bind_arguments(tool, {"path": "small.txt"}, in_script=True)
+    touches = tool.resources(args, dispatcher.ctx)  # the dispatcher has them anyway, for its locks
+    for _ in range(7):
+        t = time.perf_counter()
+        for _ in range(calls):
+            if dispatcher.gate.check(tool, args, dispatcher.ctx, "script", touches) is not None:
+                raise RuntimeError("benchmark read_file was refused by the policy")
+        metric.samples.append((time.perf_counter() - t) * 1000 / calls)
+    return metric
 
 
 def _startup(
@@ -102,7 +121,7 @@ def run() -> list[Metric]:
                 "results = parallel([wait_100ms for _ in range(16)])\nassert results == ['done'] * 16\n"
                 "print(time.perf_counter() - t)"
             )))
-        metrics += [read, term, par]
+        metrics += [read, term, par, _policy_cost(runtime)]
 
         bulk = Metric("read → patch → verify, 1,000 files", "s", 1.0, note="one script, 3,000 tool calls")
         tree = work / "bulk"

@@ -40,12 +40,17 @@ class SandboxSettings:
     env_passthrough: list[str] = field(default_factory=list)
     exec_mode: str = "host"  # host: the script runs here | backend: inside the backend (open() acts there)
     remote_python: str = "python3"  # the backend's interpreter for exec_mode "backend" (3.8 or newer)
+    # exec_mode "backend": read_file, write_file and patch run next to the script, in the backend
+    # (False: every tool call goes back to Herald)
+    backend_tools: bool = True
     isolation: str = "auto"  # auto | bwrap | landlock | none: what the script sees (sandbox/isolation.py)
     network: str = "none"  # none: no network inside the isolation | host: this machine's network
     ro_binds: list[str] = field(default_factory=list)  # extra paths the isolated script may read
     rw_binds: list[str] = field(default_factory=list)  # extra paths it may also write
     max_spill_bytes: int = 256 * 1024 * 1024  # one run's spill files in all (output, its tool calls); 0: none
     spill_retention: float = 7 * 24 * 3600.0  # seconds spill files are kept (swept when a Runtime starts); 0: forever
+    # Per-script budgets beyond the call count, e.g. {web_calls = 20, reply_bytes = 5_000_000} (policy/budgets.py)
+    budgets: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -150,6 +155,15 @@ class AgentSettings:
 
 
 @dataclass
+class PolicySettings:
+    profile: str = "workspace-write"  # read-only | workspace-write | full (herald/policy/)
+    roots: list[str] = field(default_factory=list)  # workspace roots besides the session's directory
+    allowed_domains: list[str] = field(default_factory=list)  # web and browser only there; empty: any
+    # Per-tool rules, "allow|deny|ask TOOL [path=GLOB|command=PREFIX|domain=NAME]" (policy/rules.py)
+    rules: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Settings:
     data_dir: Path = field(default_factory=lambda: _default_data_dir())
     backend: str = "local"  # local | docker[:IMAGE] | ssh://USER@HOST[:PORT] | modal[:IMAGE]
@@ -163,6 +177,8 @@ class Settings:
     browser: BrowserSettings = field(default_factory=BrowserSettings)
     web: WebSettings = field(default_factory=WebSettings)
     agent: AgentSettings = field(default_factory=AgentSettings)
+    policy: PolicySettings = field(default_factory=PolicySettings)
+    mcp_servers: dict[str, McpServerSettings] = field(default_factory=dict)  # see the end of this file
 
     @property
     def spill_dir(self) -> Path:
@@ -190,6 +206,7 @@ class Settings:
             browser=dataclasses.replace(self.browser),
             web=dataclasses.replace(self.web),
             agent=dataclasses.replace(self.agent, fallback=list(self.agent.fallback)),
+            policy=dataclasses.replace(self.policy),
         )
         for key, value in overrides.items():
             if value is not None:
@@ -271,10 +288,34 @@ def _assign(settings: Settings, key: str, value: Any, source: str) -> None:
     setattr(target, name, _coerce(key, value, current, source))
 
 
+def _budgets(value: Any, bad: Any) -> dict[str, float]:
+    """`{name = limit}` (TOML), or "name=limit,name=limit" (environment, -c)."""
+    from .policy.budgets import BUDGETS, check_budgets
+
+    if isinstance(value, str):
+        pairs = [p.partition("=") for p in value.split(",") if p.strip()]
+        if any(not sep for _, sep, _ in pairs):
+            raise bad(f"NAME=LIMIT pairs ({', '.join(BUDGETS)})")
+        try:
+            value = {k.strip(): float(v) for k, _, v in pairs}
+        except ValueError:
+            raise bad("NAME=LIMIT pairs with numbers as limits") from None
+    if not isinstance(value, dict):
+        raise bad(f"a table of budgets ({', '.join(BUDGETS)})")
+    try:
+        return check_budgets(value)
+    except ValueError as exc:
+        raise bad(f"a table of budgets: {exc}") from None
+
+
 def _coerce(key: str, value: Any, current: Any, source: str) -> Any:
     def bad(expected: str) -> ConfigError:
         return ConfigError(f"{source}: setting '{key}' must be {expected}, got {value!r}")
 
+    if key == "sandbox.budgets":
+        return _budgets(value, bad)
+    if key == "mcp_servers":
+        return parse_mcp_servers(value, source)
     if key == "tools":
         if isinstance(value, str):
             return [t.strip() for t in value.split(",") if t.strip()]
@@ -307,6 +348,87 @@ def _coerce(key: str, value: Any, current: Any, source: str) -> Any:
         if isinstance(value, list):
             return [str(v) for v in value]
         raise bad("a list")
+    if key == "policy.profile" and value not in ("read-only", "workspace-write", "full"):
+        raise bad('one of "read-only", "workspace-write", "full"')
     if isinstance(value, str):
         return value
     raise bad("a string")
+
+
+# -- MCP servers ([mcp_servers.NAME] tables, as Claude's `mcpServers` and Codex's `mcp_servers`) --
+
+
+@dataclass(frozen=True)
+class McpServerSettings:
+    """One MCP server whose tools Herald offers as `mcp_<server>_<tool>`: a command Herald starts
+    (stdio) or a `url` (streamable HTTP). `env` reaches the server's process only, never a script."""
+
+    name: str
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str = ""
+    url: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+    enabled: bool = True
+    startup_timeout_sec: float = 30.0
+    tool_timeout_sec: float = 120.0
+
+
+def parse_mcp_servers(value: Any, source: str) -> dict[str, McpServerSettings]:
+    """`{name: {command, args, env, cwd} | {url, headers}}` (a TOML table, or JSON text from the
+    environment) as settings; anything else is a ConfigError naming the server and the key."""
+    if isinstance(value, str):
+        import json
+
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except ValueError:
+            raise ConfigError(f"{source}: mcp_servers must be a table (JSON in the environment), got {value!r}") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: mcp_servers must be a table of servers, e.g. [mcp_servers.time]")
+    servers: dict[str, McpServerSettings] = {}
+    fields = {f.name for f in dataclasses.fields(McpServerSettings)} - {"name"}
+    for name, table in value.items():
+        where = f"{source}: [mcp_servers.{name}]"
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where} must be a table with command (and args, env, cwd) or url (and headers)")
+        unknown = sorted(set(table) - fields)
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}. Known keys: {', '.join(sorted(fields))}")
+        if bool(table.get("command")) == bool(table.get("url")):
+            raise ConfigError(f"{where} needs exactly one of command (a program to start) or url (streamable HTTP)")
+        try:
+            servers[str(name)] = McpServerSettings(
+                name=str(name),
+                command=_text(table.get("command", "")),
+                args=tuple(_text(a) for a in _items(table.get("args", []))),
+                env=tuple((str(k), _text(v)) for k, v in _pairs(table.get("env", {}))),
+                cwd=_text(table.get("cwd", "")),
+                url=_text(table.get("url", "")),
+                headers=tuple((str(k), _text(v)) for k, v in _pairs(table.get("headers", {}))),
+                enabled=bool(table.get("enabled", True)),
+                startup_timeout_sec=float(table.get("startup_timeout_sec", 30.0)),
+                tool_timeout_sec=float(table.get("tool_timeout_sec", 120.0)),
+            )
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    return servers
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str | int | float) or isinstance(value, bool):
+        raise TypeError(f"expected a string, got {value!r}")
+    return str(value)
+
+
+def _items(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError(f"args must be a list of strings, got {value!r}")
+    return value
+
+
+def _pairs(value: Any) -> list[tuple[Any, Any]]:
+    if not isinstance(value, dict):
+        raise TypeError(f"env and headers must be tables of strings, got {value!r}")
+    return list(value.items())

@@ -8,21 +8,10 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-PREVIEW_CHARS = 200
+# One preview for the parent and the backend-mode supervisor, which previews the calls it runs.
+from ._sandbox.toolcore import PREVIEW_CHARS, preview
 
-
-def preview(value: Any, limit: int = PREVIEW_CHARS) -> Any:
-    """A small, JSON-safe stand-in for `value` for logs: long strings and lists are cut."""
-    if isinstance(value, str):
-        return value if len(value) <= limit else value[:limit] + f"… ({len(value):,} chars)"
-    if isinstance(value, dict):
-        return {str(k): preview(v, limit) for k, v in list(value.items())[:20]}
-    if isinstance(value, list | tuple):
-        items = [preview(v, limit) for v in value[:10]]
-        return [*items, f"… ({len(value)} items)"] if len(value) > 10 else items
-    if value is None or isinstance(value, bool | int | float):
-        return value
-    return preview(repr(value), limit)
+__all__ = ["PREVIEW_CHARS", "Transcript", "preview"]
 
 
 class Transcript:

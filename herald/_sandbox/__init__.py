@@ -13,6 +13,12 @@
                    multiplexes its output, control and tool calls over one exec channel
     scriptproc.py  the supervisor's child: forked by the backend's zygote, or spawned
     sinks.py       the supervisor's non-blocking write queues and tool-call connections
+    localtools.py  the tool calls the supervisor answers itself, from the run's grant
+    localcall.py   their workers (imported once a run starts: the supervisor starts as fast as before)
+    textfiles.py   read_file / write_file / patch: the one core Herald's tools and the supervisor run
+    fuzzy.py       patch's matching: exact, then forgiving whitespace and indentation
+    toolcore.py    ToolError, the argument check against a tool's schema, transcript previews
+    fileaccess.py  OS-level reads and writes (the local backend's, the supervisor's), the reader's rules
 
 Herald imports these modules as `herald._sandbox.X`: the RPC server and the host's side of
 the sandbox use the same frames, and stopping a process tree or scrubbing an environment is

@@ -1,7 +1,8 @@
 """Entry point of a sandbox child. Stdlib only, Python >= 3.8.
 
-Started as `python -I -B -c <loader> SANDBOX_DIR CTL_READ_FD CTL_WRITE_FD`, or forked by the fork
-server (zygote.py), which calls `serve` with the same fds. It blocks `herald`
+Started as `python -I -B -c <loader> SANDBOX_DIR CTL_READ_FD CTL_WRITE_FD [keep]`, or forked by
+the fork server (zygote.py), which calls `serve` with the same fds. With `keep` (no PID namespace
+holds the run) it first forks a keeper that outlives nothing of the run (reaper.py). It blocks `herald`
 imports, pre-imports `hermes_tools`, says "ready" on the control pipe and waits: a warm child
 costs nothing until the parent hands it a script. Then:
 
@@ -24,6 +25,7 @@ from . import frames
 from .procs import become_subreaper, descendants, die_with_parent, set_dumpable, signal_pids
 from .protocol import FrameReader, ProtocolError, encode_frame
 
+KEEP_ARG = "keep"
 BLOCKED_MESSAGE = (
     "Herald's own package is not importable inside the sandbox; call tools through hermes_tools."
 )
@@ -217,7 +219,12 @@ def main() -> None:
     from .confine import confine_from_environ
 
     confine_from_environ()
-    serve(int(sys.argv[2]), int(sys.argv[3]))
+    ctl_read, ctl_write = int(sys.argv[2]), int(sys.argv[3])
+    if sys.argv[4:5] == [KEEP_ARG]:
+        from .reaper import fork_keeper
+
+        fork_keeper((ctl_read, ctl_write))
+    serve(ctl_read, ctl_write)
 
 
 def serve(ctl_read: int, ctl_write: int) -> None:

@@ -19,6 +19,10 @@ Exec channel of in-backend runs (Herald <-> supervisor.py):
     CLOSE     {"type": CLOSE}                                  SIGKILL the tree and leave
     OUT, ERR  {"type": OUT|ERR, "data"}                        the script's output (latin-1 text)
     READY, DONE, EXIT as on the control pipe; FAILED {"type": FAILED, "error"}: the supervisor broke
+    START and CODE may carry "tools": the grant of the tools the supervisor runs itself (localtools.py)
+    RECORD    {"type": RECORD, "tool", "args", "error"?, "duration_ms", "reply_bytes"}  supervisor:
+              a call it answered itself, for Herald's transcript and call count
+    CWD       {"type": CWD, "cwd"}                             Herald: the session's directory moved
 
 Fork server socket (client <-> zygote.py), key "op"; the client is Herald in host mode, a
 run's supervisor (scriptproc.py) in the backend:
@@ -58,6 +62,8 @@ CLOSE = "close"
 OUT = "out"
 ERR = "err"
 FAILED = "failed"
+RECORD = "record"
+CWD = "cwd"
 FORK = "fork"
 FORKED = "forked"
 REAP = "reap"
@@ -121,12 +127,14 @@ class StartFrame(TypedDict, total=False):
     sentinel: str
     line_buffered: bool
     max_parallel: int
+    tools: Dict[str, Any]  # on the exec channel: the supervisor's grant (localtools.py)
 
 
 class CodeFrame(TypedDict, total=False):
     type: str  # CODE on the exec channel
     code: str
     line_buffered: bool
+    tools: Dict[str, Any]  # the supervisor's grant for this cell
 
 
 class KillFrame(TypedDict):

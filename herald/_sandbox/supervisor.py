@@ -17,6 +17,8 @@ carry length-prefixed JSON frames (protocol.py) both ways, multiplexing everythi
     here -> Herald   {"type": "exit", "exit_code": n}      the script interpreter is gone (last frame)
     Herald -> here   {"type": "close"}                     SIGKILL the tree and leave at once
     here -> Herald   {"type": "failed", "error": "..."}    this supervisor itself broke (last frame)
+    here -> Herald   {"type": "record", "tool", ...}       a call answered here; start and code frames
+    Herald -> here   {"type": "cwd", "cwd": "/dir"}        carry the grant for those (localtools.py)
 
 Why a separate supervisor process: it must stay responsive while the script runs anything at all
 (a C call holding the GIL, a blocked write), so that a kill frame or the end of its stdin always
@@ -49,6 +51,7 @@ from . import frames
 
 # The /proc walk finds descendants that left the script's process group.
 from .environ import sandbox_environ
+from .localtools import LocalTools
 from .procs import KillClock, descendants, signal_pids
 from .protocol import (
     MAX_CONTROL_FRAME_BYTES,
@@ -91,6 +94,7 @@ class Supervisor:
         self.wake_r, self.wake_w = os.pipe()
         for fd in (wire_in, wire_out, self.wake_r, self.wake_w):
             os.set_blocking(fd, False)
+        self.local = LocalTools(self.wake_w)
 
     # -- the script interpreter ------------------------------------------------------------
 
@@ -108,6 +112,7 @@ class Supervisor:
         self.child = self.start_script(message)
         self.outputs = {self.child.stdout: frames.OUT, self.child.stderr: frames.ERR}
         self.ctl_in, self.ctl = self.child.ctl_in, Sink(self.child.ctl_out)
+        self.local.load()  # while the script's interpreter starts
 
     def start_script(self, message: Dict[str, Any]) -> ScriptProcess:
         """Forked by the Runtime's zygote when Herald names one (setting sandbox.fork_server),
@@ -158,9 +163,13 @@ class Supervisor:
         elif kind == frames.START and self.ctl is not None:
             start = {key: message.get(key) for key in ("mode", "cwd", "code", "sentinel", "line_buffered", "max_parallel")}
             start.update(socket=self.socket_path, token=self.token)
+            self.local.set_grant(message.get("tools"))
             self.ctl.push(encode_frame(start))
         elif kind == frames.CODE and self.ctl is not None:
+            self.local.set_grant(message.get("tools"))
             self.ctl.push(encode_frame({"code": message.get("code", ""), "line_buffered": message.get("line_buffered")}))
+        elif kind == frames.CWD:
+            self.local.set_cwd(message.get("cwd"))
         elif kind == frames.KILL:
             self.terminate(float(message.get("grace", 0.0)))
         elif kind == frames.CLOSE:
@@ -188,8 +197,21 @@ class Supervisor:
         call = {"id": message.get("id"), "tool": message.get("tool"), "args": message.get("args"), "conn": conn.number}
         if not isinstance(call["id"], (int, str)) or nested_deeper_than(call, MAX_RELAYED_NESTING):
             return False
-        self.send(call)
+        if not self.local.route(call):
+            self.send(call)
         return True
+
+    def local_calls_done(self) -> None:
+        """Replies of calls answered here to their connections, records and hand-overs to Herald."""
+        for number, frame, record in self.local.finished():
+            if number is None:
+                self.send(frame)
+                continue
+            conn = self.conns.get(number)
+            if conn is not None:
+                conn.out.push(frame)
+            if record is not None:
+                self.send(record)
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -256,7 +278,7 @@ class Supervisor:
             for message in self.inbox.feed(chunk):
                 self.from_herald(message)
         elif fd == self.wake_r:
-            pass  # a SIGCHLD woke us; the loop checks for the exit
+            self.local_calls_done()  # a local call finished, or a SIGCHLD woke us (the loop checks the exit)
         elif fd in self.outputs:
             if chunk:
                 self.send({"type": self.outputs[fd], "data": chunk.decode("latin-1")})
@@ -320,6 +342,8 @@ class Supervisor:
             if self.ctl_in is not None:
                 self.readable(self.ctl_in)  # its last frame may still wait in the pipe
             status = self.reported if self.reported is not None and not self.known else LOST_STATUS
+        self.local.wait_idle(EXIT_SETTLE_SECONDS)
+        self.local_calls_done()  # their records count in the run's calls: before the exit frame
         self.send({"type": frames.EXIT, "exit_code": status})
         self.drain_wire()
 
@@ -330,6 +354,7 @@ class Supervisor:
             self.wire.flush()
 
     def close(self) -> None:
+        self.local.close()
         if self.child is not None:
             self.child.close()
         if self.listener is not None:

@@ -163,7 +163,7 @@ def _answered(state: SessionState) -> bool:
 def _run(settings: Settings, backend: Backend, *, task: str | None, session: str | None, as_json: bool,
          out: IO[str]) -> int:
     stream = JsonEvents(out) if as_json else None
-    view = None if as_json else AgentView()
+    view = None if as_json else AgentView(profile=settings.policy.profile)
     on_event = stream.handle if stream is not None else view.handle if view is not None else None
     try:
         agent = Agent(settings=settings, backend=backend, session=session, on_event=on_event)

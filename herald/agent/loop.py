@@ -32,6 +32,7 @@ from typing import Literal
 from ..backends.base import Backend
 from ..config import Settings, load_settings
 from ..keys import herald_environ
+from ..policy import Policy
 from ..runtime import Runtime
 from ..tools.registry import Registry, default_registry
 from .budget import IterationBudget
@@ -99,6 +100,7 @@ class Agent:
         session: str | None = None,
         on_event: Callable[[AgentEvent], None] | None = None,
         env: Mapping[str, str] | None = None,
+        policy: Policy | str | None = None,
     ) -> None:
         base = settings or load_settings()
         overrides = {"agent.provider": provider, "agent.model": model, "agent.base_url": base_url,
@@ -135,13 +137,13 @@ class Agent:
             undo.callback(self.session.close)
             if state is None:
                 undo.callback(self.session.path.unlink, missing_ok=True)
-            tools_registry = Registry([*(registry or default_registry()), todo_tool(self.todo)])
+            tools_registry = Registry([*(registry or default_registry(self.settings)), todo_tool(self.todo)])
             enabled = list(tools) if tools is not None else self.settings.tools
             if enabled is not None:
                 enabled = [*enabled, "todo"]
             self.runtime = Runtime(
                 self.backend, settings=self.settings, tools=enabled, registry=tools_registry,
-                transcript=self.session.transcript,
+                transcript=self.session.transcript, policy=policy,
             )
             undo.callback(self.runtime.close)
             direct_tools = self.runtime.dispatcher.tools  # without tools that cannot work here
@@ -161,7 +163,7 @@ class Agent:
             )
             head = {"provider": chain[0].provider, "model": chain[0].model, "api_mode": chain[0].api_mode,
                     "base_url": chain[0].base_url, "backend": self.backend.name, "backend_spec": backend_spec,
-                    "cwd": self.backend.cwd}
+                    "cwd": self.backend.cwd, "profile": self.runtime.dispatcher.policy.profile}
             if state is None:
                 self.session.record("session", id=self.session.id, **head, system=self.system,
                                     tools=[s["function"]["name"] for s in self.tool_schemas])

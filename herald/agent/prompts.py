@@ -28,6 +28,7 @@ def system_prompt(*, backend_name: str, cwd: str, direct_tools: list[Tool], sett
         f"- Direct tools ({direct}) are for single, quick steps: one look at a file, one search, a "
         "result you must read in full before deciding. Independent direct calls can go in the "
         "same turn; read-only ones then run concurrently.\n"
+        + _mcp_note(direct_tools, settings) +
         "- Use todo for work with several steps, and keep it current.\n"
         "- If a call fails, read the error: it says what to do next. Do not repeat a failing call "
         "unchanged.\n"
@@ -36,4 +37,14 @@ def system_prompt(*, backend_name: str, cwd: str, direct_tools: list[Tool], sett
         "found, anything left open. That answer ends the session.\n"
         f"- You have a budget of {settings.agent.max_turns} turns; a turn that only runs "
         f"{EXECUTE_CODE} is not charged."
+    )
+
+
+def _mcp_note(direct_tools: list[Tool], settings: Settings) -> str:
+    if not any(t.name.startswith("mcp_") and t.sandbox for t in direct_tools):
+        return ""
+    servers = sorted(name for name, server in settings.mcp_servers.items() if server.enabled)
+    return (
+        f"- MCP tools (mcp_<server>_<tool>, from {', '.join(servers)}) are hermes_tools functions too: "
+        f"many MCP calls belong in one {EXECUTE_CODE} script that loops and filters, not one turn each.\n"
     )

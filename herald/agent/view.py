@@ -52,8 +52,10 @@ def _args_preview(arguments: dict[str, Any], runs_script: bool, limit: int = 80)
 
 
 class AgentView:
-    def __init__(self, console: Console | None = None) -> None:
+    def __init__(self, console: Console | None = None, profile: str = "") -> None:
         self.console = console or make_console(stderr=True)
+        # A permission profile other than the default is named while it runs and in the summary.
+        self._profile = f" · profile {profile}" if profile and profile != "workspace-write" else ""
         self._lock = threading.Lock()
         self._live: Live | None = None
         self._streamed = ""
@@ -76,7 +78,7 @@ class AgentView:
                 extra = f" · {self._inner} inner call(s)" if runs_script else ""
                 parts.append(Text(f"⚙ {name}{extra} · {time.monotonic() - started:.1f} s", style="cyan"))
             if not self._running:
-                parts.append(Text(f"… {self._status}", style="dim"))
+                parts.append(Text(f"… {self._status}{self._profile}", style="dim"))
             return Group(*parts)
 
     def __enter__(self) -> AgentView:
@@ -139,7 +141,7 @@ class AgentView:
         self._print(
             f"[{style}]{result.status}[/] · {result.turns} turn(s) · {len(result.tool_calls)} tool call(s) · "
             f"tokens in {usage.input_tokens:,}{cached}{written}, out {usage.output_tokens:,} · "
-            f"{result.seconds:.1f} s · session {escape(result.session_id)}"
+            f"{result.seconds:.1f} s · session {escape(result.session_id)}{self._profile}"
         )
 
 

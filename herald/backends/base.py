@@ -15,50 +15,26 @@ allows, and never more than its limit + 1 bytes.
 
 from __future__ import annotations
 
-import errno
-import posixpath
-import stat as st_mod
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+
+# The reader's rules and path resolution are shared with the sandbox's tool core.
+from .._sandbox.fileaccess import (
+    FileTooLargeError,
+    NotRegularFileError,
+    check_length,
+    check_regular,
+    resolve_path,
+)
+
+__all__ = [
+    "Backend", "BackendError", "Channel", "CommandResult", "DirEntry", "FileStat", "FileTooLargeError",
+    "NotRegularFileError", "check_length", "check_regular", "resolve_path",
+]
 
 
 class BackendError(RuntimeError):
     """The backend itself failed (not the command): the message says what to check."""
-
-
-class NotRegularFileError(OSError):
-    """The path is a device, FIFO or socket, not a regular file: reading it could block or never end."""
-
-
-class FileTooLargeError(OSError):
-    """The file holds more bytes than its reader accepts (`max_bytes`)."""
-
-
-def check_regular(path: str, mode: int, size: int, max_bytes: int) -> None:
-    """Refuse to read what `mode` and `size` (a stat of `path`) describe unless it is a regular
-    file of at most `max_bytes`: the one rule every backend's `read_bytes` applies."""
-    if st_mod.S_ISDIR(mode):
-        raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
-    if not st_mod.S_ISREG(mode):
-        raise NotRegularFileError(errno.EINVAL, f"not a regular file ({_kind(mode)})", path)
-    if size > max_bytes:
-        raise FileTooLargeError(errno.EFBIG, f"the file is {size:,} bytes, over the {max_bytes:,}-byte limit", path)
-
-
-def check_length(path: str, data: bytes, max_bytes: int) -> bytes:
-    """`data` read with a limit of `max_bytes` + 1, refused when it ran past `max_bytes` (the file
-    grew, or claimed a smaller size than it has)."""
-    if len(data) > max_bytes:
-        raise FileTooLargeError(errno.EFBIG, f"the file holds over {max_bytes:,} bytes", path)
-    return data
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((st_mod.S_ISFIFO, "a FIFO"), (st_mod.S_ISCHR, "a character device"),
-                       (st_mod.S_ISBLK, "a block device"), (st_mod.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "a special file"
 
 
 @dataclass(frozen=True)
@@ -160,14 +136,3 @@ class Backend(Protocol):
         result as `note`. `run` puts such news in its own CommandResult.note instead.
         """
         ...
-
-
-def resolve_path(cwd: str, path: str) -> str:
-    """Absolute POSIX path for `path` relative to `cwd`, with `~` left to the backend's HOME."""
-    if not path:
-        raise ValueError("empty path")
-    if path == "~" or path.startswith("~/"):
-        return path  # the backend expands it
-    if posixpath.isabs(path):
-        return posixpath.normpath(path)
-    return posixpath.normpath(posixpath.join(cwd, path))

@@ -9,11 +9,11 @@ import signal
 import stat as st_mod
 import subprocess
 import sys
-import tempfile
 import threading
 
 from .._sandbox import shellguard
 from .._sandbox.environ import scrubbed_environ
+from .._sandbox.fileaccess import OsFiles
 from .._sandbox.procs import children_of, descendants, signal_pids, terminate_tree
 from ..config import Settings
 from ..keys import herald_environ
@@ -24,8 +24,6 @@ from .base import (
     CommandResult,
     DirEntry,
     FileStat,
-    check_length,
-    check_regular,
     resolve_path,
 )
 from .shell import PersistentShell
@@ -123,6 +121,8 @@ class LocalBackend:
             spill_dir=self.settings.spill_dir,
         )
         self._closed = threading.Event()
+        # The same OS-level reads and writes as the file tools inside a backend-mode supervisor.
+        self._files = OsFiles(self.settings.files.read_max_bytes)
 
     @property
     def cwd(self) -> str:
@@ -157,46 +157,11 @@ class LocalBackend:
                     channel.kill_escapes()  # a foreground command's processes end with it
 
     def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
-        target = self._path(path)
         limit = self.settings.files.read_max_bytes if max_bytes is None else max_bytes
-        # Looked at before opening too: opening some devices has effects of its own.
-        before = os.stat(target)
-        check_regular(target, before.st_mode, before.st_size, limit)
-        # O_NONBLOCK: should the path have become a FIFO since, the open returns at once and
-        # the fstat of what was opened refuses it.
-        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb", buffering=0) as fh:
-            opened = os.fstat(fd)
-            check_regular(target, opened.st_mode, opened.st_size, limit)
-            chunks: list[bytes] = []
-            left = limit + 1
-            while left > 0 and (chunk := fh.read(min(left, 1 << 20))):
-                chunks.append(chunk)
-                left -= len(chunk)
-        return check_length(target, b"".join(chunks), limit)
+        return self._files.read_bytes(self._path(path), limit)
 
     def write_bytes(self, path: str, data: bytes) -> None:
-        # Through a symlink, replace the file it points to; renaming over the link would turn
-        # it into a separate copy.
-        target = os.path.realpath(self._path(path))
-        parent = os.path.dirname(target)
-        os.makedirs(parent, exist_ok=True)
-        try:
-            mode = os.stat(target).st_mode & 0o7777
-        except FileNotFoundError:
-            mode = 0o666 & ~_umask()
-        fd, tmp = tempfile.mkstemp(prefix=".herald-", suffix=".tmp", dir=parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.chmod(tmp, mode)
-            os.replace(tmp, target)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
+        self._files.write_bytes(self._path(path), data)
 
     def stat(self, path: str) -> FileStat | None:
         target = self._path(path)
@@ -237,12 +202,3 @@ class LocalBackend:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _umask() -> int:
-    # Reading the umask means setting it; do it once, at import, before threads exist.
-    return _UMASK
-
-
-_UMASK = os.umask(0)
-os.umask(_UMASK)

@@ -60,6 +60,31 @@ def cancellable(event: threading.Event | None) -> Iterator[None]:
         _cancel.reset(token)
 
 
+_foreground_only: contextvars.ContextVar[bool] = contextvars.ContextVar("herald_foreground_only", default=False)
+
+# Kills the shell's children once a command has returned: its jobs (`cmd &`, by process group,
+# as `set -m` gives each its own) and, where /proc lists them, disowned ones too. Then forgets
+# them, so no "Killed" notice lands in the next command's output.
+_END_JOBS = (
+    "__herald_kids=(); builtin read -r -a __herald_kids < /proc/$$/task/$$/children 2>/dev/null; "
+    "for __herald_job in $(builtin jobs -p) \"${__herald_kids[@]}\"; do "
+    "builtin kill -9 -- -$__herald_job $__herald_job; done 2>/dev/null; builtin disown -a; "
+    "builtin unset __herald_kids __herald_job; "
+)
+
+
+@contextlib.contextmanager
+def foreground_only(on: bool = True) -> Iterator[None]:
+    """While on, the commands this thread runs in a persistent shell end with everything they
+    left in the background (a script's commands never outlive them); off, a command's jobs live
+    on with the session (a model's direct call may start a server with `&`)."""
+    token = _foreground_only.set(on)
+    try:
+        yield
+    finally:
+        _foreground_only.reset(token)
+
+
 def current_cancel() -> threading.Event | None:
     """The event that cancels the work this thread is doing now, if someone may cancel it."""
     return _cancel.get()
@@ -176,7 +201,7 @@ class PersistentShell:
                 )
             script = (
                 f"__herald_ok=0; {{ builtin printf '%s' {shell_quote(command)} >| {path} && {run_it}; }} </dev/null 2>&1; "
-                f"__herald_ec=$?; "
+                f"__herald_ec=$?; {_END_JOBS if _foreground_only.get() else ''}"
                 # State first, then the record: once a result is back, a new shell (after a
                 # timeout, a crash, a dropped connection) finds the variables it left.
                 f"builtin export -p >| {shell_quote(self._state_path)} 2>/dev/null; "

@@ -1,4 +1,4 @@
-"""The `herald` command line: `exec | run | sessions | tools | doctor | demo`.
+"""The `herald` command line: `exec | run | sessions | tools | doctor | demo | mcp`.
 
 One module per command family; `common.py` holds what they share (settings from the config file,
 `-c KEY=VALUE` and flags; usage errors; consoles; opening a backend). Exit code 2 is bad usage:
@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from .. import __version__
 from ..keys import take_api_keys
-from . import agent, doctor, exec, tools
+from . import agent, doctor, exec, mcp, tools
 from .common import USAGE_ERROR, BackendUnavailable, UsageError, add_config_options, console
 from .signals import Stopped
 
@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     tools.add_parser(sub, [shared])
     doctor.add_parser(sub, [shared])
     agent.add_parsers(sub, [shared])
+    mcp.add_parser(sub, [shared])
     return parser
 
 

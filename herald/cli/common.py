@@ -173,6 +173,13 @@ def add_runtime_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--exec-mode", choices=["host", "backend"],
                         help="where the script itself runs: host (default: here) or backend (inside it: open() acts there)")
     parser.add_argument("--browser-cdp", metavar="URL", help="drive the browser at this CDP URL instead of launching Chromium")
+    add_profile_option(parser)
+
+
+def add_profile_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", choices=["read-only", "workspace-write", "full"],
+                        help="permission profile for every tool call: read-only, workspace-write (default: "
+                             "files only inside the workspace) or full (no confinement); setting policy.profile")
 
 
 def runtime_flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -184,4 +191,5 @@ def runtime_flags(args: argparse.Namespace) -> dict[str, Any]:
         "browser.cdp_url": args.browser_cdp,
         "backend": args.backend,
         "tools": args.tools,  # "" is a value: no tools (never "all" by accident)
+        "policy.profile": args.profile,
     }

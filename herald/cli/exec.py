@@ -79,7 +79,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
                 if args.json:
                     view = EventStream() if args.events else None
                 else:
-                    view = LiveView(status_line=sys.stderr.isatty())
+                    view = LiveView(status_line=sys.stderr.isatty(), profile=runtime.dispatcher.policy.profile)
                 if view is not None:
                     runtime.dispatcher.on_script_call = view.tool_call
                 stop.interrupt = runtime.interrupt
@@ -112,7 +112,8 @@ def _summarise(result: ExecutionResult) -> None:
     for note in result.notes:
         err.print(escape(note), style="yellow" if result.ok else "red")
     style = "green" if result.ok else "red"
-    line = (f"[{style}]{result.status}[/] · exit {result.exit_code} · {result.tool_calls_made} tool call(s) · "
+    profile = f" · profile {result.profile}" if result.profile and result.profile != "workspace-write" else ""
+    line = (f"[{style}]{result.status}[/]{profile} · exit {result.exit_code} · {result.tool_calls_made} tool call(s) · "
             f"{result.duration_seconds:.2f} s")
     if result.output_spill_path:
         line += f" · full output: {escape(result.output_spill_path)}"

@@ -19,8 +19,10 @@ CLEAR_LINE = "\r\x1b[K"
 
 
 class LiveView:
-    def __init__(self, *, status_line: bool) -> None:
+    def __init__(self, *, status_line: bool, profile: str = "") -> None:
         self._lock = threading.Lock()
+        # A permission profile other than the default is named on the line (full: no confinement).
+        self._profile = f" · profile {profile}" if profile and profile != "workspace-write" else ""
         self._started = time.monotonic()
         self._calls = 0
         self._failed = 0
@@ -81,7 +83,7 @@ class LiveView:
         if not self._status_line or not self._at_line_start or self._stop.is_set():
             return
         elapsed = time.monotonic() - self._started
-        text = f"running · {self._calls} tool call(s)"
+        text = f"running{self._profile} · {self._calls} tool call(s)"
         if self._failed:
             text += f" ({self._failed} failed)"
         if self._last_tool:

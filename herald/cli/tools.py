@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 from rich.markup import escape
 
-from .common import UsageError, console, load
+from .common import UsageError, add_profile_option, console, load
 
 FORMATS = ("openai", "anthropic")
 
@@ -19,6 +20,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents
     p.add_argument("--json", action="store_true", help="print the function schemas a model is given, execute_code first")
     p.add_argument("--format", choices=FORMATS, default="openai", help="schema format for --json (default openai)")
     p.add_argument("--tools", help='comma-separated tools to enable (default: all; "" for none)')
+    add_profile_option(p)
     p.set_defaults(func=cmd_tools)
 
 
@@ -28,9 +30,22 @@ def session_offer(settings: Any) -> Any:
     from ..tools.registry import default_registry
 
     try:
-        return offer_tools(default_registry(), settings.tools, settings)
+        return offer_tools(default_registry(settings), settings.tools, settings)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+def policy_summary(settings: Any, offer: Any) -> str:
+    """What the profile in force forbids, as execute_code's description says it (the workspace
+    is the current directory plus policy.roots, as for `herald exec`)."""
+    from ..policy import Policy, RuleError
+
+    try:
+        policy = Policy.from_settings(settings)
+    except RuleError as exc:
+        raise UsageError(str(exc)) from None
+    roots = [os.getcwd(), *(os.path.abspath(os.path.expanduser(r)) for r in settings.policy.roots)]
+    return policy.describe(offer.tools, [os.path.realpath(r) for r in roots])
 
 
 def model_schemas(settings: Any, fmt: str) -> list[dict[str, Any]]:
@@ -39,14 +54,15 @@ def model_schemas(settings: Any, fmt: str) -> list[dict[str, Any]]:
     from ..runtime.execute_code import execute_code_schema
 
     offer = session_offer(settings)
-    schemas = [execute_code_schema(offer.script_tools, settings), *(t.llm_schema() for t in offer.tools)]
+    schemas = [execute_code_schema(offer.script_tools, settings, policy_summary(settings, offer)),
+               *(t.llm_schema() for t in offer.tools)]
     return to_anthropic_tools(schemas) if fmt == "anthropic" else schemas
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
     from ..runtime.sandbox.stubgen import signatures
 
-    settings = load(args, {"tools": args.tools})
+    settings = load(args, {"tools": args.tools, "policy.profile": args.profile})
     if args.json:
         print(json.dumps(model_schemas(settings, args.format), indent=2, ensure_ascii=False))
         return 0
@@ -67,4 +83,5 @@ def cmd_tools(args: argparse.Namespace) -> int:
         for name, reason in offer.withheld.items():
             out.print(f"  [yellow]{escape(name)}[/]: {escape(reason)}")
     out.print("\nHelpers: parallel(*calls), json_parse(text), shell_quote(value), retry(fn, *args)")
+    out.print(f"\n{escape(policy_summary(settings, offer))}")
     return 0

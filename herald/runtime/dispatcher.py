@@ -7,7 +7,11 @@ Policy, in order:
 2. Arguments are checked against the tool's schema; arguments refused inside scripts (terminal's
    `background`, `pty`, ...) are rejected with the reason.
 3. The run's call budget: calls past `max_tool_calls` get an error the script can handle; the
-   script keeps running. A `timeout` argument is cut to the time the run has left, so no
+   script keeps running. So do calls past one of the run's other budgets (`CallScope.budgets`:
+   reply bytes, tool seconds, web calls, browser actions, bytes written; policy/budgets.py).
+   Then the permission policy (`Gate.check`, herald/policy/), for direct and script calls
+   alike: the profile, per-tool rules, path confinement; a refusal is a `PolicyRefused` error
+   and a `policy` transcript record with the rule that decided. A `timeout` argument is cut to the time the run has left, so no
    command outlives the run that started it (and holds up the next one).
 4. The tool runs. Calls run concurrently on the RPC server's threads; a call first takes a lock
    on each resource it touches (`Tool.touches`: a file, the shell, the browser, tool-wide state;
@@ -38,14 +42,16 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._sandbox.protocol import HEADER, reply_frame
 from ..backends.base import BackendError
-from ..backends.shell import CANCEL_POLL_SECONDS, cancellable
+from ..backends.shell import CANCEL_POLL_SECONDS, cancellable, foreground_only
 from ..config import Settings
+from ..policy import Gate, Policy, Verdict
+from ..policy.budgets import Budgets
 from ..spill import SpillBudget, charged_to
 from ..tools.arguments import bind_arguments
 from ..tools.registry import Registry, Tool, ToolContext, ToolError
@@ -145,6 +151,7 @@ class CallScope:
     # Set when the run is over (interrupted, timed out): calls still running are asked to stop.
     cancel: threading.Event = field(default_factory=threading.Event)
     spill: SpillBudget | None = None  # what its spill files (output, tool calls) may still take
+    budgets: Budgets | None = None  # reply bytes, tool seconds, web calls, ... (policy/budgets.py)
 
     def take(self) -> bool:
         with self.lock:
@@ -163,8 +170,11 @@ class Dispatcher:
         *,
         enabled: list[str] | None = None,
         transcript: Transcript | None = None,
+        policy: Policy | None = None,
     ) -> None:
         self.registry = registry
+        self.policy = policy or Policy.from_settings(ctx.settings)
+        self.gate = Gate(self.policy, ctx.backend, read_roots=[str(ctx.settings.spill_dir)])
         self.ctx = ctx
         self.transcript = transcript
         self.offer = offer_tools(registry, enabled, ctx.settings)
@@ -186,9 +196,11 @@ class Dispatcher:
             raise ValueError(f"tool {tool.name}: only direct-call tools can be added after the offer")
         self._offered[tool.name] = tool
 
-    def new_scope(self, max_calls: int, deadline: float | None = None) -> CallScope:
+    def new_scope(self, max_calls: int, deadline: float | None = None,
+                  budgets: Mapping[str, float] | None = None) -> CallScope:
         spill = SpillBudget(self.ctx.settings.sandbox.max_spill_bytes)
-        return CallScope(run_id=f"run-{next(self._ids)}", max_calls=max_calls, deadline=deadline, spill=spill)
+        return CallScope(run_id=f"run-{next(self._ids)}", max_calls=max_calls, deadline=deadline, spill=spill,
+                         budgets=Budgets(budgets) if budgets else None)
 
     def _available(self) -> str:
         return ", ".join(sorted(self._allowed)) or "none"
@@ -232,9 +244,16 @@ class Dispatcher:
                 "tool calls, so this call was not run. Print what you have and finish, or do the "
                 "rest in another execute_code run.",
             )
+        elif scope.budgets is not None and (exhausted := scope.budgets.before(tool, args)) is not None:
+            reply = _error("BudgetExhausted", exhausted)
         else:
-            reply = self._with_backend_note(self._run(tool, args, scope, scope.cancel))
+            reply = self._with_backend_note(self._run(tool, args, scope, scope.cancel, scope.run_id))
         frame = reply_frame(message, reply, echo)
+        if tool is not None and scope.budgets is not None and "error" not in reply:
+            over = scope.budgets.after(time.perf_counter() - started, len(frame) - HEADER.size)
+            if over is not None:
+                reply = _error("BudgetExhausted", over)
+                frame = reply_frame(message, reply, echo)
         self._log(scope.run_id, "sandbox_tool_call", name, args, reply, len(frame) - HEADER.size, time.perf_counter() - started)
         if self.on_script_call is not None:
             try:
@@ -242,6 +261,23 @@ class Dispatcher:
             except Exception:  # a display problem must not fail the script's call
                 log.exception("on_script_call hook failed")
         return frame
+
+    def record_script_call(
+        self, scope: CallScope, name: str, args_preview: Any, error: dict[str, Any] | None, size: int, seconds: float
+    ) -> None:
+        """A call a backend-mode supervisor answered next to the script (runtime/backend_tools.py):
+        counted in `scope` and logged as `serve` logs the calls it runs (`args_preview` is
+        already a transcript preview); its record says `in_backend`."""
+        with scope.lock:
+            scope.calls += 1
+        reply = {"error": error} if error is not None else {}
+        self._log(scope.run_id, "sandbox_tool_call", name, args_preview, reply, size, seconds, {"in_backend": True},
+                  previewed=True)
+        if self.on_script_call is not None:
+            try:
+                self.on_script_call(name, error is None)
+            except Exception:  # a display problem must not fail the script's call
+                log.exception("on_script_call hook failed")
 
     def call_direct(
         self, name: str, args: Any, *, call_id: str = "direct", cancel: threading.Event | None = None
@@ -261,7 +297,7 @@ class Dispatcher:
                 message = f"Unknown tool: '{name}'."
             reply = _error("UnknownTool", f"{message} Enabled tools: {known}.")
         else:
-            reply = self._with_backend_note(self._run(tool, args, None, cancel))
+            reply = self._with_backend_note(self._run(tool, args, None, cancel, call_id))
         seconds = time.perf_counter() - started
         if self.transcript is not None:
             size = len(reply_frame({}, reply, ())) - HEADER.size
@@ -276,10 +312,21 @@ class Dispatcher:
             return []
         return tool.resources(args, self.ctx)
 
-    def _run(self, tool: Tool, args: Any, scope: CallScope | None, cancel: threading.Event | None) -> dict[str, Any]:
+    def _run(
+        self, tool: Tool, args: Any, scope: CallScope | None, cancel: threading.Event | None, run_id: str
+    ) -> dict[str, Any]:
         interrupted = _error("Interrupted", f"{tool.name}: not run: the session was interrupted before it started.")
         try:
             bound = bind_arguments(tool, args, in_script=scope is not None)
+            # A script's calls come back here and lock what each touches: holding all the script
+            # may touch for the whole run would make them wait for ever.
+            resources = [] if tool.runs_scripts else tool.resources(bound, self.ctx)
+            # The one policy check, the same for direct and script calls (herald/policy/).
+            verdict = self.gate.check(tool, bound, self.ctx, "direct" if scope is None else "script", resources)
+            if verdict is not None:
+                self._log_policy(run_id, tool.name, bound, verdict)
+                if not verdict.allowed:
+                    return {"error": {"type": "PolicyRefused", "message": verdict.message, "rule": verdict.rule}}
             if scope is not None and scope.deadline is not None and "timeout" in tool.properties:
                 left = max(0.0, scope.deadline - time.monotonic())
                 limit = bound.get("timeout")
@@ -288,13 +335,12 @@ class Dispatcher:
                 bound["timeout"] = min(limit, left)
             if cancel is not None and cancel.is_set():
                 return interrupted
-            # A script's calls come back here and lock what each touches: holding all the script
-            # may touch for the whole run would make them wait for ever.
-            resources = [] if tool.runs_scripts else tool.resources(bound, self.ctx)
             with self._locks.hold(resources, cancel, CANCEL_POLL_SECONDS) as held:
                 if not held:  # interrupted while another call held what this one touches
                     return interrupted
-                with cancellable(cancel), charged_to(scope.spill if scope is not None else None):
+                # A script's commands end with their background jobs (shell.foreground_only).
+                with (cancellable(cancel), foreground_only(scope is not None),
+                      charged_to(scope.spill if scope is not None else None)):
                     result = tool.handler(bound, self.ctx)
         except ToolError as exc:
             return _error(exc.error_type, str(exc))
@@ -312,6 +358,16 @@ class Dispatcher:
             return _error("InternalError", f"{tool.name} failed unexpectedly: {type(exc).__name__}: {exc}")
         return {"result": result}
 
+    def _log_policy(self, run_id: str, name: str, args: Any, verdict: Verdict) -> None:
+        if self.transcript is None:
+            return
+        try:
+            self.transcript.write({"type": "policy", "run": run_id, "tool": name, "args": preview(args),
+                                   "decision": verdict.decision, "rule": verdict.rule,
+                                   "profile": self.policy.profile})
+        except Exception:
+            log.exception("could not write the transcript record of a policy decision on %s", name)
+
     def _with_backend_note(self, reply: dict[str, Any]) -> dict[str, Any]:
         """Add what the backend had to do since the last call (e.g. reconnect) to this reply."""
         take_note = getattr(self.ctx.backend, "take_note", None)
@@ -327,12 +383,12 @@ class Dispatcher:
 
     def _log(
         self, run_id: str, kind: str, name: Any, args: Any, reply: dict[str, Any], size: int, seconds: float,
-        extra: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None, *, previewed: bool = False,
     ) -> None:
         if self.transcript is None:
             return
         try:
-            self._write_log(run_id, kind, name, args, reply, size, seconds, extra or {})
+            self._write_log(run_id, kind, name, args if previewed else preview(args), reply, size, seconds, extra or {})
         except Exception:  # the call already ran: a logging failure must not turn it into an error
             log.exception("could not write the transcript record of a %s call", name)
 
@@ -345,7 +401,7 @@ class Dispatcher:
             "type": kind,
             "run": run_id,
             "tool": name,
-            "args": preview(args),
+            "args": args,
             "duration_ms": round(seconds * 1000, 3),
         }
         if "error" in reply:

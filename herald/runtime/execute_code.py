@@ -30,7 +30,8 @@ PARAMETERS: dict[str, Any] = {
 }
 
 
-def execute_code_description(script_tools: list[Tool], settings: Settings) -> str:
+def execute_code_description(script_tools: list[Tool], settings: Settings, policy: str = "") -> str:
+    """The description; `policy` is the session's `Policy.describe` (what its profile forbids)."""
     limits = settings.sandbox
     lines = []
     for tool, signature in zip(script_tools, signatures(script_tools), strict=True):
@@ -55,6 +56,7 @@ def execute_code_description(script_tools: list[Tool], settings: Settings) -> st
         f"{limits.max_tool_calls} tool calls per script, {limits.max_parallel_calls} concurrent calls, "
         f"stdout kept up to {limits.max_stdout_bytes:,} bytes (head and tail; the full text is saved "
         "to a file whose path is returned). Act on the workspace through these functions.\n"
+        + (f"{policy} A refused call raises ToolError (type PolicyRefused) saying why.\n" if policy else "") +
         "Returns: {status: success|error|timeout|interrupted, output, error, exit_code, "
         "tool_calls_made, duration_seconds, output_spill_path, ...}."
     )
@@ -69,7 +71,7 @@ def execute_code_tool(runtime: Runtime) -> Tool:
 
     return Tool(
         name=EXECUTE_CODE,
-        description=execute_code_description(runtime.dispatcher.script_tools, runtime.settings),
+        description=execute_code_description(runtime.dispatcher.script_tools, runtime.settings, policy_text(runtime)),
         parameters=PARAMETERS,
         handler=handler,
         sandbox=False,
@@ -82,6 +84,11 @@ def execute_code_tool(runtime: Runtime) -> Tool:
     )
 
 
-def execute_code_schema(script_tools: list[Tool], settings: Settings) -> dict[str, Any]:
+def policy_text(runtime: Runtime) -> str:
+    dispatcher = runtime.dispatcher
+    return dispatcher.policy.describe(dispatcher.tools, dispatcher.gate.described_roots())
+
+
+def execute_code_schema(script_tools: list[Tool], settings: Settings, policy: str = "") -> dict[str, Any]:
     """The schema execute_code_tool's tool has, without a Runtime (for `herald tools --json`)."""
-    return function_schema(EXECUTE_CODE, execute_code_description(script_tools, settings), PARAMETERS)
+    return function_schema(EXECUTE_CODE, execute_code_description(script_tools, settings, policy), PARAMETERS)

@@ -87,6 +87,8 @@ def build_result(
         notes.append(f"Kernel session '{session}' was restarted: earlier state is gone.")
     if scope.refused:
         notes.append(f"{scope.refused} tool call(s) were refused: the limit is {scope.max_calls} per run.")
+    if scope.budgets is not None and scope.budgets.exhausted():
+        notes.append(f"Budget(s) used up: {', '.join(scope.budgets.exhausted())}; later calls that needed them were refused.")
     if scope.spill is not None and scope.spill.exhausted:
         notes.append(
             f"Spill files of this run reached their cap of {scope.spill.limit:,} bytes "
@@ -107,4 +109,5 @@ def build_result(
         session=session,
         state_lost=state_lost,
         notes=notes,
+        budgets=scope.budgets.usage() if scope.budgets is not None else {},
     )

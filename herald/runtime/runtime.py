@@ -26,7 +26,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -35,9 +35,12 @@ from .._sandbox.frames import StartFrame
 from ..backends.base import Backend, BackendError
 from ..config import Settings, load_settings
 from ..keys import herald_environ
+from ..policy import Policy
+from ..policy.budgets import check_budgets
 from ..spill import sweep
 from ..tools.registry import Registry, ToolContext, default_registry
 from ..transcript import Transcript
+from .backend_tools import BackendTools
 from .dispatcher import Dispatcher
 from .execute_code import execute_code_tool
 from .grants import Grant, Grants
@@ -80,6 +83,7 @@ class Runtime:
         registry: Registry | None = None,
         transcript: Transcript | Path | bool = True,
         exec_mode: str | None = None,
+        policy: Policy | str | None = None,
     ) -> None:
         guard_process()  # once per process: not traceable; dead processes' temp dirs removed (selfguard.py)
         self.settings = settings or load_settings()
@@ -100,7 +104,7 @@ class Runtime:
                 backend = LocalBackend(settings=self.settings)
                 undo.callback(backend.close)
             self.backend = backend
-            self.registry = registry or default_registry()
+            self.registry = registry or default_registry(self.settings)
             if transcript is True:
                 stamp = time.strftime("%Y%m%d-%H%M%S")
                 transcript = self.settings.transcript_dir / f"runtime-{stamp}-{secrets.token_hex(3)}.jsonl"
@@ -113,6 +117,7 @@ class Runtime:
                 ToolContext(backend=backend, settings=self.settings),
                 enabled=list(tools) if tools is not None else self.settings.tools,
                 transcript=self.transcript,
+                policy=Policy.coerce(policy, self.settings),  # a profile name, a Policy, or the settings'
             )
             # The model's way to run scripts here; known to the dispatcher, which refuses it to scripts.
             self.execute_tool = execute_code_tool(self)
@@ -141,6 +146,7 @@ class Runtime:
                     Path(self._sandbox_dir),
                     self._grants.lookup,
                     lambda grant, message, echo: self.dispatcher.serve(grant.scope, message, echo),
+                    BackendTools(self.dispatcher) if self.settings.sandbox.backend_tools else None,
                 )
                 undo.callback(self._remote.close)
             self._child_env = sandbox_environ(herald_environ(), self.settings.sandbox.env_passthrough)
@@ -201,7 +207,8 @@ class Runtime:
             return Isolation("none", f"the script runs as the {self.backend.name} backend's user; "
                                      "bwrap inside the backend is not used yet")
         try:
-            return isolation.resolve(self.settings, self._script_cwd(), self.settings.sandbox.python)
+            return isolation.resolve(self.settings, self._script_cwd(), self.settings.sandbox.python,
+                                     writable_workspace=self.dispatcher.policy.profile != "read-only")
         except ValueError as exc:
             raise SandboxStartError(str(exc)) from None
 
@@ -236,8 +243,10 @@ class Runtime:
         session: str | None = None,
         reset: bool = False,
         on_output: OutputListener | None = None,
+        budgets: Mapping[str, float] | None = None,
     ) -> ExecutionResult:
-        """Run `code` and return its result. `on_output` sees the script's stdout and stderr
+        """Run `code` and return its result. `budgets` (default: setting sandbox.budgets) limits
+        what its tool calls may use beyond their number (herald/policy/budgets.py). `on_output` sees the script's stdout and stderr
         while it runs (the script's streams are then line-buffered); it is called on the
         thread that called `execute`, and whatever it raises is logged and ignored."""
         if not isinstance(code, str):
@@ -245,6 +254,7 @@ class Runtime:
         limits = self.settings.sandbox
         timeout = limits.timeout if timeout is None else timeout
         max_calls = limits.max_tool_calls if max_tool_calls is None else max_tool_calls
+        budgets = check_budgets(limits.budgets if budgets is None else budgets)  # ValueError: says which
         if not code.strip():
             return ExecutionResult(
                 status="error",
@@ -276,15 +286,16 @@ class Runtime:
             drain_fd(self._interrupt_r)
             try:
                 if session is not None:
-                    result = self._execute_in_kernel(code, session, reset, timeout, max_calls, on_output)
+                    result = self._execute_in_kernel(code, session, reset, timeout, max_calls, on_output, budgets)
                 else:
-                    result = self._execute_once(code, timeout, max_calls, on_output)
-                return replace(result, isolation=self.isolation.describe)
+                    result = self._execute_once(code, timeout, max_calls, on_output, budgets)
+                return replace(result, isolation=self.isolation.describe, profile=self.dispatcher.policy.profile)
             except BackendError as exc:  # in backend mode: the backend could not be reached to start the run
                 if self._remote is None:
                     raise
                 return ExecutionResult(status="error", output="", error=_unreachable(exc), exit_code=None,
-                                       tool_calls_made=0, duration_seconds=0.0, session=session)
+                                       tool_calls_made=0, duration_seconds=0.0, session=session,
+                                       isolation=self.isolation.describe, profile=self.dispatcher.policy.profile)
             finally:
                 if self.transcript is not None:
                     try:
@@ -293,10 +304,11 @@ class Runtime:
                         log.exception("could not flush the transcript %s", self.transcript.path)
 
     def _execute_once(
-        self, code: str, timeout: float, max_calls: int, on_output: OutputListener | None
+        self, code: str, timeout: float, max_calls: int, on_output: OutputListener | None,
+        budgets: Mapping[str, float],
     ) -> ExecutionResult:
         started = time.monotonic()
-        scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout)
+        scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout, budgets=budgets)
         token, grant = self._grants.issue(scope)
         stdout, stderr = capture_streams(self.settings, scope, on_output)
         child: SandboxChild | None = None
@@ -335,7 +347,7 @@ class Runtime:
 
     def _execute_in_kernel(
         self, code: str, name: str, reset: bool, timeout: float, max_calls: int,
-        on_output: OutputListener | None,
+        on_output: OutputListener | None, budgets: Mapping[str, float],
     ) -> ExecutionResult:
         started = time.monotonic()
         lost = False
@@ -346,7 +358,7 @@ class Runtime:
             kernel = None
         if kernel is None:
             kernel = self._start_kernel(name)
-        scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout)
+        scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout, budgets=budgets)
         kernel.grant.scope = scope
         stdout, stderr = capture_streams(self.settings, scope, on_output)
         try:

@@ -15,19 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+# Raised by the tools here and by the sandbox's tool core (one class: a backend-mode supervisor
+# raises it too).
+from .._sandbox.toolcore import ToolError as ToolError
 from ..config import Settings
 from .resources import ANY_FILE, Resource, ResourceFn
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
-
-
-class ToolError(Exception):
-    """A tool failed in a way the caller can act on; the message says how."""
-
-    def __init__(self, message: str, error_type: str = "ToolError") -> None:
-        super().__init__(message)
-        self.error_type = error_type
 
 
 @dataclass
@@ -66,6 +61,8 @@ class Tool:
     parameters: dict[str, Any]  # JSON schema of an object
     handler: Handler
     returns: str = ""  # one line on the shape of the result, for docstrings and schemas
+    # JSON schema of the result when the tool declares one (MCP's outputSchema): the stub's return type.
+    output_schema: dict[str, Any] | None = None
     sandbox: bool = True  # callable from execute_code scripts
     # What a call touches (files, the shell, the browser, tool-wide state): calls that touch the
     # same thing take turns (see tools/resources.py). None: nothing shared, runs alongside anything.
@@ -185,8 +182,13 @@ class Registry:
         return [t for t in self.select(enabled) if t.sandbox]
 
 
-def default_registry() -> Registry:
-    """Every built-in tool."""
+def default_registry(settings: Settings | None = None) -> Registry:
+    """Every built-in tool, and with `settings` the tools of its MCP servers (`mcp_<server>_<tool>`)."""
     from . import browser, files, search, terminal, web
 
-    return Registry([*files.TOOLS, *search.TOOLS, *terminal.TOOLS, *browser.TOOLS, *web.TOOLS])
+    registry = Registry([*files.TOOLS, *search.TOOLS, *terminal.TOOLS, *browser.TOOLS, *web.TOOLS])
+    if settings is not None and settings.mcp_servers:
+        from ..mcp.tools import register_mcp_tools
+
+        register_mcp_tools(registry, settings)
+    return registry

@@ -45,7 +45,9 @@ TOOLS = [
         description=(
             "Run a shell command in the session's persistent bash (cwd and exported variables "
             "carry over between calls) on the active backend. stdout and stderr are merged. "
-            "A command that runs past `timeout` seconds is killed with everything it started."
+            "A command that runs past `timeout` seconds is killed with everything it started. "
+            "From execute_code, a command's background jobs (`&`) end when it returns; start a "
+            "long-lived server with a direct call instead."
         ),
         parameters={
             "type": "object",

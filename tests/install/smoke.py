@@ -342,6 +342,22 @@ def check_agent(protocol: typing.Literal["openai", "anthropic"]) -> Callable[[He
     return check
 
 
+def check_mcp(herald: Herald) -> str:
+    # Both ways at once: Herald's MCP client calls `herald mcp serve` (another Herald) as a server.
+    inner = herald.workspace.parent / "inner"
+    inner.mkdir()
+    env = {"PYTHONPATH": herald.env["PYTHONPATH"], "HERALD_DATA_DIR": str(inner / "data"),
+           "HERALD_CONFIG": str(inner / "none.toml")}
+    config = herald.workspace.parent / "mcp.toml"
+    config.write_text(f"[mcp_servers.inner]\ncommand = {json.dumps(sys.executable)}\n"
+                      f"args = [\"-m\", \"herald\", \"mcp\", \"serve\", \"--cwd\", {json.dumps(str(inner))}]\n"
+                      f"env = {{ {', '.join(f'{k} = {json.dumps(v)}' for k, v in env.items())} }}\n")
+    out = herald.script("from hermes_tools import mcp_inner_execute_code as run\nprint(run('print(6 * 7)')['output'])\n",
+                        HERALD_CONFIG=str(config))
+    expect(out.strip() == "42", f"an MCP call to herald mcp serve printed {out!r}, not 42")
+    return "herald exec calls execute_code of herald mcp serve over stdio"
+
+
 CHECKS: dict[str, Callable[[Herald], str]] = {
     "web_extract (keyless)": check_web_extract,
     "web (Firecrawl)": check_firecrawl,
@@ -349,6 +365,7 @@ CHECKS: dict[str, Callable[[Herald], str]] = {
     "ssh": check_ssh,
     "docker": check_docker,
     "modal": check_modal,
+    "mcp": check_mcp,
     "agent (openai)": check_agent("openai"),
     "agent (anthropic)": check_agent("anthropic"),
 }

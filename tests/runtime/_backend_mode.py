@@ -9,6 +9,7 @@ wherever it is.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 
 from herald import Runtime, Settings
 from herald.backends.base import Backend
+from herald.tools import ToolError
 
 from ._helpers import wait_for
 
@@ -74,3 +76,37 @@ def remote_pids(backend: Backend, marker: str) -> list[int]:
 
 def gone_on_backend(backend: Backend, marker: str, timeout: float = 60.0) -> bool:
     return wait_for(lambda: not remote_pids(backend, marker), timeout=timeout, step=0.2)
+
+
+# A script that makes one tool call, with exactly these arguments (not through the stub's
+# signature, so that Herald's argument checks are what answers), and prints the reply as JSON
+# (ASCII: any byte survives).
+CALL_SCRIPT = """
+import json, hermes_tools
+from _hermes_runtime.client import call
+try:
+    reply = {{"result": call({name!r}, json.loads({args!r}))}}
+except hermes_tools.ToolError as exc:
+    reply = {{"error": {{"type": exc.error_type, "message": str(exc)}}}}
+print(json.dumps(reply))
+"""
+
+
+def script_caller(runtime: Runtime) -> Callable[..., Any]:
+    """`call(name, **args)` as a script in `runtime` makes it: the tool's result, or the
+    ToolError the script got, raised as Herald's ToolError (what a direct call raises)."""
+
+    def call(name: str, **args: Any) -> Any:
+        result = runtime.execute(CALL_SCRIPT.format(name=name, args=json.dumps(args)))
+        assert result.status == "success", f"{name} script failed: {result.output}\n{result.error}"
+        reply = json.loads(result.output)
+        if "error" in reply:
+            raise ToolError(reply["error"]["message"], reply["error"]["type"])
+        return reply["result"]
+
+    return call
+
+
+def in_backend_settings(settings: Settings) -> Settings:
+    """Settings of a backend-mode Runtime whose scripts print whole tool results."""
+    return settings.with_overrides({"sandbox.max_stdout_bytes": 20_000_000, "sandbox.backend_tools": True})

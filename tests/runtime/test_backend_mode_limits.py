@@ -3,6 +3,7 @@ output caps and spill files hold, a missing or old python is a clear error."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import threading
@@ -176,11 +177,18 @@ def test_the_backend_side_runs_on_python_3_8(workspace: Path, settings: Settings
             runtime,
             """
             import sys
-            from hermes_tools import parallel, terminal
+            from hermes_tools import parallel, patch, read_file, terminal, write_file
             print(sys.version_info[:2], [r["output"] for r in parallel([(terminal, "echo %d" % i) for i in range(3)])])
+            write_file("py38.txt", "one\\n")                    # the file tools run in the supervisor, on 3.8
+            print(patch("py38.txt", "one", "two")["diff"].splitlines()[-1], read_file("py38.txt")["content"])
             """,
         )
-        assert result.output == "(3, 8) ['0', '1', '2']\n"
+        assert result.output == "(3, 8) ['0', '1', '2']\n+two      1|two\n"
+        assert result.tool_calls_made == 6
+        assert runtime.transcript is not None
+        runtime.transcript.flush()
+        records = [json.loads(line) for line in runtime.transcript.path.read_text().splitlines()]
+        assert [r["tool"] for r in records if r.get("in_backend")] == ["write_file", "patch", "read_file"]
         assert runtime.execute("import time\ntime.sleep(100)", timeout=1).status == "timeout"
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from herald.runtime.execute_code import EXECUTE_CODE, execute_code_schema
+from herald.runtime.execute_code import EXECUTE_CODE, execute_code_schema, policy_text
 from herald.tools.registry import Registry, Tool, default_registry
 from herald.tools.resources import ANY_FILE, SHELL, fixed
 from herald.transcript import read_transcript
@@ -83,7 +83,7 @@ def test_tools_that_run_scripts_are_refused_inside_a_script(make_runtime: Any) -
 
 
 def test_the_schema_without_a_runtime_is_the_tools(runtime: Any) -> None:
-    schema = execute_code_schema(runtime.dispatcher.script_tools, runtime.settings)
+    schema = execute_code_schema(runtime.dispatcher.script_tools, runtime.settings, policy_text(runtime))
     assert schema == runtime.execute_tool.llm_schema()
     assert "read_file(" in schema["function"]["description"]
 

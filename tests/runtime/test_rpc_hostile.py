@@ -240,3 +240,21 @@ def test_the_backend_supervisor_survives_bad_frames_from_the_script(make_runtime
     assert result.status == "success", result
     assert result.output == "survived\n"
     still_serves(runtime)
+
+
+def test_a_flood_of_bad_connections_logs_a_few_warnings_not_one_each(caplog: pytest.LogCaptureFixture) -> None:
+    """Each refused connection logged a warning: a script opening bad ones in a loop flooded the
+    user's terminal. The first few are logged, the rest counted."""
+    caplog.set_level(logging.WARNING, logger="herald.runtime.rpc.server")
+    server: RpcServer[str] = RpcServer(lambda t: None, lambda s, m, e: reply_frame(m, {"result": None}, e))
+    try:
+        for _ in range(40):
+            with raw_connect(server.path) as sock:
+                sock.sendall(encode_frame({"type": "auth", "token": "forged"}))
+                assert closed_by_peer(sock)
+        assert wait_for(lambda: server.refused_connections == 40)
+    finally:
+        server.close()
+    refusals = [r for r in caplog.records if "closing RPC connection" in r.getMessage()]
+    assert len(refusals) == 5
+    assert "not logged" in caplog.records[-1].getMessage()

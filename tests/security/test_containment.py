@@ -91,6 +91,7 @@ def test_terminal_commands_do_not_outlive_their_command(
         "from hermes_tools import terminal\n"
         f"terminal('setsid -f sleep {marker}; (nohup setsid sleep {marker} >/dev/null 2>&1 &); echo ok')\n"
         f"terminal('(sleep {marker} &); setsid -f sleep {marker}; echo ok')\n"
+        f"terminal('sleep {marker} & sleep {marker} & disown; echo ok')\n"
         "print('started', flush=True)\n"
     ) + ("" if ending == "success" else f"terminal('setsid -f sleep {marker}; sleep 300')\n")
     if ending == "interrupt":

@@ -56,11 +56,11 @@ def _escapes(marker: str) -> str:
 
 
 # Without isolation and without the fork server, a process forked from the script's own SIGTERM
-# handler as it dies has no subreaper to land on (Herald does not adopt orphans: selfguard.py),
-# so that one configuration is not listed; its other escapes are covered by the run's subreaper.
+# handler as it dies lands on the spawned run's keeper (_sandbox/reaper.py), not on init.
 @pytest.mark.parametrize("overrides", [
     {}, {"sandbox.fork_server": False}, {"sandbox.isolation": "none"},
-], ids=["defaults", "spawned", "no-isolation"])
+    {"sandbox.isolation": "none", "sandbox.fork_server": False},
+], ids=["defaults", "spawned", "no-isolation", "spawned-no-isolation"])
 @pytest.mark.parametrize("ending", ["success", "timeout", "interrupt"])
 def test_nothing_the_script_started_outlives_the_run(
     make_runtime: Callable[..., Runtime], overrides: dict[str, object], ending: str

@@ -31,3 +31,15 @@ def test_api_keys_leave_the_environment_but_herald_still_sees_them() -> None:
     env = {**os.environ, "EXAMPLE_API_KEY": "sk-example"}
     done = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "sk-example"]
+
+
+def test_taken_keys_are_wiped_from_the_exec_time_environment_block() -> None:
+    # /proc/PID/environ shows the block the kernel copied at exec, whatever os.environ says;
+    # root reads it even from a process that is not dumpable.
+    check = ("from herald.keys import take_api_keys; take_api_keys(); "
+             "import sys; sys.stdout.buffer.write(open('/proc/self/environ', 'rb').read())")
+    env = {**os.environ, "EXAMPLE_API_KEY": "sk-example-secret", "HERALD_KEEP": "kept-value"}
+    done = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, check=True)
+    assert b"sk-example-secret" not in done.stdout
+    assert b"EXAMPLE_API_KEY=\0" in done.stdout  # the name stays, its value is gone
+    assert b"HERALD_KEEP=kept-value\0" in done.stdout  # nothing else is touched

@@ -1,7 +1,8 @@
 """The parent's RPC endpoint: a Unix socket in a private directory, one-time tokens, concurrent calls.
 
 Serving policy: one thread per connection reads a call, runs it and writes the reply, so a call
-costs two wake-ups (the call's arrival, the reply's) and no hand-off between threads. A script's
+costs two wake-ups (the call's arrival, the reply's) and no hand-off between threads; the
+threads outlive their connections for a while and serve the next ones (workers.py). A script's
 threads that call at once use connections of their own (see _sandbox/client.py); the run's cap
 on concurrent calls (`max_concurrency`) is a semaphore shared by every connection of the same
 session, and a session may hold at most `max_connections` connections (a script that opens more,
@@ -29,11 +30,15 @@ from ..._sandbox import frames
 from ..._sandbox.client import at_unix_path
 from ..._sandbox.protocol import MAX_CONTROL_FRAME_BYTES, FrameReader, ProtocolError, reply_frame
 from ..owned import owned_tempdir
+from .workers import ConnectionThreads
 
 log = logging.getLogger(__name__)
 
 ACCEPT_RETRY_SECONDS = 0.01  # first pause after a transient accept error; doubles up to the max
 ACCEPT_RETRY_MAX_SECONDS = 1.0
+# Connections a script refuses to use properly are logged up to this many per server, then
+# counted only: a hostile script opening bad connections in a loop must not flood stderr.
+MAX_CONNECTION_WARNINGS = 5
 _TRANSIENT_ACCEPT_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.ECONNABORTED, errno.EINTR}
 
 S = TypeVar("S")
@@ -95,6 +100,8 @@ class RpcServer(Generic[S]):
         self._lock = threading.Lock()
         self._connections: set[_Connection[S]] = set()
         self._runs: dict[int, _RunLimit] = {}
+        self._threads = ConnectionThreads()
+        self.refused_connections = 0  # closed for a bad frame, a bad token or over a cap
         self._acceptor = threading.Thread(target=self._accept_loop, name="herald-rpc-accept", daemon=True)
         self._acceptor.start()
 
@@ -130,7 +137,18 @@ class RpcServer(Generic[S]):
                 log.debug("closing an RPC connection: %d connections are already waiting to authenticate", self._max_pending)
                 sock.close()
                 continue
-            threading.Thread(target=conn.serve, name="herald-rpc-conn", daemon=True).start()
+            self._threads.submit(conn.serve)
+
+    def warn_refused(self, message: str, *args: object) -> None:
+        """Log why a connection was closed, for the first few only (then once that the rest are
+        only counted in `refused_connections`)."""
+        with self._lock:
+            self.refused_connections += 1
+            count = self.refused_connections
+        if count <= MAX_CONNECTION_WARNINGS:
+            log.warning(message, *args)
+        if count == MAX_CONNECTION_WARNINGS:
+            log.warning("further refused RPC connections to this Runtime are counted, not logged")
 
     def _settle(self, conn: _Connection[S]) -> None:
         """`conn` no longer counts as waiting to authenticate. Call with the lock held."""
@@ -186,6 +204,7 @@ class RpcServer(Generic[S]):
         for conn in conns:
             conn.close()
         self._acceptor.join(timeout=2)
+        self._threads.close()
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def __enter__(self) -> RpcServer[S]:
@@ -235,7 +254,7 @@ class _Connection(Generic[S]):
         try:
             return self._frames.read(deadline)
         except ProtocolError as exc:
-            log.warning("closing RPC connection after a malformed frame: %s", exc)
+            self.server.warn_refused("closing RPC connection after a malformed frame: %s", exc)
             return None
         except OSError:
             return None
@@ -243,15 +262,15 @@ class _Connection(Generic[S]):
     def _authenticate(self, message: dict[str, Any]) -> bool:
         token = message.get("token")
         if message.get("type") != frames.AUTH or not isinstance(token, str):
-            log.warning("closing RPC connection: first frame was not an auth frame")
+            self.server.warn_refused("closing RPC connection: first frame was not an auth frame")
             return False
         session = self.server._authenticate(token)
         if session is None:
-            log.warning("closing RPC connection: unknown or expired token")
+            self.server.warn_refused("closing RPC connection: unknown or expired token")
             return False
         limit = self.server._admit(self, session)
         if limit is None:
-            log.warning("closing RPC connection: its run already holds %d connections", self.server._max_connections)
+            self.server.warn_refused("closing RPC connection: its run already holds %d connections", self.server._max_connections)
             return False
         self.sock.settimeout(None)
         self.session, self.limit = session, limit

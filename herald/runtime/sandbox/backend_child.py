@@ -6,8 +6,8 @@ Policy:
   backend shell's current directory.
 - Once per Runtime, `BackendSandbox` (backend_sandbox.py) probes the backend's python (`command -v`, version >= 3.8;
   anything else is a `BackendPythonError` that says what to install or set), makes a private
-  0700 directory there (`mktemp -d`) and ships the sandbox files into it with the backend's
-  `write_bytes`: the same `hermes_tools.py` and `_hermes_runtime` package as in host mode
+  0700 directory there (`mktemp -d`) and unpacks the sandbox files into it, in one command:
+  the same `hermes_tools.py` and `_hermes_runtime` package as in host mode
   (which holds the supervisor, supervisor.py). The directory is removed when the Runtime closes.
 - Per run, `BackendChild` opens one exec channel (`Backend.open_channel`, in a background thread,
   so a warm successor costs the run that spawns it nothing) running the supervisor, which
@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from ..._sandbox import frames
 from ..._sandbox.procs import KillClock
@@ -53,7 +53,24 @@ GOODBYE = encode_frame({"type": frames.CLOSE})
 # A call from the backend names its connection there as well as its id: the reply carries both.
 CALL_KEYS = ("id", "conn")
 S = TypeVar("S")
+S_contra = TypeVar("S_contra", contravariant=True)
 log = logging.getLogger(__name__)
+
+
+class LocalGrants(Protocol[S_contra]):
+    """The tools a run's supervisor answers itself (runtime/backend_tools.py)."""
+
+    def grant(self, session: S_contra) -> dict[str, Any] | None:
+        """The "tools" of the run's start frame (and of each kernel cell's code frame)."""
+        ...
+
+    def record(self, session: S_contra, message: dict[str, Any]) -> None:
+        """A call the supervisor answered: count and log it."""
+        ...
+
+    def cwd(self) -> str:
+        """The session's directory now (the supervisor resolves paths against it)."""
+        ...
 
 
 class BackendChild(Generic[S]):
@@ -70,8 +87,11 @@ class BackendChild(Generic[S]):
         *,
         where: str,
         python: str,
+        tools: LocalGrants[S] | None = None,
     ) -> None:
         self._channel: Channel | None = None
+        self._tools = tools
+        self._cwd_sent: str | None = None  # the directory the supervisor resolves paths against
         self._opened = threading.Event()
         self._open_error = ""
         self._python = python
@@ -190,12 +210,21 @@ class BackendChild(Generic[S]):
             keys = ("mode", "cwd", "code", "sentinel", "line_buffered", "max_parallel")
             # Not the socket or token: the supervisor gives the script its own.
             start = cast(frames.StartFrame, {"type": frames.START, **{k: message.get(k) for k in keys}})
+            self._add_grant(start)
             self._send(encode_frame(start))
         else:
             cell: frames.CodeFrame = {
                 "type": frames.CODE, "code": message.get("code", ""), "line_buffered": bool(message.get("line_buffered"))
             }
+            self._add_grant(cell)
             self._send(encode_frame(cell))
+
+    def _add_grant(self, frame: frames.StartFrame | frames.CodeFrame) -> None:
+        if self._tools is not None and self._session is not None:
+            grant = self._tools.grant(self._session)
+            if grant is not None:
+                frame["tools"] = grant
+                self._cwd_sent = grant["cwd"]
 
     def collect(
         self,
@@ -222,6 +251,8 @@ class BackendChild(Generic[S]):
                     streams[kind].feed(str(message.get("data", "")).encode("latin-1", "replace"))
                 elif kind is None and "tool" in message:
                     self._dispatch(message)
+                elif kind == frames.RECORD and self._tools is not None and self._session is not None:
+                    self._tools.record(self._session, message)
                 elif kind == frames.DONE:
                     done, done_status = True, _int(message.get("exit_code"))
             if self.exit_code is not None or self.gone:
@@ -263,7 +294,20 @@ class BackendChild(Generic[S]):
         if session is None:
             self._reply(message, {"error": {"type": "ConnectionLost", "message": "This run is over; its tool calls are closed."}})
         else:
-            self._send(serve_call(self._handle, session, message, echo=CALL_KEYS))
+            reply = serve_call(self._handle, session, message, echo=CALL_KEYS)
+            self._follow_cwd()
+            self._send(reply)
+
+    def _follow_cwd(self) -> None:
+        """A call served here may have moved the session (terminal('cd ...')): the supervisor
+        hears of it before the reply, so the script's next file call resolves as here."""
+        if self._tools is None or self._cwd_sent is None:
+            return
+        cwd = self._tools.cwd()
+        if cwd != self._cwd_sent:
+            self._cwd_sent = cwd
+            moved: dict[str, Any] = {"type": frames.CWD, "cwd": cwd}
+            self._send(encode_frame(moved))
 
     def _reply(self, message: dict[str, Any], reply: dict[str, Any]) -> None:
         self._send(reply_frame(message, reply, echo=CALL_KEYS))

@@ -3,7 +3,8 @@ the pool that serves tool calls (see backend_child.py for the policy and the per
 
 `BackendSandbox.prepare` probes the python (`command -v`, version >= 3.8; anything else is a
 `BackendPythonError` that says what to install or set), makes a private 0700 directory on the
-backend (`mktemp -d`) and copies the sandbox files into it with the backend's `write_bytes`;
+backend (`mktemp -d`) and unpacks the sandbox files into it, all in one shell command (the
+files travel in it, compressed: one round trip, however many files there are);
 `spawn` starts a `BackendChild` there, whose script is forked by the Runtime's zygote in the
 backend when there is one (backend_zygote.py, setting `sandbox.fork_server`); `close` stops the
 zygote and removes the directory.
@@ -11,9 +12,12 @@ zygote and removes the directory.
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
-import posixpath
+import secrets
 import threading
+import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,7 +28,7 @@ from ...backends.base import Backend, BackendError
 from ...backends.shell import shell_quote
 from ...config import Settings
 from ..rpc.server import Handler
-from .backend_child import BackendChild
+from .backend_child import BackendChild, LocalGrants
 from .backend_zygote import BackendZygote
 from .host_child import LOADER, SandboxStartError
 from .stubgen import RUNTIME_PACKAGE
@@ -36,6 +40,25 @@ REMOTE_LOADER = (
 MIN_PYTHON = (3, 8)
 PROBE_TIMEOUT = 30.0
 PROBE_MARK = "__HERALD_PROBE__"
+# Run by the backend's python for the new directory (argv[1]): its version and real path, then,
+# on a python new enough, the sandbox files from the archive on stdin. Syntax and flags (-E -s -S: no
+# PYTHON* variables, no site) any python knows, so that an old one can say its version.
+SETUP = (
+    "import sys\n"
+    "sys.path[:] = [p for p in sys.path if p not in ('', '.')]\n"  # nothing from the cwd (what -I does)
+    f"print('{PROBE_MARK} version %d.%d' % sys.version_info[:2])\n"
+    f"print('{PROBE_MARK} python ' + (sys.executable or ''))\n"
+    f"if sys.version_info >= {MIN_PYTHON!r}:\n"
+    "    import base64, json, os, zlib\n"
+    "    files = json.loads(zlib.decompress(base64.b64decode(sys.stdin.read())).decode('utf-8'))\n"
+    "    for name in sorted(files):\n"
+    "        path = os.path.join(sys.argv[1], *name.split('/'))\n"
+    "        if not os.path.isdir(os.path.dirname(path)):\n"
+    "            os.makedirs(os.path.dirname(path))\n"
+    "        with open(path, 'wb') as out:\n"
+    "            out.write(files[name].encode('utf-8'))\n"
+    f"    print('{PROBE_MARK} unpacked')\n"
+)
 
 S = TypeVar("S")
 log = logging.getLogger(__name__)
@@ -56,8 +79,10 @@ class BackendSandbox(Generic[S]):
         local_dir: Path,
         authenticate: Callable[[str], S | None],
         handle: Handler[S],
+        tools: LocalGrants[S] | None = None,
     ) -> None:
         self.backend = backend
+        self._tools = tools
         self._settings = settings
         self._local_dir = local_dir
         self._authenticate = authenticate
@@ -75,20 +100,14 @@ class BackendSandbox(Generic[S]):
         return f"the {self.backend.name} backend"
 
     def prepare(self) -> str:
-        """Probe the python and ship the sandbox files, once; the remote directory."""
+        """Probe the python and unpack the sandbox files, once: one command, one round trip;
+        the remote directory."""
         with self._lock:
             if self.remote_dir is None:
                 try:
-                    remote_dir = self._probe()
+                    remote_dir = self._setup()
                 except BackendError as exc:
                     raise SandboxStartError(f"could not prepare in-backend execution on {self.where}: {exc}") from None
-                try:
-                    self._ship(remote_dir)
-                except (BackendError, OSError) as exc:
-                    self._remove(remote_dir)
-                    raise SandboxStartError(
-                        f"could not copy the sandbox files to {remote_dir} on {self.where}: {exc}"
-                    ) from None
                 self.remote_dir = remote_dir
                 if self._settings.sandbox.fork_server:
                     self.zygote = BackendZygote(
@@ -99,13 +118,16 @@ class BackendSandbox(Generic[S]):
                     )
             return self.remote_dir
 
-    def _probe(self) -> str:
+    def _setup(self) -> str:
+        """One shell command: is there a python (and which version), a private directory
+        (`mktemp -d`, 0700), and the sandbox files unpacked into it by that python from an archive
+        that travels inside the command (a here-document of base64)."""
         python = shell_quote(self._python)
-        report = f"import sys; print('{PROBE_MARK} version %d.%d' % sys.version_info[:2])"
+        end = f"__HERALD_ARCHIVE_{secrets.token_hex(8)}__"
         command = (
-            f"( if ! command -v {python} >/dev/null 2>&1; then echo '{PROBE_MARK} missing'; "
-            f"else {python} -c {shell_quote(report)} 2>&1; umask 077; "
-            f"d=$(mktemp -d \"${{TMPDIR:-/tmp}}/herald-sandbox-XXXXXXXX\") && echo \"{PROBE_MARK} dir $d\"; fi )"
+            f"( if ! command -v {python} >/dev/null 2>&1; then echo '{PROBE_MARK} missing'; else umask 077; "
+            f"d=$(mktemp -d \"${{TMPDIR:-/tmp}}/herald-sandbox-XXXXXXXX\") && echo \"{PROBE_MARK} dir $d\" && "
+            f"{python} -E -s -S -c {shell_quote(SETUP)} \"$d\" 2>&1 <<'{end}'\n{self._archive()}{end}\nfi )"
         )
         result = self.backend.run(command, timeout=PROBE_TIMEOUT)
         found: dict[str, str] = {}
@@ -142,12 +164,28 @@ class BackendSandbox(Generic[S]):
             raise SandboxStartError(
                 f"could not make a private directory on {self.where}: {result.output.strip()[:500] or 'no output'}"
             )
+        real = found.get("python", "")
+        if "/" not in self._python and real.startswith("/"):
+            # A name looked up on PATH: start what it found directly from now on (a launcher such
+            # as a pyenv shim is a shell script, ~0.1 s per start). A path is kept as given: it
+            # may be a wrapper that sets up the interpreter's environment.
+            self._python = real
+        if "unpacked" not in found:
+            self._remove(remote_dir)
+            said = "\n".join(line for line in result.output.splitlines() if not line.startswith(PROBE_MARK))
+            raise SandboxStartError(
+                f"could not unpack the sandbox files into {remote_dir} on {self.where} (is its disk full, or "
+                f"TMPDIR not writable?): {said.strip()[:500] or 'no output'}"
+            )
         return remote_dir
 
-    def _ship(self, remote_dir: str) -> None:
-        for path in sorted(self._local_dir.rglob("*.py")):
-            relative = path.relative_to(self._local_dir).as_posix()
-            self.backend.write_bytes(posixpath.join(remote_dir, relative), path.read_bytes())
+    def _archive(self) -> str:
+        """The sandbox files (hermes_tools.py, the `_hermes_runtime` package), {path: text} as
+        JSON, compressed as one stream (a zip compresses file by file: 25% more for the shell to
+        read) and base64-encoded."""
+        files = {p.relative_to(self._local_dir).as_posix(): p.read_text("utf-8") for p in self._local_dir.rglob("*.py")}
+        packed = zlib.compress(json.dumps(files, sort_keys=True).encode("utf-8"), 9)
+        return base64.encodebytes(packed).decode("ascii")
 
     def _remove(self, remote_dir: str) -> None:
         try:
@@ -175,6 +213,7 @@ class BackendSandbox(Generic[S]):
             self._pool,
             where=self.where,
             python=self._python,
+            tools=self._tools,
         )
 
     def close(self) -> None:

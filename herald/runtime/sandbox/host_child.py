@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from ..._sandbox import frames
+from ..._sandbox.bootstrap import KEEP_ARG
 from ..._sandbox.procs import KillClock, descendants, signal_pids
 from ..._sandbox.protocol import MAX_CONTROL_FRAME_BYTES, FrameBuffer, ProtocolError, encode_frame
 from ...capture import CappedCapture
@@ -172,6 +173,8 @@ class ChildProcess:
             ours, theirs = _pipes()
             try:
                 command = [python, "-I", "-B", "-c", LOADER, sandbox_dir, str(theirs[2]), str(theirs[3])]
+                if isolation is None or not isolation.holds_processes:
+                    command.append(KEEP_ARG)  # a keeper process holds what the run leaves (reaper.py)
                 self._process = _Spawned(spawner.popen(
                     isolation.command(command) if isolation is not None else command,
                     stdin=subprocess.DEVNULL,

@@ -61,6 +61,11 @@ class Isolation:
     network: str = "none"
 
     @property
+    def holds_processes(self) -> bool:
+        """Whether the run's processes live in a PID namespace that dies with it (bwrap)."""
+        return self.mode == "bwrap"
+
+    @property
     def describe(self) -> str:
         """One line for results, `herald doctor` and the live view."""
         if self.mode in ("none", "container"):
@@ -123,9 +128,11 @@ class Isolation:
         return args
 
 
-def resolve(settings: Settings, workspace: str, python: str) -> Isolation:
-    """The isolation `settings` ask for, for a script working in `workspace` with `python`.
-    Raises ValueError when a mode that was asked for explicitly cannot be had here."""
+def resolve(settings: Settings, workspace: str, python: str, *, writable_workspace: bool = True) -> Isolation:
+    """The isolation `settings` ask for, for a script working in `workspace` with `python`;
+    under the read-only permission profile (`writable_workspace` False) the script's own
+    open() cannot write the workspace either. Raises ValueError when a mode that was asked for
+    explicitly cannot be had here."""
     sandbox = settings.sandbox
     mode = sandbox.isolation
     if mode not in MODES:
@@ -134,8 +141,11 @@ def resolve(settings: Settings, workspace: str, python: str) -> Isolation:
         raise ValueError(f"unknown sandbox.network {sandbox.network!r}: use \"none\" or \"host\"")
     if mode == "none":
         return Isolation("none", "sandbox.isolation = \"none\"")
-    read_only = tuple(dict.fromkeys([shared_root(), *interpreter_dirs(python), *map(_real, sandbox.ro_binds)]))
-    read_write = tuple(dict.fromkeys([_real(workspace), *map(_real, sandbox.rw_binds)]))
+    ro_workspace = [] if writable_workspace else [_real(workspace)]
+    rw_workspace = [_real(workspace)] if writable_workspace else []
+    read_only = tuple(dict.fromkeys([shared_root(), *interpreter_dirs(python), *ro_workspace,
+                                     *map(_real, sandbox.ro_binds)]))
+    read_write = tuple(dict.fromkeys([*rw_workspace, *map(_real, sandbox.rw_binds)]))
     masked = tuple(p for p in (_real(str(settings.data_dir)),) if _inside_any(p, read_only + read_write))
     spec = dict(read_only=read_only, read_write=read_write, masked=masked, network=sandbox.network)
     problem = bwrap_problem()

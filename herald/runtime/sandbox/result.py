@@ -24,6 +24,8 @@ class ExecutionResult:
     # of `error`. Kept apart so a live view that already streamed stderr can show just these.
     notes: list[str] = field(default_factory=list)
     isolation: str = ""  # what confined the script: "bwrap (no network)", "none (why)", ... (isolation.py)
+    profile: str = ""  # the permission profile its tool calls ran under (herald/policy/)
+    budgets: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {limit, used, refused} (policy/budgets.py)
 
     @property
     def ok(self) -> bool:

@@ -42,7 +42,15 @@ _PY_TYPES = {
 def _annotation(schema: dict[str, Any]) -> str:
     kinds = schema.get("type", [])
     kinds = kinds if isinstance(kinds, list) else [kinds]
+    if not kinds and isinstance(schema.get("anyOf"), list):  # Optional[X] as JSON schema tools write it
+        options = [o for o in schema["anyOf"] if isinstance(o, dict)]
+        kinds = [o.get("type") for o in options if isinstance(o.get("type"), str)]
+        if len(kinds) != len(options):
+            return "Any"
     names = [_PY_TYPES[k] for k in kinds if k in _PY_TYPES]
+    items = schema.get("items")
+    if "List[Any]" in names and isinstance(items, dict) and isinstance(items.get("type"), str):
+        names[names.index("List[Any]")] = f"List[{_annotation(items)}]"  # List[str], List[Dict[str, Any]]
     if not names:
         return "Any"
     base = names[0] if len(names) == 1 else f"Union[{', '.join(names)}]"
@@ -100,8 +108,9 @@ def render_stub(tool: Tool) -> str:
     signature, names = _signature(tool)
     args = ", ".join(f"{n!r}: {n}" for n in names)
     extra = "\n    args.update(refused)" if tool.script_refused_args else ""
+    returns = _annotation(tool.output_schema) if tool.output_schema else "Any"
     return (
-        f"def {tool.name}({signature}) -> Any:\n"
+        f"def {tool.name}({signature}) -> {returns}:\n"
         f'    """\n{_docstring(tool)}\n    """\n'
         f"    args = {{{args}}}{extra}\n"
         f"    return _call({tool.name!r}, args)\n"
@@ -163,8 +172,9 @@ def render_module(tools: Iterable[Tool], elsewhere: Mapping[str, str] | None = N
 
 
 def signatures(tools: Iterable[Tool]) -> list[str]:
-    """One `name(params) -> Any` line per tool, as scripts see them (for prompts and the CLI)."""
-    return [f"{t.name}({_signature(t)[0]})" for t in tools]
+    """One `name(params)` line per tool (`-> type` when the tool declares its result's schema), as scripts see them (for prompts and the CLI)."""
+    return [f"{t.name}({_signature(t)[0]})" + (f" -> {_annotation(t.output_schema)}" if t.output_schema else "")
+            for t in tools]
 
 
 def write_runtime_package(directory: Path) -> Path:

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from herald.backends import Backend
+from herald.backends.shell import foreground_only
 
-from ._helpers import sh, wait_until_gone
+from ._helpers import running, sh, wait_until_gone
 
 # -- the persistent session -------------------------------------------------------------------
 
@@ -198,3 +199,19 @@ def test_shell_killed_from_inside(backend: Backend, root: str) -> None:
     result = backend.run("kill -9 $$")
     assert result.exit_code == -1 and "The shell exited" in result.note
     assert backend.run("pwd").output == root
+
+
+# -- background jobs ----------------------------------------------------------------------------
+
+
+def test_a_scripts_background_jobs_end_with_its_command(backend: Backend) -> None:
+    """`cmd &` from a script (foreground_only, as the dispatcher sets it for script calls) lived
+    until the shell ended; a direct call's job lives on with the session."""
+    with foreground_only():
+        out = backend.run("sleep 301 & echo $!; sleep 302 & disown; echo $!").output.split()
+    from_script = [int(pid) for pid in out]
+    assert wait_until_gone(backend, from_script) == []
+    direct = int(backend.run("sleep 303 & echo $!").output)
+    assert backend.run("echo next").output == "next"  # no "Killed" notice in later output
+    assert running(backend, [direct]) == [direct]
+    sh(backend, f"kill {direct}")

@@ -2,25 +2,26 @@
 
 Models often copy a block with its indentation shifted or trailing spaces lost. Each strategy
 compares whole lines through a normaliser; the first strategy that finds anything wins, so an
-exact match is never overridden by a looser one.
+exact match is never overridden by a looser one. Stdlib only, Python >= 3.8 (the sandbox package):
+the backend-mode supervisor patches files with it too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Callable, List, Tuple
 
-Span = tuple[int, int]
+Span = Tuple[int, int]
 
-_STRATEGIES: list[tuple[str, Callable[[str], str]]] = [
+_STRATEGIES: List[Tuple[str, Callable[[str], str]]] = [
     ("whitespace", str.rstrip),  # trailing whitespace differs
     ("indentation", str.strip),  # indentation differs (new_string is re-indented)
     ("collapsed-whitespace", lambda line: " ".join(line.split())),  # runs of spaces differ too
 ]
 
 
-def find_matches(text: str, old: str) -> tuple[list[Span], str]:
+def find_matches(text: str, old: str) -> Tuple[List[Span], str]:
     """Non-overlapping spans of `text` matching `old`, and the strategy that found them."""
-    spans: list[Span] = []
+    spans: List[Span] = []
     start = text.find(old)
     while start >= 0:
         spans.append((start, start + len(old)))
@@ -57,7 +58,7 @@ def find_matches(text: str, old: str) -> tuple[list[Span], str]:
     return [], "exact"
 
 
-def _occurrences(lines: list[str], wanted: list[str]) -> list[int]:
+def _occurrences(lines: List[str], wanted: List[str]) -> List[int]:
     """Where `wanted` starts in `lines`, leftmost first, not overlapping: Knuth-Morris-Pratt,
     so the time is linear (comparing at every start costs lines x wanted, minutes for a big
     file and a long old_string of near-repeats, during which patch holds the file's lock)."""
@@ -69,7 +70,7 @@ def _occurrences(lines: list[str], wanted: list[str]) -> list[int]:
         if wanted[i] == wanted[k]:
             k += 1
         fallback[i] = k
-    found: list[int] = []
+    found: List[int] = []
     k = 0
     for i, line in enumerate(lines):
         while k and line != wanted[k]:

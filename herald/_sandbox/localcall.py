@@ -1,0 +1,101 @@
+"""The supervisor's workers for the tool calls it answers itself (localtools.py has the policy).
+
+Stdlib only, Python >= 3.8 (the sandbox package). Each call runs on a worker thread: its
+arguments bound (toolcore.py), the tool core (textfiles.py) over the backend's own files, calls
+touching one path taking turns; the outcome is reported as a `Done` (see localtools.py).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Dict, List
+
+from . import frames
+from .fileaccess import OsFiles, resolve_path
+from .localtools import Done
+from .protocol import HEADER, ProtocolError, encode_frame
+from .textfiles import TOOLS, FileMissing
+from .toolcore import ToolError, bind_arguments, preview
+
+
+class HandOver(Exception):
+    """The call goes to Herald: a failed write is reported in the words of Herald's backend."""
+
+
+class BackendFiles(OsFiles):
+    """OsFiles whose failed writes hand the call over (the file is unchanged then)."""
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        try:
+            super().write_bytes(path, data)
+        except OSError:
+            raise HandOver() from None
+
+
+class Workers:
+    """A pool of worker threads and the per-path locks of the calls running on it."""
+
+    def __init__(self, max_workers: int, report: Callable[[Done], None]) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="herald-local-tool")
+        self._report = report
+        self._lock = threading.Lock()
+        self._paths: Dict[str, List[Any]] = {}  # path -> [its lock, calls using it]
+
+    def submit(self, call: Dict[str, Any], spec: Dict[str, Any], grant: Dict[str, Any], cwd: str) -> None:
+        self._pool.submit(self._run, call, spec, grant, cwd)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+
+    # -- on a worker thread ----------------------------------------------------------------
+
+    def _run(self, call: Dict[str, Any], spec: Dict[str, Any], grant: Dict[str, Any], cwd: str) -> None:
+        name = call["tool"]
+        files = BackendFiles(int(grant["files"]["read_max_bytes"]))
+        started = time.perf_counter()
+        try:
+            try:
+                bound = bind_arguments(name, spec["properties"], spec["required"], call.get("args"), spec["refused"])
+                key = resolve_path(cwd, bound["path"]) if isinstance(bound.get("path"), str) and bound["path"].strip() else ""
+                lock = self._hold(key)
+                try:
+                    with lock:
+                        reply: Dict[str, Any] = {"result": TOOLS[name](files, cwd, grant["files"], bound)}
+                finally:
+                    self._release(key)
+            except ToolError as exc:
+                reply = {"error": {"type": exc.error_type, "message": str(exc)}}
+            frame = encode_frame(dict(reply, id=call.get("id")))
+        except (FileMissing, HandOver, OSError, ValueError, ProtocolError, TypeError, KeyError):
+            self._report((None, call, None))  # Herald runs it the usual way
+            return
+        except Exception:  # a bug here must not cost the script its call: Herald runs it
+            self._report((None, call, None))
+            return
+        record: Dict[str, Any] = {
+            "type": frames.RECORD,
+            "tool": name,
+            "args": preview(call.get("args")),
+            "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+            "reply_bytes": len(frame) - HEADER.size,
+        }
+        if "error" in reply:
+            record["error"] = reply["error"]
+        self._report((call["conn"], frame, record))
+
+    def _hold(self, key: str) -> threading.Lock:
+        """The lock of calls touching `key` (one path): two patches of a file take turns."""
+        with self._lock:
+            entry = self._paths.setdefault(key, [threading.Lock(), 0])
+            entry[1] += 1
+            lock: threading.Lock = entry[0]
+            return lock
+
+    def _release(self, key: str) -> None:
+        with self._lock:
+            entry = self._paths[key]
+            entry[1] -= 1
+            if not entry[1]:
+                del self._paths[key]  # a lock per path in use, not per path ever touched

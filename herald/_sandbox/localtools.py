@@ -1,0 +1,171 @@
+"""Backend mode: the tool calls a run's supervisor answers itself, next to the script.
+
+Stdlib only, Python >= 3.8 (the sandbox package). Herald sends a grant with each run's start
+frame (and each kernel cell's code frame), under the key "tools":
+
+    {"allowed": [names],          every tool the script may call (the Dispatcher's allow-list)
+     "local": {name: {"properties", "required", "refused"}},   the ones run here, with their schema
+     "max_calls": n,               the run's call budget
+     "cwd": "/dir",                the session's current directory (updated by CWD frames)
+     "files": {"read_max_bytes", "read_max_line_chars", "read_max_chars"},
+     "roots"?: {"write": ["/dir/"], "read": [...]}}   under a confining profile: the workspace
+
+Policy, in the Dispatcher's order (herald/runtime/dispatcher.py):
+- A call of a tool not in "allowed" goes to Herald uncounted: Herald refuses it, as always.
+- The budget: every allowed call is counted here. A call past the budget is held until the calls
+  running here have reported, then goes to Herald, whose count then matches this one and which
+  refuses it with its usual message. (Herald counts each call it serves and each record below,
+  so its count never runs ahead of this one and it never refuses what was counted here.)
+- Under a confining profile ("roots"), a call whose path lies outside the workspace, as written
+  or where its symlinks lead, goes to Herald, whose policy decides (and refuses in its words).
+- A tool in "local" has its arguments bound here (toolcore.bind_arguments, the same messages),
+  then runs on a worker thread with the tool core (textfiles.py) over OsFiles; calls touching
+  the same path take turns. Its reply goes straight to the script, and a "record" frame to
+  Herald, which logs it to the transcript and counts it:
+      {"type": "record", "tool", "args": preview, "error"?: {...}, "duration_ms", "reply_bytes"}
+- Anything the core does not answer (a missing file, whose "did you mean" needs Herald's walk, a
+  `~` path, a failed write or any other OSError, whose words are the backend's, a result too
+  large to encode) goes to Herald as the call it was, which runs it there the usual way: nothing
+  has changed here before such a hand-over.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+# The tools the core can run (textfiles.TOOLS): that module and the workers (localcall.py) are
+# imported by `load`, once the script is starting, so that a supervisor starts as fast as before.
+TOOL_NAMES = ("read_file", "write_file", "patch")
+
+
+# A finished local call: (connection number, reply frame, record) or, handed over, (None, call, None).
+Done = Tuple[Optional[int], Any, Optional[Dict[str, Any]]]
+
+
+class LocalTools:
+    """The supervisor's local tool calls. `route` is called on the supervisor's loop; workers
+    report through `done` and a byte on `wake_fd`, and the loop collects them with `finished`."""
+
+    def __init__(self, wake_fd: int, max_workers: int = 16) -> None:
+        self.wake_fd = wake_fd
+        self.max_workers = max(1, max_workers)  # the script's client runs at most 16 calls at once too
+        self.grant: Optional[Dict[str, Any]] = None
+        self.calls = 0
+        self.in_flight = 0
+        self.held: List[Dict[str, Any]] = []  # over the budget: go to Herald once nothing runs here
+        self.cwd = "/"
+        self._workers: Any = None  # localcall.Workers, once loaded
+        self._done: List[Done] = []
+        self._lock = threading.Lock()
+
+    def set_grant(self, grant: Any) -> None:
+        """A new run or kernel cell: its grant (None or malformed: every call goes to Herald)."""
+        self.grant = grant if _valid(grant) else None
+        self.calls = 0
+        if self.grant is not None:
+            self.cwd = self.grant["cwd"]
+
+    def load(self) -> None:
+        """Import the tool core and start the workers (the supervisor calls this while the
+        script's interpreter starts; the first local call would otherwise)."""
+        if self._workers is None:
+            from .localcall import Workers
+
+            self._workers = Workers(self.max_workers, self._finish)
+
+    def set_cwd(self, cwd: Any) -> None:
+        if isinstance(cwd, str) and cwd.startswith("/"):
+            self.cwd = cwd
+
+    def route(self, call: Dict[str, Any]) -> bool:
+        """True when the call is taken here (held or run); False: send it to Herald now."""
+        grant = self.grant
+        name = call.get("tool")
+        if grant is None or not isinstance(name, str) or name not in grant["allowed"]:
+            return False
+        if self.calls >= grant["max_calls"]:
+            if self.in_flight:
+                self.held.append(call)
+                return True
+            return False
+        self.calls += 1
+        spec = grant["local"].get(name)
+        if spec is None:
+            return False
+        path = call["args"].get("path") if isinstance(call.get("args"), dict) else None
+        if isinstance(path, str) and path.startswith("~"):
+            return False  # the backend's HOME: Herald's backend expands it
+        roots = grant.get("roots")
+        if roots is not None and isinstance(path, str) and not _inside(path, self.cwd, roots, bool(spec.get("writes"))):
+            return False  # Herald's policy decides (and refuses in its words)
+        self.in_flight += 1
+        self.load()
+        self._workers.submit(call, spec, grant, self.cwd)
+        return True
+
+    def finished(self) -> List[Done]:
+        """Calls done since the last look, then the held ones once nothing runs here."""
+        with self._lock:
+            done, self._done = self._done, []
+        self.in_flight -= len(done)  # each one ran on a worker
+        if self.held and not self.in_flight:
+            held, self.held = self.held, []
+            done.extend((None, call, None) for call in held)
+        return done
+
+    def wait_idle(self, timeout: float) -> None:
+        """Let calls still running finish (the script exited while they ran), within `timeout`."""
+        deadline = time.monotonic() + timeout
+        while self.in_flight and time.monotonic() < deadline:
+            with self._lock:
+                pending = len(self._done)
+            if self.in_flight <= pending:
+                return
+            time.sleep(0.005)
+
+    def _finish(self, item: Done) -> None:
+        with self._lock:
+            self._done.append(item)
+        try:
+            os.write(self.wake_fd, b"\0")
+        except OSError:  # full: the loop is awake already
+            pass
+
+    def close(self) -> None:
+        if self._workers is not None:
+            self._workers.close()
+
+
+def _inside(path: str, cwd: str, roots: Dict[str, List[str]], writes: bool) -> bool:
+    """Whether `path` is inside the workspace roots both as written and where its symlinks lead
+    (the roots are "/dir/" prefixes, with the read-only ones when the tool only reads)."""
+    prefixes = tuple(roots["write" if writes else "read"])
+    try:
+        full = posixpath.normpath(posixpath.join(cwd, path))
+        leads = os.path.realpath(full)
+    except (ValueError, OSError):  # a NUL byte, a symlink loop
+        return False
+    return all((where.rstrip("/") + "/").startswith(prefixes) for where in (full, leads))
+
+
+def _valid(grant: Any) -> bool:
+    checks: List[Callable[[Any], bool]] = [
+        lambda g: isinstance(g, dict),
+        lambda g: isinstance(g.get("allowed"), list) and all(isinstance(n, str) for n in g["allowed"]),
+        lambda g: isinstance(g.get("local"), dict) and all(
+            isinstance(s, dict) and isinstance(s.get("properties"), dict) and isinstance(s.get("required"), list)
+            and isinstance(s.get("refused"), dict) and n in TOOL_NAMES for n, s in g["local"].items()
+        ),
+        lambda g: isinstance(g.get("max_calls"), int),
+        lambda g: isinstance(g.get("cwd"), str) and g["cwd"].startswith("/"),
+        lambda g: isinstance(g.get("files"), dict) and all(isinstance(g["files"].get(k), int) for k in
+                                                            ("read_max_bytes", "read_max_line_chars", "read_max_chars")),
+        lambda g: g.get("roots") is None or (isinstance(g["roots"], dict) and all(
+            isinstance(g["roots"].get(k), list) and all(isinstance(p, str) and p.startswith("/") for p in g["roots"][k])
+            for k in ("write", "read"))),
+    ]
+    return all(check(grant) for check in checks)

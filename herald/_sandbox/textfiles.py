@@ -1,0 +1,251 @@
+"""The core of `read_file`, `write_file` and `patch`: one implementation for both places a
+tool runs. Stdlib only, Python >= 3.8 (the sandbox package).
+
+Herald's tools (herald/tools/files.py) call these functions with the session's Backend; in
+backend mode the supervisor calls them next to the script with `OsFiles` (fileaccess.py). Both
+offer what `Files` lists. A missing file raises `FileMissing`: Herald's tool turns it into an
+error with "did you mean" candidates (a walk of the backend), and the supervisor hands such a
+call to Herald instead of walking itself.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Tuple
+
+from .fileaccess import FileTooLargeError, NotRegularFileError, resolve_path
+from .fuzzy import find_matches, reindent
+from .toolcore import ToolError
+
+
+class Files(Protocol):
+    """What the tools need of a file system: a Backend, or OsFiles (absolute paths)."""
+
+    def stat(self, path: str) -> Any: ...
+
+    def read_bytes(self, path: str, max_bytes: Optional[int] = None) -> bytes: ...
+
+    def write_bytes(self, path: str, data: bytes) -> None: ...
+
+
+BINARY_SNIFF_BYTES = 8192
+MAX_DIFF_CHARS = 20000
+LIMIT_KEYS = ("read_max_bytes", "read_max_line_chars", "read_max_chars")  # of the files settings
+
+
+class FileMissing(Exception):
+    """Nothing exists at `absolute` (the tool's `path` argument)."""
+
+    def __init__(self, prefix: str, path: str, absolute: str) -> None:
+        super().__init__(absolute)
+        self.prefix, self.path, self.absolute = prefix, path, absolute
+
+
+def display_path(cwd: str, absolute: str) -> str:
+    """Paths under the session's cwd are shown relative to it; others stay absolute."""
+    prefix = cwd.rstrip("/") + "/"
+    return absolute[len(prefix):] if absolute.startswith(prefix) else absolute
+
+
+def absolute_path(cwd: str, path: Any) -> str:
+    if not isinstance(path, str) or not path.strip():
+        raise ToolError("path is empty: pass a file path, relative to the current directory or absolute.")
+    return resolve_path(cwd, path)
+
+
+def looks_binary(data: bytes) -> bool:
+    return b"\0" in data[:BINARY_SNIFF_BYTES]
+
+
+def decode(data: bytes) -> Tuple[str, bool]:
+    try:
+        return data.decode("utf-8"), False
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "replace"), True
+
+
+def split_lines(text: str) -> List[str]:
+    """Lines as ripgrep, grep and editors number them: split at LF only, dropping a CR before it.
+
+    (str.splitlines also splits at form feeds and other separators, which shifts line numbers.)
+    """
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def load(files: Files, limits: Mapping[str, int], prefix: str, path: str, absolute: str) -> bytes:
+    """The bytes of the file a tool reads; each refusal says what to do instead. `prefix` starts
+    the messages ("patch: ")."""
+    limit = limits["read_max_bytes"]
+    info = files.stat(absolute)
+    if info is None:
+        raise FileMissing(prefix, path, absolute)
+    if info.is_dir:
+        raise ToolError(
+            "%s%s is a directory, not a file. List it with terminal('ls %s') or "
+            "search_files('*', target='files', path='%s')." % (prefix, path, path, path)
+        )
+    if info.size > limit:
+        raise ToolError(
+            "{}{} is {:,} bytes, over read_file's {:,}-byte limit. Read parts of it with terminal "
+            "(head, tail, sed -n '100,200p'), or grep it with search_files.".format(prefix, path, info.size, limit)
+        )
+    try:
+        # The reader refuses what is not a regular file, by the opened file: a FIFO or a device
+        # reached through a symlink, or swapped in after the stat above.
+        return files.read_bytes(absolute, limit)
+    except NotRegularFileError as exc:
+        raise ToolError(
+            "%s%s is %s: reading it could block or never end, so it is refused. See what it is "
+            "with terminal('ls -lL %s'); read a bounded part with terminal, e.g. "
+            "terminal('head -c 4096 %s | xxd', timeout=10)." % (prefix, path, exc.strerror, path, path),
+            "NotRegularFile",
+        ) from None
+    except FileTooLargeError:
+        raise ToolError(
+            "{}{} holds over {:,} bytes (it grew while being read), over read_file's limit. Read "
+            "parts of it with terminal (head, tail, sed -n '100,200p').".format(prefix, path, limit),
+        ) from None
+
+
+def read_file(files: Files, cwd: str, limits: Mapping[str, int], args: Mapping[str, Any]) -> Dict[str, Any]:
+    path, offset, limit = args["path"], args["offset"], args["limit"]
+    absolute = absolute_path(cwd, path)
+    data = load(files, limits, "", path, absolute)
+    if looks_binary(data):
+        raise ToolError(
+            "{} is a binary file ({:,} bytes); read_file shows text only. Inspect it with terminal, "
+            "e.g. 'file {}' or 'xxd {} | head'.".format(path, len(data), path, path),
+            "BinaryFile",
+        )
+    text, replaced = decode(data)
+    lines = split_lines(text)
+    total = len(lines)
+    if total and offset > total:
+        raise ToolError(
+            "%s has %d lines; offset %d is past the end. Use an offset from 1 to %d." % (path, total, offset, total)
+        )
+    max_line, max_chars = limits["read_max_line_chars"], limits["read_max_chars"]
+    out: List[str] = []
+    used = 0
+    end = offset - 1
+    cut_lines = 0
+    for number in range(offset, min(total, offset - 1 + limit) + 1):
+        line = lines[number - 1]
+        if len(line) > max_line:
+            line = line[:max_line] + "… [line cut at %d chars]" % max_line
+            cut_lines += 1
+        rendered = "%6d|%s" % (number, line)
+        if out and used + len(rendered) + 1 > max_chars:
+            break
+        out.append(rendered)
+        used += len(rendered) + 1
+        end = number
+    result: Dict[str, Any] = {
+        "path": display_path(cwd, absolute),
+        "content": "\n".join(out),
+        "total_lines": total,
+        "start_line": offset if total else 0,
+        "end_line": end,
+    }
+    notes = []
+    if end < total:
+        result["next_offset"] = end + 1
+        notes.append(
+            "Showing lines %d-%d of %d; call read_file('%s', offset=%d) for more." % (offset, end, total, path, end + 1)
+        )
+    if cut_lines:
+        notes.append("%d long line(s) were cut; use terminal to see them whole." % cut_lines)
+    if replaced:
+        notes.append("The file is not valid UTF-8; undecodable bytes are shown as U+FFFD.")
+    if not total:
+        notes.append("The file is empty.")
+    if notes:
+        result["hint"] = " ".join(notes)
+    return result
+
+
+def write_file(files: Files, cwd: str, limits: Mapping[str, int], args: Mapping[str, Any]) -> Dict[str, Any]:
+    path, content = args["path"], args["content"]
+    absolute = absolute_path(cwd, path)
+    info = files.stat(absolute)
+    if info is not None and info.is_dir:
+        raise ToolError("%s is a directory; pass a file path to write_file." % path)
+    if info is not None and not info.is_file:  # replacing a device or FIFO is never what was meant
+        raise ToolError(
+            "%s is not a regular file (mode %o: a device, FIFO or socket); write_file only replaces "
+            "regular files. Check it with terminal('ls -l %s'), or write elsewhere." % (path, info.mode, path)
+        )
+    data = content.encode("utf-8", "surrogateescape")
+    try:
+        files.write_bytes(absolute, data)
+    except OSError as exc:
+        raise ToolError("Could not write %s: %s." % (path, exc.strerror or exc)) from None
+    return {"path": display_path(cwd, absolute), "bytes_written": len(data), "created": info is None}
+
+
+def patch(files: Files, cwd: str, limits: Mapping[str, int], args: Mapping[str, Any]) -> Dict[str, Any]:
+    path, old, new, replace_all = args["path"], args["old_string"], args["new_string"], args["replace_all"]
+    if old == "":
+        raise ToolError("patch: old_string is empty. To create or overwrite a whole file use write_file.")
+    if old == new:
+        raise ToolError("patch: old_string and new_string are identical; nothing would change.")
+    absolute = absolute_path(cwd, path)
+    data = load(files, limits, "patch: ", path, absolute)
+    if looks_binary(data):
+        raise ToolError("patch: %s is a binary file; patch edits text files only." % path, "BinaryFile")
+    text, replaced = decode(data)
+    if replaced:
+        raise ToolError("patch: %s is not valid UTF-8; edit it with terminal (e.g. sed) instead." % path)
+    newline = "\r\n" if "\r\n" in text else "\n"
+    if newline != "\n":
+        old, new = old.replace("\r\n", "\n").replace("\n", newline), new.replace("\r\n", "\n").replace("\n", newline)
+    matches, strategy = find_matches(text, old)
+    if not matches:
+        raise ToolError(
+            "patch: old_string was not found in %s, even ignoring differences in whitespace and "
+            "indentation. read_file the region you want to change and copy the text exactly." % path,
+            "NoMatch",
+        )
+    if len(matches) > 1 and not replace_all:
+        where = ", ".join(str(text.count("\n", 0, start) + 1) for start, _ in matches[:10])
+        raise ToolError(
+            "patch: old_string occurs %d times in %s (at lines %s). Include more surrounding lines "
+            "to make it unique, or pass replace_all=True to change every one." % (len(matches), path, where),
+            "AmbiguousMatch",
+        )
+    pieces = []
+    last = 0
+    for start, end in matches:
+        replacement = new if strategy == "exact" else reindent(text[start:end], old, new)
+        pieces.append(text[last:start])
+        pieces.append(replacement)
+        last = end
+    pieces.append(text[last:])
+    updated = "".join(pieces)
+    try:
+        files.write_bytes(absolute, updated.encode("utf-8"))
+    except OSError as exc:
+        raise ToolError("patch: could not write %s: %s; the file is unchanged." % (path, exc.strerror or exc)) from None
+    shown = display_path(cwd, absolute)
+    diff = unified_diff(text, updated, shown)
+    if len(diff) > MAX_DIFF_CHARS:
+        diff = diff[:MAX_DIFF_CHARS] + "\n[... diff cut at {:,} chars ...]\n".format(MAX_DIFF_CHARS)
+    return {"path": shown, "replacements": len(matches), "match": strategy, "diff": diff}
+
+
+def unified_diff(before: str, after: str, shown: str) -> str:
+    """A unified diff as `diff -u` prints it, "\\ No newline at end of file" included (without
+    it a last line lacking a newline runs into the next diff line)."""
+
+    def keepends(text: str) -> List[str]:  # LF-terminated lines (splitlines also cuts at \f)
+        parts = text.split("\n")
+        return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+    lines = difflib.unified_diff(keepends(before), keepends(after), "a/" + shown, "b/" + shown)
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+TOOLS = {"read_file": read_file, "write_file": write_file, "patch": patch}

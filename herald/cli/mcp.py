@@ -1,0 +1,140 @@
+"""`herald mcp serve | list`: Herald as an MCP server, and the MCP servers Herald uses.
+
+`serve` offers execute_code (and with --direct-tools the direct tools) over stdio, or over
+streamable HTTP with --http HOST:PORT, with the same flags as `exec`. `list` starts each
+configured server ([mcp_servers.NAME]) and shows its tools, or why it failed (and renews the
+tool listings sessions start from).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from rich.markup import escape
+
+from .common import (
+    UsageError,
+    add_runtime_options,
+    console,
+    ensure_data_dir,
+    load,
+    open_backend,
+    runtime_flags,
+)
+
+INSTALL = "the MCP SDK is not installed: pip install 'herald[mcp]'"
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: list[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("mcp", parents=parents, help="serve Herald over MCP, or list the MCP servers Herald uses")
+    mcp_sub = p.add_subparsers(dest="mcp_command", required=True)
+    serve = mcp_sub.add_parser("serve", parents=parents, help="offer execute_code to MCP clients (stdio by default)")
+    add_runtime_options(serve)
+    serve.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    serve.add_argument("--direct-tools", action="store_true", help="offer the direct tools too, not only execute_code")
+    serve.set_defaults(func=cmd_serve)
+    listing = mcp_sub.add_parser("list", parents=parents, help="start each configured MCP server and show its tools")
+    listing.add_argument("--json", action="store_true", help="print the servers, their tools and status as JSON")
+    listing.set_defaults(func=cmd_list)
+
+
+def _require_sdk() -> None:
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        raise UsageError(INSTALL) from None
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise UsageError(f"--http {text}: expected HOST:PORT, e.g. --http 127.0.0.1:8765")
+    return host.strip("[]"), int(port)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from ..mcp.serve import Approvals, build_server, serve_http, serve_stdio
+    from ..policy import Policy
+    from ..runtime import Runtime
+    from ..runtime.sandbox.host_child import SandboxStartError
+
+    _require_sdk()
+    address = _address(args.http) if args.http else None
+    settings = load(args, runtime_flags(args))
+    ensure_data_dir(settings)
+    backend = open_backend(settings.backend, settings, args.cwd)
+    # The approver for the policy's `ask` rules: it asks the MCP client (elicitation).
+    approvals = Approvals()
+    try:
+        try:
+            runtime = Runtime(backend, settings=settings, policy=Policy.from_settings(settings, approve=approvals))
+        except (ValueError, SandboxStartError) as exc:
+            raise UsageError(str(exc)) from None
+        with runtime:
+            server = build_server(runtime, direct_tools=args.direct_tools, approvals=approvals)
+            try:
+                if address is None:
+                    serve_stdio(server)
+                else:
+                    console(stderr=True).print(f"herald: serving MCP at http://{address[0]}:{address[1]}/mcp",
+                                               style="dim")
+                    serve_http(server, *address)
+            except KeyboardInterrupt:  # Ctrl-C: the Runtime and backend are closed on the way out
+                return 130
+    finally:
+        backend.close()
+    return 0
+
+
+def server_status(settings: Any) -> list[dict[str, Any]]:
+    """Each configured server: started now, its tools (Herald's names) or the error."""
+    from ..mcp.connection import McpConnection, McpServerError
+    from ..mcp.tools import list_and_keep, mcp_tools
+
+    rows = []
+    for name, server in settings.mcp_servers.items():
+        connection = McpConnection(server)
+        row: dict[str, Any] = {"name": name, "transport": "http" if server.url else "stdio",
+                               "target": connection.describe, "enabled": server.enabled}
+        if not server.enabled:
+            row["status"] = "disabled"
+            rows.append(row)
+            continue
+        try:
+            listed = list_and_keep(connection, settings)  # renews the listing later sessions start from
+            row["status"] = "ok"
+            row["tools"] = [{"name": t.name, "mcp_name": spec.get("name"), "read_only": not t.mutates,
+                             "scripts": t.sandbox, "summary": t.description.splitlines()[0]}
+                            for t, spec in zip(mcp_tools(server, listed), listed, strict=True)]
+        except McpServerError as exc:
+            row["status"] = "failed"
+            row["error"] = str(exc)
+        finally:
+            connection.close()
+        rows.append(row)
+    return rows
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    _require_sdk()
+    settings = load(args)
+    rows = server_status(settings)
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return 0 if all(r["status"] != "failed" for r in rows) else 1
+    out = console()
+    if not rows:
+        out.print("No MCP servers configured: add [mcp_servers.NAME] tables (command/args/env/cwd or url/headers) "
+                  "to the config file.")
+        return 0
+    for row in rows:
+        style = {"ok": "green", "failed": "red"}.get(row["status"], "yellow")
+        out.print(f"[bold]{escape(row['name'])}[/] ({row['transport']}: {escape(row['target'])}) [{style}]{row['status']}[/]")
+        if row["status"] == "failed":
+            out.print(f"  {escape(row['error'])}", style="red")
+        for tool in row.get("tools", []):
+            flags = ("read-only" if tool["read_only"] else "may change state") + ("" if tool["scripts"] else ", direct only")
+            out.print(f"  [cyan]{escape(tool['name'])}[/] ({flags}): {escape(tool['summary'])}")
+    return 0 if all(r["status"] != "failed" for r in rows) else 1

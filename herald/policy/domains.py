@@ -1,0 +1,75 @@
+"""Where web and browser tools may go: never to link-local or cloud metadata addresses, and only
+to `policy.allowed_domains` when that list is set.
+
+A URL is checked as the tool will read it: no scheme means https (the browser's and web_extract's
+convention); only http and https (and about:blank) are web addresses. The host is normalised as
+a browser does: IPv4 in decimal, hex or short forms (`2852039166`, `0xa9fea9fe`) is the address
+it spells, IPv4-mapped IPv6 is its IPv4 address. Names are not resolved (a name that resolves to
+a metadata address is the fetcher's to refuse).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Sequence
+from urllib.parse import urlsplit
+
+METADATA_NAMES = frozenset({
+    "metadata.google.internal", "metadata.goog", "metadata", "instance-data", "instance-data.ec2.internal",
+    "metadata.azure.com", "metadata.oraclecloud.com",
+})
+_METADATA_ADDRESSES = (
+    ipaddress.ip_network("169.254.0.0/16"),  # link-local: AWS, GCP, Azure, OpenStack metadata
+    ipaddress.ip_network("fe80::/10"),
+    ipaddress.ip_network("fd00:ec2::254/128"),  # AWS IMDS over IPv6
+    ipaddress.ip_network("100.100.100.200/32"),  # Alibaba Cloud metadata
+)
+WEB_SCHEMES = ("http", "https")
+
+
+def url_host(url: str) -> tuple[str, str]:
+    """(scheme, host) of `url` as the tools read it; host is "" when there is none."""
+    text = url.strip()
+    if "://" not in text and not text.lower().startswith(("about:", "data:", "javascript:", "file:", "blob:")):
+        text = "https://" + text
+    parts = urlsplit(text)
+    host = (parts.hostname or "").rstrip(".").lower()
+    return parts.scheme.lower(), host
+
+
+def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        try:  # what inet_aton accepts, browsers and curl accept too: 2852039166, 0xa9.0xfe.1, 169.254.43518
+            address = ipaddress.ip_address(socket.inet_aton(host))
+        except OSError:
+            return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def metadata_refusal(host: str) -> str | None:
+    """Why `host` is never reachable from a tool (outside the full profile), or None."""
+    if host in METADATA_NAMES:
+        return f"{host} is a cloud metadata service"
+    address = _address(host)
+    if address is not None and any(address in net for net in _METADATA_ADDRESSES):
+        return f"{host} is a link-local / cloud metadata address"
+    return None
+
+
+def domain_matches(host: str, patterns: Sequence[str]) -> bool:
+    """`host` is one of `patterns` or below one (`example.com` and `*.example.com` both cover
+    `api.example.com`; `*` covers everything)."""
+    for pattern in patterns:
+        name = pattern.strip().lower().rstrip(".")
+        if name.startswith("*."):
+            name = name[2:]
+        elif name == "*":
+            return True
+        if host == name or host.endswith("." + name):
+            return True
+    return False

@@ -1,0 +1,135 @@
+"""Path confinement: the workspace roots and whether a path a tool is given lies inside them.
+
+The roots are the session's directory when the policy starts (the backend's cwd) plus the
+configured `policy.roots`. A path is resolved the way the tool will open it: relative to the
+backend's current directory, `..` collapsed, and on the local backend with symlinks followed
+(`os.path.realpath`), so a link inside the workspace that points out of it is outside. A remote
+backend that offers `realpath(path)` resolves there; one that does not is checked lexically
+(`..` and absolute paths only): see `Workspace.exact`.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from ..backends.base import resolve_path
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend
+
+
+def real_path(path: str) -> str:
+    """`os.path.realpath` in three system calls whatever the depth: the kernel follows every
+    link when it opens the path (O_PATH: nothing is read, a FIFO does not block) and
+    /proc/self/fd says where it ended. A path that does not exist yet (a file to write), a
+    dangling link, or no /proc: `os.path.realpath`, component by component."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return os.path.realpath(path)
+    try:
+        target = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
+    finally:
+        os.close(fd)
+    return target if target.startswith("/") else os.path.realpath(path)
+
+
+class ReadCache:
+    """Where paths that are only read lead, remembered with the file they reached, so a repeated
+    read costs one `stat`. A hit needs the path to reach, now, the very file (device, inode) its
+    resolution reached: the same data, whatever links changed since. A changed path resolves
+    again. Writes are never served from here: they replace the file in its directory, so the
+    directory's place counts, not the file's identity."""
+
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[str, int, int]] = {}
+
+    def resolve(self, full: str) -> str:
+        try:
+            st = os.stat(full)
+        except OSError:
+            return real_path(full)
+        hit = self._known.get(full)
+        if hit is not None and hit[1] == st.st_ino and hit[2] == st.st_dev:
+            return hit[0]
+        resolved = real_path(full)
+        try:
+            reached = os.stat(resolved)  # the file the resolution found, not the one stat saw before
+        except OSError:
+            return resolved
+        if len(self._known) >= self.LIMIT:
+            self._known.clear()
+        self._known[full] = (resolved, reached.st_ino, reached.st_dev)
+        return resolved
+
+
+class Workspace:
+    """The roots of one session, resolved once; `outside(path)` per call."""
+
+    def __init__(self, backend: Backend, extra_roots: Sequence[str] = (), read_roots: Sequence[str] = ()) -> None:
+        self.backend = backend
+        self._local = backend.name == "local"
+        remote: Callable[[str], str] | None = getattr(backend, "realpath", None)
+        self._remote_realpath = None if self._local else remote
+        # Symlinks are followed where this backend can tell us where they lead.
+        self.exact = self._local or self._remote_realpath is not None
+        start = backend.cwd
+        roots = [start, *(resolve_path(start, os.path.expanduser(r) if self._local else r) for r in extra_roots)]
+        self.roots = tuple(dict.fromkeys(self._resolve_root(r) for r in roots))
+        self._prefixes = tuple(r.rstrip("/") + "/" for r in self.roots)
+        # Herald's own files the model is pointed at (spill files): readable on the local backend only.
+        readable = tuple(os.path.realpath(r) for r in read_roots) if self._local else ()
+        self._read_prefixes = self._prefixes + tuple(r.rstrip("/") + "/" for r in readable)
+        self._reads = ReadCache()
+
+    def _resolve_root(self, path: str) -> str:
+        if self._local:
+            return os.path.realpath(path)
+        if self._remote_realpath is not None:
+            try:
+                return self._remote_realpath(path)
+            except Exception:
+                return posixpath.normpath(path)
+        return posixpath.normpath(path)
+
+    def resolve(self, path: str, *, reading: bool = False) -> str | None:
+        """Where `path` leads, or None when it cannot be told (a `~` path on a remote backend,
+        a NUL byte). `reading`: the call only reads it (see ReadCache)."""
+        if "\0" in path:
+            return None
+        full = resolve_path(self.backend.cwd, path)
+        if full == "~" or full.startswith("~/"):
+            if not self._local:
+                return None
+            full = os.path.expanduser(full)
+        if self._local:
+            return self._reads.resolve(full) if reading else real_path(full)
+        if self._remote_realpath is not None:
+            try:
+                return self._remote_realpath(full)
+            except Exception:
+                return None
+        return full
+
+    def prefixes(self, *, reading: bool = False) -> tuple[str, ...]:
+        """The roots as "/dir/" prefixes (with the read roots when `reading`): for a check made
+        elsewhere with the same rule as `inside` (backend mode's supervisor)."""
+        return self._read_prefixes if reading else self._prefixes
+
+    def inside(self, resolved: str, *, reading: bool = False) -> bool:
+        return resolved in self.roots or resolved.startswith(self._read_prefixes if reading else self._prefixes)
+
+    def outside(self, path: str, *, reading: bool = False) -> str | None:
+        """None when `path` is inside a root (or, `reading`, a read root), else where it leads
+        (for the refusal message)."""
+        resolved = self.resolve(path, reading=reading)
+        if resolved is None:
+            return f"{path!r} (cannot be resolved on the {self.backend.name} backend)"
+        return None if self.inside(resolved, reading=reading) else resolved

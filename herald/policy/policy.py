@@ -1,0 +1,334 @@
+"""The policy every tool call passes at the Dispatcher, direct or from a script: one `Gate.check`.
+
+`Policy` is what a session chose: a profile, per-tool rules, extra workspace roots, the allowed
+web domains and, optionally, an `approve(call) -> bool` callback for `ask` rules.
+
+Profiles:
+- `read-only`: no tool with `mutates` (execute_code aside: its script's calls are checked one by
+  one); `terminal` only for command lines the read-only allow-list accepts (shell.py); file
+  tools inside the workspace; web and browser as in workspace-write.
+- `workspace-write` (default): file tools confined to the workspace roots (paths.py); web and
+  browser never reach link-local or metadata addresses, and only `allowed_domains` when set.
+- `full`: no confinement.
+
+Which calls are file, command or web calls is read from the tool, not its name: the files it
+`touches` (or a `path` argument), the shell it touches (with a `command` argument), its `url` /
+`urls` arguments. Rules (rules.py) decide first: deny, then ask, then allow. A call that no rule
+or profile check refuses passes with no record; refusals and approvals return a `Verdict` that
+the Dispatcher writes to the transcript with the rule that decided it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..backends.base import resolve_path
+from ..tools.resources import ANY_FILE, SHELL, Resource
+from .domains import WEB_SCHEMES, domain_matches, metadata_refusal, url_host
+from .paths import Workspace
+from .rules import Rule, command_matches, parse_rule, path_matches
+from .shell import allowed_commands, readonly_refusal
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend
+    from ..config import Settings
+    from ..tools.registry import Tool, ToolContext
+
+READ_ONLY, WORKSPACE_WRITE, FULL = "read-only", "workspace-write", "full"
+PROFILES = (READ_ONLY, WORKSPACE_WRITE, FULL)
+
+
+def _use(profile: str) -> str:
+    return f"--profile {profile} (setting policy.profile)"
+
+
+@dataclass(frozen=True)
+class PolicyCall:
+    """What an approver is asked about."""
+
+    tool: str
+    args: dict[str, Any]
+    rule: str
+    origin: str  # "direct" or "script"
+
+
+Approver = Callable[[PolicyCall], bool]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    decision: str  # refused | approved | denied
+    rule: str
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Policy:
+    profile: str = WORKSPACE_WRITE
+    rules: tuple[Rule, ...] = ()
+    roots: tuple[str, ...] = ()
+    allowed_domains: tuple[str, ...] = ()
+    approve: Approver | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.profile not in PROFILES:
+            raise ValueError(f"unknown permission profile {self.profile!r}: use one of {', '.join(PROFILES)}")
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, profile: str | None = None,
+                      approve: Approver | None = None) -> Policy:
+        """The policy the settings' `policy` section describes (ValueError names a bad rule)."""
+        p = settings.policy
+        return cls(profile or p.profile, tuple(parse_rule(r) for r in p.rules), tuple(p.roots),
+                   tuple(p.allowed_domains), approve)
+
+    @classmethod
+    def coerce(cls, value: Policy | str | None, settings: Settings) -> Policy:
+        """`Runtime(policy=...)`: a Policy as given, a profile name with the settings' rules, or
+        the settings' policy."""
+        if isinstance(value, Policy):
+            return value
+        return cls.from_settings(settings, profile=value)
+
+    def describe(self, tools: Iterable[Tool], roots: Sequence[str]) -> str:
+        """The profile in force and what it forbids, for the model and `herald tools`."""
+        where = ", ".join(roots) or "the session's directory"
+        if self.profile == FULL:
+            text = "Permission profile: full (explicit opt-in): no path, command or domain confinement."
+        else:
+            text = f"Permission profile: {self.profile}. File tools only inside the workspace ({where})"
+            if self.profile == READ_ONLY:
+                refused = sorted(t.name for t in tools if t.mutates and not t.runs_scripts and not _is_shell(t))
+                text += (
+                    "; refused: tools that change anything" + (f" ({', '.join(refused)})" if refused else "") +
+                    "; terminal runs only read-only commands (" + ", ".join(allowed_commands()) +
+                    "; find without -exec/-delete; git status/diff/log/show/branch --list/...), with no "
+                    "redirection except to /dev/null, no $(...), backticks, variables or background jobs"
+                )
+            text += "; web and browser never reach link-local or cloud metadata addresses"
+            if self.allowed_domains:
+                text += f", and only these domains: {', '.join(self.allowed_domains)}"
+            text += "."
+        if self.rules:
+            text += " Rules: " + "; ".join(str(r) for r in self.rules) + "."
+        return text
+
+
+def _is_shell(tool: Tool) -> bool:
+    return tool.touches is not None and "command" in tool.properties and _touches_shell(tool)
+
+
+def _touches_shell(tool: Tool) -> bool:
+    try:
+        return any(r.key == SHELL for r in tool.touches({}, None)) if tool.touches else False  # type: ignore[arg-type]
+    except Exception:
+        return False
+
+
+def _builtin(tool: Tool) -> bool:
+    return str(getattr(tool.handler, "__module__", "")).startswith("herald.tools.")
+
+
+def _urls(args: dict[str, Any]) -> list[str]:
+    found: list[str] = []
+    for key in ("url", "urls"):
+        value = args.get(key)
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, list):
+            found.extend(v for v in value if isinstance(v, str))
+    return found
+
+
+def _host(url: str) -> str:
+    try:
+        return url_host(url)[1]
+    except ValueError:
+        return ""  # not a URL: matches no domain (and _web refuses it)
+
+
+class Gate:
+    """A Policy applied to one session's backend; `check` once per call."""
+
+    def __init__(self, policy: Policy, backend: Backend, read_roots: Sequence[str] = ()) -> None:
+        self.policy = policy
+        self.read_roots = tuple(read_roots)  # also readable (Herald's spill files, on this machine)
+        self.backend = backend
+        self._workspace: Workspace | None = None
+        self._lock = threading.Lock()
+        self._shell_tools: dict[str, bool] = {}
+
+    @property
+    def workspace(self) -> Workspace:
+        """Made on first use: the roots are where the session starts (the backend's cwd)."""
+        if self._workspace is None:
+            with self._lock:
+                if self._workspace is None:
+                    self._workspace = Workspace(self.backend, self.policy.roots, self.read_roots)
+        return self._workspace
+
+    def described_roots(self) -> tuple[str, ...]:
+        """The roots for a description, without connecting a remote backend to learn its cwd
+        (empty until the first call there)."""
+        if self._workspace is None and self.backend.name != "local":
+            return ()
+        return self.workspace.roots
+
+    def _is_shell(self, tool: Tool) -> bool:
+        known = self._shell_tools.get(tool.name)
+        if known is None:
+            known = self._shell_tools[tool.name] = _is_shell(tool)
+        return known
+
+    def _paths(self, tool: Tool, args: dict[str, Any], touches: list[Resource]) -> list[str]:
+        """The paths a call names, as the tool will open them (absolute, `~` kept)."""
+        # "Any file" says nothing about where (a tool that may touch anything, or arguments too
+        # broken to tell): then only a `path` argument, if any, is checked.
+        paths = [r.key[5:] for r in touches if r.key.startswith("file:") and r.key != ANY_FILE]
+        named = args.get("path")
+        # A built-in tool's `path` is a file here even when its locks do not say so
+        # (browser_screenshot); another tool's (an MCP server's) may name anything.
+        if not paths and isinstance(named, str) and named and "path" in tool.properties and _builtin(tool):
+            paths.append(resolve_path(self.backend.cwd, named))
+        return paths
+
+    def check(self, tool: Tool, args: dict[str, Any], ctx: ToolContext, origin: str,
+              touches: list[Resource] | None = None) -> Verdict | None:
+        """None when the call may run without a record; else the verdict to log (and to refuse
+        with unless `allowed`). `touches` is `tool.resources(args, ctx)` when the caller has it."""
+        if tool.runs_scripts:
+            return None  # its script's calls come back through here one by one
+        policy = self.policy
+        if self._workspace is None and (policy.profile != FULL or policy.rules):
+            # Fixed by the session's first call, before any `cd` could move the shell.
+            _ = self.workspace
+        shell = self._is_shell(tool)
+        command = args.get("command") if shell and isinstance(args.get("command"), str) else None
+        paths = [] if shell else self._paths(tool, args, tool.resources(args, ctx) if touches is None else touches)
+        urls = _urls(args)
+        lifted: Verdict | None = None
+        if policy.rules:
+            rule = self._rule(tool, command, paths, urls)
+            if rule is not None:
+                if rule.action == "deny":
+                    return Verdict(False, "refused", f"policy.rules: {rule}",
+                                   f"{tool.name} refused by the rule '{rule}' (policy.rules). Do this another "
+                                   "way, or remove or narrow that rule in the config.")
+                if rule.action == "ask":
+                    verdict = self._ask(tool, args, rule, origin)
+                    if not verdict.allowed:
+                        return verdict
+                    lifted = verdict
+                else:
+                    lifted = Verdict(True, "allowed", f"policy.rules: {rule}")
+        if policy.profile == FULL:
+            return lifted
+        refusal = self._web(tool, urls)
+        if refusal is not None:
+            return refusal
+        if lifted is not None:
+            return lifted
+        return self._profile(tool, command, paths)
+
+    def _rule(self, tool: Tool, command: str | None, paths: list[str], urls: list[str]) -> Rule | None:
+        matched: dict[str, Rule] = {}
+        for rule in self.policy.rules:
+            if rule.action in matched or not rule.covers_tool(tool.name):
+                continue
+            if rule.kind == "path":
+                roots = self.workspace.roots
+                resolved = [self.workspace.resolve(p) or p for p in paths]
+                hit = bool(resolved) and (any if rule.action != "allow" else all)(
+                    path_matches(rule, r, roots) for r in resolved)
+            elif rule.kind == "command":
+                hit = command is not None and command_matches(rule, command)
+            elif rule.kind == "domain":
+                hosts = [_host(u) for u in urls]
+                hit = bool(hosts) and (any if rule.action != "allow" else all)(
+                    domain_matches(h, rule.values) for h in hosts)
+            else:
+                hit = True
+            if hit:
+                matched[rule.action] = rule
+        for action in ("deny", "ask", "allow"):
+            if action in matched:
+                return matched[action]
+        return None
+
+    def _ask(self, tool: Tool, args: dict[str, Any], rule: Rule, origin: str) -> Verdict:
+        approve = self.policy.approve
+        where = f"policy.rules: {rule}"
+        allow = f"'allow{str(rule)[3:]}'"
+        if approve is None:
+            return Verdict(False, "refused", where,
+                           f"{tool.name} needs approval (rule '{rule}' in policy.rules) and there is no way to ask "
+                           f"here (no terminal, no approve callback). To allow such calls, change the rule to {allow}; "
+                           "to stop asking for this tool, remove the rule.")
+        try:
+            approved = bool(approve(PolicyCall(tool.name, dict(args), str(rule), origin)))
+        except Exception as exc:
+            return Verdict(False, "refused", where, f"{tool.name} needs approval (rule '{rule}') and the approver "
+                                                    f"failed: {type(exc).__name__}: {exc}. Not run.")
+        if approved:
+            return Verdict(True, "approved", where)
+        return Verdict(False, "denied", where, f"{tool.name} was not approved (rule '{rule}'): do not retry it; "
+                                               "ask the user or do something else.")
+
+    def _web(self, tool: Tool, urls: list[str]) -> Verdict | None:
+        for url in urls:
+            try:
+                scheme, host = url_host(url)
+            except ValueError as exc:  # urlsplit: a bad IPv6 literal, ...
+                return Verdict(False, "refused", f"profile {self.policy.profile}: web addresses",
+                               f"{tool.name} refused: {url[:100]!r} is not a valid URL ({exc}).")
+            if scheme not in WEB_SCHEMES:
+                if url.strip().lower() == "about:blank":
+                    continue
+                return Verdict(False, "refused", f"profile {self.policy.profile}: web addresses",
+                               f"{tool.name} refused by the {self.policy.profile} profile: {url[:100]!r} is not an http(s) "
+                               f"address. Use an http:// or https:// URL (local files: read_file), or {_use(FULL)}.")
+            reason = metadata_refusal(host)
+            if reason:
+                return Verdict(False, "refused", "metadata addresses",
+                               f"{tool.name} refused: {reason}; tools never reach these outside the full profile "
+                               f"({_use(FULL)}).")
+            allowed = self.policy.allowed_domains
+            if allowed and not domain_matches(host, allowed):
+                return Verdict(False, "refused", "policy.allowed_domains",
+                               f"{tool.name} refused: {host or repr(url)} is not in policy.allowed_domains "
+                               f"({', '.join(allowed)}). Use one of those sites, or add the domain to "
+                               "policy.allowed_domains.")
+        return None
+
+    def _profile(self, tool: Tool, command: str | None, paths: list[str]) -> Verdict | None:
+        profile = self.policy.profile
+        if profile == READ_ONLY and tool.mutates:
+            if command is not None:
+                reason = readonly_refusal(command)
+                if reason is not None:
+                    first = command.split()[0] if command.split() else "COMMAND"
+                    return Verdict(False, "refused", "profile read-only: terminal allow-list",
+                                   f"terminal refused by the read-only profile: {reason}. Read-only commands: "
+                                   f"{', '.join(allowed_commands())} (one per pipe stage). To run it, use "
+                                   f"{_use(WORKSPACE_WRITE)}, or add a rule such as 'allow {tool.name} "
+                                   f"command={first}' to policy.rules.")
+            else:
+                return Verdict(False, "refused", "profile read-only",
+                               f"{tool.name} refused by the read-only profile: it changes files or state. Report "
+                               f"what you would change instead, or use {_use(WORKSPACE_WRITE)}, or add a "
+                               f"rule 'allow {tool.name}' to policy.rules.")
+        workspace = self.workspace if paths else None
+        for path in paths:
+            assert workspace is not None
+            outside = workspace.outside(path, reading=not tool.mutates)
+            if outside is not None:
+                where = path if outside == path else f"{path} leads to {outside}, which is"
+                return Verdict(False, "refused", f"profile {profile}: workspace roots",
+                               f"{tool.name} refused by the {profile} profile: {where} outside the workspace "
+                               f"({', '.join(workspace.roots)}). Use a path inside it, add a directory to "
+                               f"policy.roots, or use {_use(FULL)}.")
+        return None

@@ -1,0 +1,102 @@
+"""Backend mode: the tools a run's supervisor answers itself, next to the script.
+
+`BackendTools` writes each run's grant (see herald/_sandbox/localtools.py for what the
+supervisor does with it) and takes the records of the calls answered there. A tool runs in the
+backend only when the session offers it to scripts and it is the registered tool itself (a
+registry that replaces `read_file` keeps its own handler, in Herald); `sandbox.backend_tools`
+False sends every call back to Herald.
+
+The policy (herald/policy/) travels in the grant as far as the supervisor can apply it with the
+same outcome: a tool that a rule names, a changing tool under the read-only profile, and every
+file tool when the run has a byte or time budget are not granted (Herald decides them); under
+a confining profile the grant carries the workspace roots, and a call whose path leads outside
+them, as written or through symlinks, is handed to Herald, whose Gate refuses it in its words.
+
+Why it is safe: the script runs in the backend too, where `open()` already reads and writes
+what these tools do, so answering them there gives it nothing new; every other tool (terminal,
+web, browser, MCP, anything with secrets) still comes back to Herald and its Dispatcher. The
+budget is kept by both sides (the supervisor counts every call; Herald counts the calls it serves
+and the records), so a forged record can only use up the run's own budget.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..policy import FULL, READ_ONLY
+from ..tools import files
+from .dispatcher import CallScope, Dispatcher
+from .grants import Grant
+
+# Budgets the supervisor does not keep: a run with one of them has its file calls served by Herald.
+HERALD_KEPT_BUDGETS = frozenset({"reply_bytes", "tool_seconds", "bytes_written"})
+# The tools the supervisor can run (the sandbox package's tool core, textfiles.py), by handler.
+LOCAL_HANDLERS = {"read_file": files.read_file, "write_file": files.write_file, "patch": files.patch}
+log = logging.getLogger(__name__)
+
+
+class BackendTools:
+    """Grants and records of one Runtime's backend-mode runs."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self._dispatcher = dispatcher
+        tools = dispatcher.script_tools
+        policy = dispatcher.policy
+        self._local = {
+            tool.name: {
+                "properties": tool.properties,
+                "required": list(tool.required),
+                "refused": dict(tool.script_refused_args),
+                "writes": tool.mutates,
+            }
+            for tool in tools
+            if LOCAL_HANDLERS.get(tool.name) is tool.handler
+            and not any(rule.covers_tool(tool.name) for rule in policy.rules)
+            and not (policy.profile == READ_ONLY and tool.mutates)
+        }
+
+    @property
+    def names(self) -> list[str]:
+        """The tools answered in the backend."""
+        return sorted(self._local)
+
+    def cwd(self) -> str:
+        return self._dispatcher.ctx.backend.cwd
+
+    def grant(self, session: Grant) -> dict[str, Any] | None:
+        """The "tools" of a start or code frame for the run `session` is bound to."""
+        scope = session.scope
+        if not self._local or _herald_keeps_budgets(scope):
+            return None
+        grant: dict[str, Any] = {
+            "allowed": [tool.name for tool in self._dispatcher.script_tools],  # its count must match Herald's
+            "local": self._local,
+            "max_calls": max(0, scope.max_calls - scope.calls),
+            "cwd": self.cwd(),
+            "files": files.file_limits(self._dispatcher.ctx),
+        }
+        if self._dispatcher.policy.profile != FULL:
+            workspace = self._dispatcher.gate.workspace
+            grant["roots"] = {"write": list(workspace.prefixes()), "read": list(workspace.prefixes(reading=True))}
+        return grant
+
+    def record(self, session: Grant, message: dict[str, Any]) -> None:
+        """A call the supervisor answered: count it in the run and write it to the transcript."""
+        tool, error = message.get("tool"), message.get("error")
+        seconds, size = message.get("duration_ms"), message.get("reply_bytes")
+        if (
+            tool not in self._local
+            or not isinstance(seconds, int | float)
+            or not isinstance(size, int)
+            or not (error is None or (isinstance(error, dict) and isinstance(error.get("type"), str)))
+        ):
+            log.warning("ignored a malformed record from the backend's supervisor: %.200r", message)
+            return
+        self._dispatcher.record_script_call(
+            session.scope, str(tool), message.get("args"), error, size, float(seconds) / 1000
+        )
+
+
+def _herald_keeps_budgets(scope: CallScope) -> bool:
+    return scope.budgets is not None and not HERALD_KEPT_BUDGETS.isdisjoint(scope.budgets.limits)
