@@ -63,6 +63,7 @@ class TerminalApprovals:
         self._one_at_a_time = threading.Lock()
         self._always: set[tuple[str, str]] = set()
         self._closed = threading.Event()
+        self._pending = b""  # read but not yet used as an answer
 
     def close(self) -> None:
         """Stop asking: a question on screen is answered "deny", later ones are not asked."""
@@ -102,8 +103,11 @@ class TerminalApprovals:
             pass
 
     def _read_line(self) -> str | None:
-        data = b""
-        while not self._closed.is_set():
+        """The next line typed (typed-ahead lines are kept for the next question); None at the
+        end of input or once closed."""
+        while b"\n" not in self._pending and len(self._pending) <= 4096:
+            if self._closed.is_set():
+                return None
             try:
                 ready, _, _ = select.select([self.read_fd], [], [], POLL_SECONDS)
             except (OSError, ValueError):
@@ -118,10 +122,9 @@ class TerminalApprovals:
                 return None
             if not chunk:
                 return None
-            data += chunk
-            if b"\n" in data or len(data) > 4096:
-                return data.split(b"\n", 1)[0].decode("utf-8", "replace")
-        return None
+            self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
+        return line.decode("utf-8", "replace")
 
 
 def can_ask(environ: dict[str, str] | None = None) -> bool:
