@@ -142,7 +142,18 @@ def terminal_approvals() -> TerminalApprovals | None:
     """The terminal approver when a person can answer (`can_ask`), else None."""
     if not can_ask():
         return None
-    return TerminalApprovals(sys.stdin.fileno(), sys.stderr)
+    return TerminalApprovals(sys.stdin.fileno(), _question_stream())
+
+
+def _question_stream() -> IO[str]:
+    """Where the question shows: stderr on the terminal, else the terminal itself (stderr sent to
+    a log file must not swallow the question), else stderr."""
+    if sys.stderr.isatty():
+        return sys.stderr
+    try:
+        return open("/dev/tty", "w", encoding="utf-8")  # open for the rest of the process
+    except OSError:
+        return sys.stderr
 
 
 def with_approver(policy: Policy, approve: Approver | None) -> Policy:

@@ -5,12 +5,15 @@ CI set nothing is asked and the call is refused with a message naming the rule."
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pty
 import subprocess
+import termios
 import time
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -41,13 +44,15 @@ def home(tmp_path: Path) -> Path:
 class Terminal:
     """A herald process whose stdin, stdout and stderr are one pty; what it wrote so far in `seen`."""
 
-    def __init__(self, args: list[str], cwd: Path, home: Path, **env: str) -> None:
+    def __init__(self, args: list[str], cwd: Path, home: Path, stderr: IO[bytes] | None = None, **env: str) -> None:
         self.master, slave = pty.openpty()
         environ = herald_env(home, **env)
         if "CI" not in env:
             environ.pop("CI", None)
+        # Its own session with the pty as controlling terminal (/dev/tty), as in a login shell.
         self.proc = subprocess.Popen([*HERALD, *args], cwd=cwd, env=environ, stdin=slave, stdout=slave,
-                                     stderr=slave, start_new_session=True)
+                                     stderr=stderr if stderr is not None else slave, start_new_session=True,
+                                     preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
         os.close(slave)
         self.seen = bytearray()
 
@@ -126,6 +131,20 @@ def test_exec_asks_once_always_deny_on_the_terminal(workspace: Path, home: Path)
     decisions = [(r["decision"], r["rule"]) for r in _policy_records(home)]
     rule = "policy.rules: ask terminal command=echo"
     assert decisions == [("approved", rule), ("denied", rule), ("approved", rule), ("approved", rule)]
+
+
+def test_the_question_goes_to_the_terminal_when_stderr_is_a_file(workspace: Path, home: Path, tmp_path: Path) -> None:
+    (workspace / "s.py").write_text(WORDS)
+    with open(tmp_path / "stderr.log", "wb") as log:
+        term = Terminal(["exec", "s.py", *ASK_ECHO], workspace, home, stderr=log)
+        try:
+            term.read_until(QUESTION)
+            term.answer("a")
+            assert term.wait() == 0
+        finally:
+            term.close()
+    assert "ran four" in term.text
+    assert b"deny" not in (tmp_path / "stderr.log").read_bytes()
 
 
 def test_parallel_asks_come_one_at_a_time(workspace: Path, home: Path) -> None:
