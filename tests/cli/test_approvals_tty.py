@@ -216,3 +216,15 @@ def test_run_asks_on_the_terminal_with_the_live_view(workspace: Path, home: Path
         assert "approved-direct" in first
         [(_, second)] = llm.requests[2].tool_results()
         assert "was not approved (rule 'ask terminal command=echo')" in second
+
+
+def test_ctrl_c_at_the_question_stops_the_run(workspace: Path, home: Path) -> None:
+    (workspace / "s.py").write_text(WORDS)
+    term = Terminal(["exec", "s.py", *ASK_ECHO], workspace, home)
+    try:
+        term.read_until(QUESTION)
+        os.write(term.master, b"\x03")  # Ctrl-C on the terminal: SIGINT to herald
+        assert term.wait() == 130, term.text
+    finally:
+        term.close()
+    assert "ran one" not in term.text and "interrupted" in term.text, term.text
