@@ -43,6 +43,8 @@ def describe_call(call: PolicyCall) -> str:
     where = "from a script" if call.origin == "script" else "called by the model"
     lines = [f"{_printable(call.tool)} ({where}) needs approval: rule '{_printable(call.rule)}'"]
     for key, value in call.args.items():
+        if value is None:  # an argument left to its default
+            continue
         shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
         shown = _printable(shown)
         if len(shown) > ARG_PREVIEW:
