@@ -8,6 +8,10 @@ and its working directory (connected, so an unreachable host fails here, not mid
 
 `--resume ID` continues a session with the provider, model, base URL, backend and working
 directory it last ran with; what the person chose on this command line (`explicit`) wins.
+
+`--plan` runs read-only and asks the model for a plan, which is the answer; `--resume ID
+--profile workspace-write "go ahead"` then carries it out. On a terminal (stdin a TTY, CI not
+set) calls an `ask` rule stops are asked about (policy/approvals.py), with the live view paused.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import dataclasses
 import json
 import sys
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import IO, Any
 
 from rich.console import Console
@@ -27,6 +31,8 @@ from ..backends.base import Backend
 from ..cli.signals import stop_signals
 from ..config import ConfigError, Settings
 from ..keys import herald_environ
+from ..policy import READ_ONLY, Policy
+from ..policy.approvals import TerminalApprovals, terminal_approvals
 from .jsonevents import JsonEvents
 from .loop import Agent
 from .providers.resolve import ProviderSetupError, resolve_fallbacks, resolve_primary
@@ -121,12 +127,18 @@ def run_command(
     as_json: bool,
     explicit: Collection[str] | None = None,
     out: IO[str] | None = None,
+    plan: bool = False,
 ) -> int:
     """`herald run`. `explicit`: the dotted setting keys this command line set (see
     `resume_setup`). `out`: where the answer (or, with `as_json`, the JSON lines) go."""
     out = out or sys.stdout
     if not task and not resume:
         raise CommandUsageError('pass a task: herald run "what to do" (or --resume ID to continue a session)')
+    if plan:
+        if settings.policy.profile != READ_ONLY and "policy.profile" in (explicit or ()):
+            raise CommandUsageError(f"--plan runs read-only: drop --profile {settings.policy.profile} (use it "
+                                    "with --resume to carry the plan out)")
+        settings = settings.with_overrides({"policy.profile": READ_ONLY}, source="--plan")
     state: SessionState | None = None
     if resume is not None:
         try:
@@ -150,7 +162,8 @@ def run_command(
         make_console(stderr=True).print(f"[red]herald: {escape(str(exc))}[/]")
         return BACKEND_UNAVAILABLE
     try:
-        return _run(settings, backend, task=task, session=state.id if state else None, as_json=as_json, out=out)
+        return _run(settings, backend, task=task, session=state.id if state else None, as_json=as_json, out=out,
+                    plan=plan)
     finally:
         backend.close()
 
@@ -161,18 +174,23 @@ def _answered(state: SessionState) -> bool:
 
 
 def _run(settings: Settings, backend: Backend, *, task: str | None, session: str | None, as_json: bool,
-         out: IO[str]) -> int:
+         out: IO[str], plan: bool = False) -> int:
     stream = JsonEvents(out) if as_json else None
     view = None if as_json else AgentView(profile=settings.policy.profile)
     on_event = stream.handle if stream is not None else view.handle if view is not None else None
+    approvals = terminal_approvals()
+    if approvals is not None and view is not None:
+        approvals.pause = view.suspended
     try:
-        agent = Agent(settings=settings, backend=backend, session=session, on_event=on_event)
-    except (ValueError, SessionNotFound) as exc:  # no provider, bad fallback, unknown tool
+        policy = Policy.from_settings(settings, approve=approvals)
+        agent = Agent(settings=settings, backend=backend, session=session, on_event=on_event, policy=policy,
+                      plan=plan)
+    except (ValueError, SessionNotFound) as exc:  # no provider, bad fallback, unknown tool, bad rule
         raise CommandUsageError(str(exc)) from None
     # SIGINT, SIGTERM and SIGHUP all interrupt the agent (the running call and script are killed,
     # the session is saved); a second Ctrl-C stops herald itself.
     with stop_signals() as stop:
-        stop.interrupt = agent.interrupt
+        stop.interrupt = _interrupt(agent, approvals)
         try:
             if view is not None:
                 with view:
@@ -182,6 +200,8 @@ def _run(settings: Settings, backend: Backend, *, task: str | None, session: str
         except ValueError as exc:  # --resume of a finished session without a follow-up task
             raise CommandUsageError(f"{exc} (session {agent.session_id})") from None
         finally:
+            if approvals is not None:
+                approvals.close()
             agent.close()
     if stream is not None:
         stream.finish(result)
@@ -189,9 +209,22 @@ def _run(settings: Settings, backend: Backend, *, task: str | None, session: str
         assert view is not None
         print_answer(make_console(file=out), result)
         view.summary(result)
+        if plan and result.status == "completed":
+            make_console(stderr=True).print(escape(
+                f"Plan mode: nothing was changed. To carry the plan out: herald run --resume {result.session_id} "
+                '--profile workspace-write "go ahead"'), style="dim")
     if result.status == "interrupted" and stop.exit_code is not None:
         return stop.exit_code  # 130, 143 or 129: which signal stopped it
     return EXIT_CODES[result.status]
+
+
+def _interrupt(agent: Agent, approvals: TerminalApprovals | None) -> Callable[[], None]:
+    """Ctrl-C: the agent stops, and so does a question waiting for an answer."""
+    def stop() -> None:
+        if approvals is not None:
+            approvals.close()
+        agent.interrupt()
+    return stop
 
 
 def sessions_command(settings: Settings, *, as_json: bool, limit: int) -> int:

@@ -24,6 +24,7 @@ JSONL transcript.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -32,7 +33,7 @@ from typing import Literal
 from ..backends.base import Backend
 from ..config import Settings, load_settings
 from ..keys import herald_environ
-from ..policy import Policy
+from ..policy import READ_ONLY, Policy
 from ..runtime import Runtime
 from ..tools.registry import Registry, default_registry
 from .budget import IterationBudget
@@ -48,7 +49,7 @@ from .events import (
 )
 from .guardrails import LoopGuard
 from .modelcall import ModelCaller, ModelCallFailed
-from .prompts import system_prompt
+from .prompts import plan_note, system_prompt
 from .providers.base import (
     Message,
     ModelCallCancelled,
@@ -101,7 +102,10 @@ class Agent:
         on_event: Callable[[AgentEvent], None] | None = None,
         env: Mapping[str, str] | None = None,
         policy: Policy | str | None = None,
+        plan: bool = False,
     ) -> None:
+        """`plan=True`: plan mode (read-only profile, the answer is a plan; see prompts.PLAN_MODE).
+        A session started in plan mode and resumed without it is told the plan was approved."""
         base = settings or load_settings()
         overrides = {"agent.provider": provider, "agent.model": model, "agent.base_url": base_url,
                      "agent.api_key": api_key, "agent.api_mode": api_mode, "agent.max_turns": max_turns,
@@ -137,6 +141,8 @@ class Agent:
             undo.callback(self.session.close)
             if state is None:
                 undo.callback(self.session.path.unlink, missing_ok=True)
+            if plan:
+                policy = dataclasses.replace(Policy.coerce(policy, self.settings), profile=READ_ONLY)
             tools_registry = Registry([*(registry or default_registry(self.settings)), todo_tool(self.todo)])
             enabled = list(tools) if tools is not None else self.settings.tools
             if enabled is not None:
@@ -153,7 +159,9 @@ class Agent:
                 self.system = state.meta["system"]  # the session's prompt, byte for byte
             else:
                 self.system = system_prompt(backend_name=self.backend.name, cwd=self.backend.cwd,
-                                            direct_tools=direct_tools, settings=self.settings)
+                                            direct_tools=direct_tools, settings=self.settings, plan=plan)
+            # A note for the next task when plan mode starts or ends on a resumed session.
+            self._plan_note = plan_note(state, plan, self.runtime.dispatcher.policy.profile)
             self.messages: list[Message] = _close_dangling_calls(state.messages if state else [])
             self.caller = ModelCaller(chain, agent, emit=self._emit, record=self.session.record)
             self.executor = ToolExecutor(
@@ -163,7 +171,7 @@ class Agent:
             )
             head = {"provider": chain[0].provider, "model": chain[0].model, "api_mode": chain[0].api_mode,
                     "base_url": chain[0].base_url, "backend": self.backend.name, "backend_spec": backend_spec,
-                    "cwd": self.backend.cwd, "profile": self.runtime.dispatcher.policy.profile}
+                    "cwd": self.backend.cwd, "profile": self.runtime.dispatcher.policy.profile, "plan": plan}
             if state is None:
                 self.session.record("session", id=self.session.id, **head, system=self.system,
                                     tools=[s["function"]["name"] for s in self.tool_schemas])
@@ -185,7 +193,8 @@ class Agent:
                 raise ValueError("nothing to continue: the session ended with an answer; pass a task")
             self.session.record("run_start", task=task or "(continue)")
             if task:
-                self._add({"role": "user", "content": task})
+                note, self._plan_note = self._plan_note, ""
+                self._add({"role": "user", "content": f"{note}\n\n{task}" if note else task})
             self._usage, self._turns, self._calls = Usage(), 0, []
             started = time.monotonic()
             budget = IterationBudget(self.settings.agent.max_turns)

@@ -12,10 +12,34 @@ import platform
 from ..config import Settings
 from ..runtime.execute_code import EXECUTE_CODE
 from ..tools.registry import Tool
+from .sessions import SessionState
+
+# Plan mode (`herald run --plan`, `Agent(plan=True)`): the session runs with the read-only profile.
+PLAN_MODE = (
+    "\n\nPlan mode: this session started in plan mode, under the read-only permission profile. "
+    "Look around as much as you need (read files, search, run read-only commands), but change "
+    "nothing. Your answer is a plan: the steps you would take, the files and commands involved, "
+    "how you would check the result, and the risks or open questions. The person reviews it; if "
+    "they approve, Herald tells you plan mode is over in a later message, and then you carry it out."
+)
+PLAN_APPROVED = (
+    "[Herald: plan mode is over: the plan was approved and this session now runs with the {profile} "
+    "profile. Carry out the plan, verify it, and report what you did.]"
+)
+PLAN_NOTE = (
+    "[Herald: plan mode: from now on this session runs with the read-only profile. Change nothing; "
+    "answer with a plan: the steps you would take, the files and commands involved, how you would "
+    "check the result, and the risks or open questions.]"
+)
 
 
-def system_prompt(*, backend_name: str, cwd: str, direct_tools: list[Tool], settings: Settings) -> str:
+def system_prompt(*, backend_name: str, cwd: str, direct_tools: list[Tool], settings: Settings,
+                  plan: bool = False) -> str:
     direct = ", ".join(t.name for t in direct_tools) or "none"
+    return _base(backend_name, cwd, direct, direct_tools, settings) + (PLAN_MODE if plan else "")
+
+
+def _base(backend_name: str, cwd: str, direct: str, direct_tools: list[Tool], settings: Settings) -> str:
     return (
         "You are Herald, an agent that completes tasks by running tools in a workspace.\n\n"
         f"Workspace: the {backend_name} backend, working directory {cwd} "
@@ -48,3 +72,30 @@ def _mcp_note(direct_tools: list[Tool], settings: Settings) -> str:
         f"- MCP tools (mcp_<server>_<tool>, from {', '.join(servers)}) are hermes_tools functions too: "
         f"many MCP calls belong in one {EXECUTE_CODE} script that loops and filters, not one turn each.\n"
     )
+
+
+def plan_note(state: SessionState | None, plan: bool, profile: str) -> str:
+    """What the next task of a resumed session is prefixed with: plan mode starts (PLAN_NOTE) or
+    is over (PLAN_APPROVED); "" when nothing changes."""
+    if state is None:
+        return ""
+    now = _plan_mode_now(state)
+    if plan and not now:
+        return PLAN_NOTE
+    if now and not plan and profile != "read-only":
+        return PLAN_APPROVED.format(profile=profile)
+    return ""
+
+
+def _plan_mode_now(state: SessionState) -> bool:
+    """Whether the saved session is in plan mode: started in it or told so since, and not told it
+    is over."""
+    mode = bool(state.meta.get("plan"))
+    for message in state.messages:
+        content = message.get("content")
+        text = content if isinstance(content, str) else ""
+        if text.startswith(PLAN_NOTE):
+            mode = True
+        elif text.startswith(PLAN_APPROVED[:40]):
+            mode = False
+    return mode

@@ -2,7 +2,8 @@
 (execute_code's inner calls and elapsed time while it runs), the final answer and the usage.
 
 The view runs on stderr so that stdout carries only the final answer. Events arrive from the
-agent's threads; one lock keeps the state consistent.
+agent's threads; one lock keeps the state consistent. While an approval question is on the
+terminal (`suspended()`), the live region is taken down and lines to print wait for the answer.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import IO, Any
 
 from rich.console import Console, Group, RenderableType
@@ -63,6 +66,8 @@ class AgentView:
         self._running: dict[str, tuple[str, float, bool]] = {}  # call id -> tool name, start time, runs a script
         self._inner = 0
         self._building: dict[int, tuple[str, int]] = {}  # tool calls being streamed: name, argument size
+        self._suspended = False
+        self._held: list[RenderableType] = []  # printed while a question was on screen
 
     # -- live region ---------------------------------------------------------------------------
 
@@ -92,7 +97,30 @@ class AgentView:
             self._live = None
 
     def _print(self, renderable: RenderableType) -> None:
+        with self._lock:
+            if self._suspended:
+                self._held.append(renderable)
+                return
         self.console.print(renderable)
+
+    @contextmanager
+    def suspended(self) -> Iterator[None]:
+        """While a question is asked on the terminal: no live region, printing held back."""
+        live = self._live
+        with self._lock:
+            self._suspended = True
+        if live is not None:
+            live.stop()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._suspended = False
+                held, self._held = self._held, []
+            for item in held:
+                self.console.print(item)
+            if live is not None and self._live is live:
+                live.start()
 
     # -- events --------------------------------------------------------------------------------
 

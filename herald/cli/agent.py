@@ -29,6 +29,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent
     p.add_argument("--max-turns", type=int, help="model turns before a forced summary (default 90)")
     p.add_argument("--resume", metavar="ID", help="continue a saved session (an id, a unique prefix, or 'last')")
     p.add_argument("--json", action="store_true", help="no live view; JSON lines of events as they happen, then the result")
+    p.add_argument("--plan", action="store_true",
+                   help="plan mode: read-only, the answer is a plan; carry it out with --resume ID --profile workspace-write")
     add_runtime_options(p)
     p.set_defaults(func=cmd_run)
 
@@ -58,7 +60,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     ensure_data_dir(settings)
     try:
         return run_command(settings, task=args.task, resume=args.resume, cwd=args.cwd, as_json=args.json,
-                           explicit=explicit_keys(args, flags))
+                           explicit=explicit_keys(args, flags), plan=args.plan)
     except CommandUsageError as exc:
         raise UsageError(str(exc)) from None
 

@@ -7,6 +7,9 @@ Output: the script's stdout and stderr are passed through as they are produced (
 streams are line-buffered), with a status line on a terminal; then Herald's own notes and a
 one-line summary on stderr. `--json` prints the result object at the end instead; `--events` adds
 one JSON line per tool call and output chunk before it.
+
+Approvals: a call an `ask` rule stops is asked about on the terminal (policy/approvals.py) when
+stdin is one and CI is not set; otherwise it is refused with a message naming the rule.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
@@ -30,6 +35,10 @@ from .common import (
 )
 from .live import EventStream, LiveView
 from .signals import stop_signals
+
+if TYPE_CHECKING:
+    from ..policy.approvals import TerminalApprovals
+    from ..runtime import Runtime
 
 EXIT_CODES = {"success": 0, "error": 1, "timeout": 124, "interrupted": 130}
 
@@ -59,6 +68,8 @@ def read_script(source: str) -> str:
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
+    from ..policy import Policy
+    from ..policy.approvals import terminal_approvals
     from ..runtime import Runtime
     from ..runtime.sandbox.host_child import SandboxStartError
 
@@ -69,9 +80,11 @@ def cmd_exec(args: argparse.Namespace) -> int:
     ensure_data_dir(settings)
     with stop_signals() as stop:
         backend = open_backend(settings.backend, settings, args.cwd)
+        approvals = terminal_approvals()
         try:
             try:
-                runtime = Runtime(backend, settings=settings)
+                policy = Policy.from_settings(settings, approve=approvals)
+                runtime = Runtime(backend, settings=settings, policy=policy)
             except (ValueError, SandboxStartError) as exc:  # unknown tool names; no python in the backend
                 raise UsageError(str(exc)) from None
             with runtime:
@@ -82,13 +95,17 @@ def cmd_exec(args: argparse.Namespace) -> int:
                     view = LiveView(status_line=sys.stderr.isatty(), profile=runtime.dispatcher.policy.profile)
                 if view is not None:
                     runtime.dispatcher.on_script_call = view.tool_call
-                stop.interrupt = runtime.interrupt
+                if approvals is not None and isinstance(view, LiveView):
+                    approvals.pause = view.suspended
+                stop.interrupt = _interrupt(runtime, approvals)
                 try:
                     result = runtime.execute(code, on_output=view.output if view is not None else None)
                 except SandboxStartError as exc:
                     raise UsageError(str(exc)) from None
                 finally:
                     stop.interrupt = _ignore  # from here on a signal must not break the clean-up
+                    if approvals is not None:
+                        approvals.close()  # a question still on screen (a call of a killed script): denied
                     if isinstance(view, LiveView):
                         view.close()
         finally:
@@ -104,6 +121,15 @@ def cmd_exec(args: argparse.Namespace) -> int:
 
 def _ignore() -> None:
     pass
+
+
+def _interrupt(runtime: Runtime, approvals: TerminalApprovals | None) -> Callable[[], None]:
+    """Ctrl-C: the script stops, and so does a question waiting for an answer."""
+    def stop() -> None:
+        if approvals is not None:
+            approvals.close()
+        runtime.interrupt()
+    return stop
 
 
 def _summarise(result: ExecutionResult) -> None:

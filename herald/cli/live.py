@@ -2,8 +2,10 @@
 status line (tool calls so far, elapsed time) kept below it on stderr.
 
 The status line is drawn only at the start of a line and erased before any output is written, so
-the script's own text is never interleaved with it; piped output never sees it. With `--json
---events` the same happenings go to stdout as JSON lines instead.
+the script's own text is never interleaved with it; piped output never sees it. While an
+approval question is on screen (`suspended()`), the status line is erased and not drawn, and the
+script's output waits until the answer is given. With `--json --events` the same happenings go
+to stdout as JSON lines instead.
 """
 
 from __future__ import annotations
@@ -12,10 +14,13 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import IO, Any
 
 TICK_SECONDS = 0.2
 CLEAR_LINE = "\r\x1b[K"
+HOLD_LIMIT = 1 << 20  # output held back during a question beyond this is written anyway
 
 
 class LiveView:
@@ -31,6 +36,9 @@ class LiveView:
         self._shown = False
         self._at_line_start = True
         self._stdout_broken = False
+        self._suspended = False
+        self._held: list[tuple[str, bytes]] = []  # output that came while a question was on screen
+        self._held_bytes = 0
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
         if status_line:
@@ -41,19 +49,46 @@ class LiveView:
 
     def output(self, stream: str, data: bytes) -> None:
         with self._lock:
+            if self._suspended and self._held_bytes < HOLD_LIMIT:
+                self._held.append((stream, data))
+                self._held_bytes += len(data)
+                return
+            self._write(stream, data)
+
+    def _write(self, stream: str, data: bytes) -> None:
+        self._erase()
+        target = sys.stdout if stream == "stdout" else sys.stderr
+        if stream == "stdout" and self._stdout_broken:
+            return
+        try:
+            target.buffer.write(data)
+            target.flush()
+        except BrokenPipeError:  # `herald exec x.py | head`: stop writing, keep running
+            if stream == "stdout":
+                self._stdout_broken = True
+            return
+        self._at_line_start = data.endswith(b"\n")
+        self._draw()
+
+    @contextmanager
+    def suspended(self) -> Iterator[None]:
+        """While a question is asked on the terminal: no status line, output held back."""
+        with self._lock:
             self._erase()
-            target = sys.stdout if stream == "stdout" else sys.stderr
-            if stream == "stdout" and self._stdout_broken:
-                return
-            try:
-                target.buffer.write(data)
-                target.flush()
-            except BrokenPipeError:  # `herald exec x.py | head`: stop writing, keep running
-                if stream == "stdout":
-                    self._stdout_broken = True
-                return
-            self._at_line_start = data.endswith(b"\n")
-            self._draw()
+            if not self._at_line_start:
+                sys.stderr.write("\n")
+                sys.stderr.flush()
+                self._at_line_start = True
+            self._suspended = True
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._suspended = False
+                held, self._held, self._held_bytes = self._held, [], 0
+                for stream, data in held:
+                    self._write(stream, data)
+                self._draw()
 
     def tool_call(self, tool: str, ok: bool) -> None:
         with self._lock:
@@ -80,7 +115,7 @@ class LiveView:
                 self._draw()
 
     def _draw(self) -> None:
-        if not self._status_line or not self._at_line_start or self._stop.is_set():
+        if not self._status_line or not self._at_line_start or self._suspended or self._stop.is_set():
             return
         elapsed = time.monotonic() - self._started
         text = f"running{self._profile} · {self._calls} tool call(s)"

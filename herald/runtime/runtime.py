@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from .._sandbox.environ import sandbox_environ
 from .._sandbox.frames import StartFrame
@@ -36,6 +37,7 @@ from ..backends.base import Backend, BackendError
 from ..config import Settings, load_settings
 from ..keys import herald_environ
 from ..policy import Policy
+from ..policy.approvals import PausedTime
 from ..policy.budgets import check_budgets
 from ..spill import sweep
 from ..tools.registry import Registry, ToolContext, default_registry
@@ -112,12 +114,14 @@ class Runtime:
                 transcript = Transcript(transcript)
                 undo.callback(transcript.close)
             self.transcript = transcript or None
+            # Time a script waits on a person's approval does not count against its timeout.
+            self.paused = PausedTime()
             self.dispatcher = Dispatcher(
                 self.registry,
                 ToolContext(backend=backend, settings=self.settings),
                 enabled=list(tools) if tools is not None else self.settings.tools,
                 transcript=self.transcript,
-                policy=Policy.coerce(policy, self.settings),  # a profile name, a Policy, or the settings'
+                policy=self.paused.wrap(Policy.coerce(policy, self.settings)),  # a name, a Policy, or the settings'
             )
             # The model's way to run scripts here; known to the dispatcher, which refuses it to scripts.
             self.execute_tool = execute_code_tool(self)
@@ -310,6 +314,7 @@ class Runtime:
         started = time.monotonic()
         scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout, budgets=budgets)
         token, grant = self._grants.issue(scope)
+        self.paused.begin(scope)
         stdout, stderr = capture_streams(self.settings, scope, on_output)
         child: SandboxChild | None = None
         try:
@@ -323,6 +328,7 @@ class Runtime:
                 deadline=started + timeout,
                 interrupt_fd=self._interrupt_r,
                 kill_grace=self.settings.sandbox.kill_grace,
+                **self._paused(),
             )
         finally:
             scope.cancel.set()  # tool calls the script left running (a long terminal command) stop now
@@ -332,6 +338,10 @@ class Runtime:
             stdout.close()
             stderr.close()
         return build_result(collected, scope, stdout, stderr, started, timeout)
+
+    def _paused(self) -> dict[str, Any]:
+        # The host child's kill clock moves by the time waited on approvals (not yet in backend mode).
+        return {"paused": self.paused.seconds} if self._remote is None else {}
 
     def _start_run(self, frame: StartFrame) -> SandboxChild:
         """A ready child that has taken `frame`. A waiting child can die before its run (its
@@ -360,6 +370,7 @@ class Runtime:
             kernel = self._start_kernel(name)
         scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout, budgets=budgets)
         kernel.grant.scope = scope
+        self.paused.begin(scope)
         stdout, stderr = capture_streams(self.settings, scope, on_output)
         try:
             kernel.child.send({"code": code, "line_buffered": on_output is not None})
@@ -370,6 +381,7 @@ class Runtime:
                 interrupt_fd=self._interrupt_r,
                 kill_grace=self.settings.sandbox.kill_grace,
                 sentinel=kernel.sentinel,
+                **self._paused(),
             )
         finally:
             scope.cancel.set()  # the cell is over: calls it left running stop, later ones are refused

@@ -14,6 +14,7 @@ import select
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -285,10 +286,11 @@ class ChildProcess:
         interrupt_fd: int,
         kill_grace: float,
         sentinel: bytes | None = None,
+        paused: Callable[[], float] | None = None,
     ) -> Collected:
         """Read output until the child exits (one-shot) or reports done and both sentinels
         arrived (kernel). At the deadline or on interrupt, SIGTERM the tree, then SIGKILL after
-        `kill_grace` seconds."""
+        `kill_grace` seconds. `paused()`: seconds the run waited on a person, added to the deadline."""
         streams = {
             self.stdout_fd: OutputStream(self.stdout_fd, stdout, sentinel),
             self.stderr_fd: OutputStream(self.stderr_fd, stderr, sentinel),
@@ -312,6 +314,8 @@ class ChildProcess:
         done = False
         while True:
             now = time.monotonic()
+            if paused is not None:
+                clock.deadline = deadline + paused()
             clock.tick(now)
             wake = clock.wait(now)
             wake = EXIT_SETTLE_SECONDS if wake is None else wake  # killed: wait for the exit
