@@ -39,7 +39,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 # The tools the core can run (textfiles.TOOLS): that module and the workers (localcall.py) are
 # imported by `load`, once the script is starting, so that a supervisor starts as fast as before.
-TOOL_NAMES = ("read_file", "write_file", "patch")
+TOOL_NAMES = ("read_file", "write_file", "patch", "terminal")
 
 
 # A finished local call: (connection number, reply frame, record) or, handed over, (None, call, None).
@@ -68,6 +68,9 @@ class LocalTools:
         self.calls = 0
         if self.grant is not None:
             self.cwd = self.grant["cwd"]
+            shell = self.grant.get("shell")
+            if shell is not None and shell.get("time_left") is not None:
+                shell["deadline"] = time.monotonic() + shell["time_left"]
 
     def load(self) -> None:
         """Import the tool core and start the workers (the supervisor calls this while the
@@ -78,8 +81,10 @@ class LocalTools:
             self._workers = Workers(self.max_workers, self._finish)
 
     def set_cwd(self, cwd: Any) -> None:
+        """Herald's shell moved (a call it served): so do the tools here."""
         if isinstance(cwd, str) and cwd.startswith("/"):
             self.cwd = cwd
+            self._follow()
 
     def route(self, call: Dict[str, Any]) -> bool:
         """True when the call is taken here (held or run); False: send it to Herald now."""
@@ -87,6 +92,8 @@ class LocalTools:
         name = call.get("tool")
         if grant is None or not isinstance(name, str) or name not in grant["allowed"]:
             return False
+        if name == "terminal" and name not in grant["local"]:
+            self._follow()  # Herald's shell runs it: ours takes up what it leaves
         if self.calls >= grant["max_calls"]:
             if self.in_flight:
                 self.held.append(call)
@@ -112,6 +119,13 @@ class LocalTools:
         with self._lock:
             done, self._done = self._done, []
         self.in_flight -= len(done)  # each one ran on a worker
+        for number, frame, record in done:
+            if record is not None and isinstance(record.get("cwd"), str):
+                self.cwd = record["cwd"]  # a `cd` in the terminal here moves the file tools too
+            elif number is None and isinstance(frame, dict) and isinstance(frame.get("ran"), dict):
+                self.cwd = frame["ran"]["cwd"]  # ran here; Herald only caps its output
+            elif number is None and isinstance(frame, dict) and frame.get("tool") == "terminal":
+                self._follow()  # handed over: Herald's shell runs it
         if self.held and not self.in_flight:
             held, self.held = self.held, []
             done.extend((None, call, None) for call in held)
@@ -126,6 +140,10 @@ class LocalTools:
             if self.in_flight <= pending:
                 return
             time.sleep(0.005)
+
+    def _follow(self) -> None:
+        if self._workers is not None:
+            self._workers.follow(self.cwd)
 
     def _finish(self, item: Done) -> None:
         with self._lock:
@@ -164,6 +182,9 @@ def _valid(grant: Any) -> bool:
         lambda g: isinstance(g.get("cwd"), str) and g["cwd"].startswith("/"),
         lambda g: isinstance(g.get("files"), dict) and all(isinstance(g["files"].get(k), int) for k in
                                                             ("read_max_bytes", "read_max_line_chars", "read_max_chars")),
+        lambda g: "terminal" not in g["local"] or (isinstance(g.get("shell"), dict) and all(
+            isinstance(g["shell"].get(k), str) for k in ("state_path", "cwd", "bin")) and all(
+            isinstance(g["shell"].get(k), (int, float)) for k in ("max_output_bytes", "timeout"))),
         lambda g: g.get("roots") is None or (isinstance(g["roots"], dict) and all(
             isinstance(g["roots"].get(k), list) and all(isinstance(p, str) and p.startswith("/") for p in g["roots"][k])
             for k in ("write", "read"))),
