@@ -158,6 +158,11 @@ class PersistentShell:
             self._discard_channel()
 
     @property
+    def max_output_bytes(self) -> int:
+        """The output cap of this shell's answers."""
+        return self._max_output
+
+    @property
     def state_path(self) -> str:
         """Where this shell saves its exported variables after each command."""
         return self._state_path

@@ -109,7 +109,7 @@ class BackendTools:
         left = None if scope.deadline is None else max(0.0, scope.deadline - time.monotonic())
         return {
             "state_path": shell.state_path, "cwd": shell.cwd, "has_state": True, "bin": settings.shell,
-            "max_output_bytes": settings.max_output_bytes, "timeout": settings.timeout, "time_left": left,
+            "max_output_bytes": shell.max_output_bytes, "timeout": settings.timeout, "time_left": left,
         }
 
     def follow(self, cwd: Any) -> None:
@@ -124,8 +124,9 @@ class BackendTools:
         ran = message["ran"]
         started = time.perf_counter()
         settings = self._dispatcher.ctx.settings
+        shell = self._session_shell()
         capture = CappedCapture(
-            settings.terminal.max_output_bytes,
+            shell.max_output_bytes if shell is not None else settings.terminal.max_output_bytes,
             spill_dir=settings.spill_dir,
             spill_name=f"terminal-{secrets.token_hex(8)}.txt",
         )
