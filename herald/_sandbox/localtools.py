@@ -8,7 +8,9 @@ frame (and each kernel cell's code frame), under the key "tools":
      "max_calls": n,               the run's call budget
      "cwd": "/dir",                the session's current directory (updated by CWD frames)
      "files": {"read_max_bytes", "read_max_line_chars", "read_max_chars"},
-     "roots"?: {"write": ["/dir/"], "read": [...]}}   under a confining profile: the workspace
+     "roots"?: {"write": ["/dir/"], "read": [...]},   under a confining profile: the workspace
+     "shell"?: {"state_path", "cwd", "has_state", "bin", "max_output_bytes", "timeout", "time_left"}}
+                                   with "terminal" in "local": the session shell to share (localshell.py)
 
 Policy, in the Dispatcher's order (herald/runtime/dispatcher.py):
 - A call of a tool not in "allowed" goes to Herald uncounted: Herald refuses it, as always.
@@ -23,6 +25,11 @@ Policy, in the Dispatcher's order (herald/runtime/dispatcher.py):
   the same path take turns. Its reply goes straight to the script, and a "record" frame to
   Herald, which logs it to the transcript and counts it:
       {"type": "record", "tool", "args": preview, "error"?: {...}, "duration_ms", "reply_bytes"}
+- `terminal` runs in the supervisor's shell (localshell.py), one command at a time; its record
+  carries the directory after it ("cwd"), which Herald's session shell takes up. Output past the
+  cap goes to Herald as the call with the output it made ("ran"), and Herald caps, spills, counts
+  and answers it. A terminal call Herald runs (handed over, or not granted) makes ours take up
+  the state file again before its next command.
 - Anything the core does not answer (a missing file, whose "did you mean" needs Herald's walk, a
   `~` path, a failed write or any other OSError, whose words are the backend's, a result too
   large to encode) goes to Herald as the call it was, which runs it there the usual way: nothing
