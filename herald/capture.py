@@ -76,6 +76,16 @@ class CappedCapture:
         if len(self._tail) > max(self.tail_size * 2, 65536):
             del self._tail[: len(self._tail) - self.tail_size]
 
+    def skip(self, count: int) -> None:
+        """`count` bytes went by that nobody kept (a backend-mode supervisor's shell keeps the first
+        8 MiB of a command's output and its tail, past a cap of at most 4 MiB, so this capture is
+        past its limit already): counted; the spill file ends before them; what is fed next is the tail."""
+        if count <= 0:
+            return
+        self.total += count
+        self.spill_truncated = True
+        self._tail.clear()
+
     def _open_spill(self) -> None:
         if self._spill_dir is None:
             return

@@ -79,8 +79,9 @@ class Workers:
             frame = encode_frame(dict(reply, id=call.get("id")))
         except Overflow as over:  # Herald caps it and keeps the spill file: the answer is its
             assert self.shell is not None
-            ran = {"output": over.output.decode("latin-1"), "exit_code": over.exit_code, "timed_out": over.timed_out,
-                   "note": over.note, "cwd": self.shell.cwd, "command_path": self.shell.scripts.command_path}
+            ran = {"output": over.output.decode("latin-1"), "skipped": over.skipped, "tail": over.tail.decode("latin-1"),
+                   "exit_code": over.exit_code, "timed_out": over.timed_out, "note": over.note, "cwd": self.shell.cwd,
+                   "command_path": self.shell.scripts.command_path}
             self._report((None, dict(call, ran=ran), None))
             return
         except (FileMissing, HandOver, ShellGone, OSError, ValueError, ProtocolError, TypeError, KeyError):

@@ -33,6 +33,7 @@ STARTUP_SECONDS = 15.0
 
 
 EMPTY_COMMAND = "terminal: command is empty. Pass the shell command to run, e.g. terminal('ls -la')."
+KEEP_BYTES = 8 << 20  # output kept for Herald past the cap; of the rest only the last `limit` bytes
 PARSE_CACHE_SIZE = 256
 PARSE_CACHE_MAX_CHARS = 4096
 
@@ -52,9 +53,10 @@ def reply(output: str, exit_code: int, timed_out: bool, truncated: bool, note: s
 class Overflow(Exception):
     """The output passed the cap: Herald, which keeps the spill files, makes the answer."""
 
-    def __init__(self, output: bytes, exit_code: int, timed_out: bool, note: str) -> None:
+    def __init__(self, output: bytes, skipped: int, tail: bytes, exit_code: int, timed_out: bool, note: str) -> None:
         super().__init__("output over the cap")
-        self.output, self.exit_code, self.timed_out, self.note = output, exit_code, timed_out, note
+        self.output, self.skipped, self.tail = output, skipped, tail  # output + (skipped bytes) + tail
+        self.exit_code, self.timed_out, self.note = exit_code, timed_out, note
 
 
 class ShellGone(Exception):
@@ -74,6 +76,7 @@ class LocalShell:
         self.returncode = -1
         self.pending = b""
         self.parsed: Set[str] = set()
+        self.kept, self.skipped, self.tail = 0, 0, bytearray()  # the output held (keep)
 
     def update(self, spec: Dict[str, Any]) -> None:
         """A new run or kernel cell's grant: Herald's shell may have moved since the last one."""
@@ -97,6 +100,7 @@ class LocalShell:
         parsed_before = command in self.parsed
         self.send(self.scripts.command(command, workdir, parsed_before, True))
         chunks: List[bytes] = []
+        self.kept, self.skipped, self.tail = 0, 0, bytearray()
         timed_out, note = False, ""
         try:
             fields = self.read(self.scripts.done, started + timeout, chunks)
@@ -119,8 +123,8 @@ class LocalShell:
                     self.parsed.add(command)
         output = b"".join(chunks)
         limit = int(self.spec["max_output_bytes"])
-        if len(output) > limit:
-            raise Overflow(output, exit_code, timed_out, note)
+        if len(output) > limit or self.skipped:
+            raise Overflow(output, self.skipped, bytes(self.tail), exit_code, timed_out, note)
         text = self.scripts.tidy(output.decode("utf-8", "replace"))
         return reply(text[:-1] if text.endswith("\n") else text, exit_code, timed_out, False, note)
 
@@ -165,24 +169,38 @@ class LocalShell:
         while True:
             output, fields, buffer = scan(buffer, marker)
             if chunks is not None and output:
-                chunks.append(output)
+                self.keep(chunks, output)
             if fields is not None:
                 self.pending = buffer
                 return fields
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 if chunks is not None:
-                    chunks.append(buffer)
+                    self.keep(chunks, buffer)
                 return None
             if not select.select([fd], [], [], remaining)[0]:
                 continue
             chunk = os.read(fd, 1 << 16)
             if not chunk:
                 if chunks is not None:
-                    chunks.append(buffer)
+                    self.keep(chunks, buffer)
                 self.kill()
                 raise ShellGone("the shell exited")
             buffer += chunk
+
+    def keep(self, chunks: List[bytes], data: bytes) -> None:
+        """Hold `data` for the answer: the first KEEP_BYTES, then only the last `limit` bytes."""
+        room = KEEP_BYTES - self.kept
+        if room > 0:
+            chunks.append(data[:room])
+            self.kept += min(room, len(data))
+            data = data[room:]
+        if data:
+            limit = int(self.spec["max_output_bytes"])
+            self.tail += data
+            if len(self.tail) > limit:
+                self.skipped += len(self.tail) - limit
+                del self.tail[: len(self.tail) - limit]
 
     def kill(self) -> None:
         """The shell and everything it started (each command has a process group of its own)."""

@@ -41,6 +41,9 @@ HERALD_KEPT_BUDGETS = frozenset({"reply_bytes", "tool_seconds", "bytes_written"}
 LOCAL_HANDLERS = {
     "read_file": files.read_file, "write_file": files.write_file, "patch": files.patch, "terminal": terminal.terminal
 }
+# The supervisor's shell keeps 8 MiB of a command's output for Herald (localshell.py): a larger
+# cap than this keeps terminal with Herald.
+MAX_SHARED_OUTPUT_BYTES = 4 << 20
 log = logging.getLogger(__name__)
 
 
@@ -103,7 +106,7 @@ class BackendTools:
     def _shell_grant(self, scope: CallScope) -> dict[str, Any] | None:
         """What the supervisor's shell needs to be the session's (localshell.py)."""
         shell = self._session_shell()
-        if shell is None:
+        if shell is None or shell.max_output_bytes > MAX_SHARED_OUTPUT_BYTES:
             return None
         settings = self._dispatcher.ctx.settings.terminal
         left = None if scope.deadline is None else max(0.0, scope.deadline - time.monotonic())
@@ -132,6 +135,8 @@ class BackendTools:
         )
         try:
             capture.feed(str(ran["output"]).encode("latin-1", "replace"))
+            capture.skip(int(ran.get("skipped", 0)))
+            capture.feed(str(ran.get("tail", "")).encode("latin-1", "replace"))
         finally:
             capture.close()
         output = capture.text("command output").replace(f"{ran['command_path']}: ", "bash: ")

@@ -104,3 +104,17 @@ def test_the_policy_keeps_terminal_with_herald_where_it_decides(backend_runtime:
     refused = ruled.execute("from hermes_tools import terminal\nprint(terminal('git push')['output'])", timeout=60)
     assert refused.status == "error" and "deny terminal command=git push" in refused.error, refused
     assert run_ok(ruled, "from hermes_tools import terminal\nprint(terminal('echo ok')['output'])").output == "ok\n"
+
+
+def test_a_huge_output_keeps_its_count_and_tail(backend_runtime: RuntimeFactory) -> None:
+    # Past the 8 MiB the supervisor's shell keeps for Herald, only the count and the tail go on.
+    runtime = backend_runtime(overrides={"sandbox.max_stdout_bytes": 20_000_000})
+    command = "seq -f line-%g 1 1200000"
+    direct = runtime.dispatcher.call_direct("terminal", {"command": command})["result"]
+    code = f"import json\nfrom hermes_tools import terminal\nprint(json.dumps(terminal({command!r})))"
+    got = json.loads(run_ok(runtime, code).output)
+    assert got["truncated"] and got["exit_code"] == 0
+    assert "(spill file cut at 8,388,608 bytes)" in got["output"]
+    assert got["output"].split(" bytes in all")[0] == direct["output"].split(" bytes in all")[0]  # the same count
+    assert got["output"].split(" ...]\n")[1] == direct["output"].split(" ...]\n")[1]  # the same tail
+    assert run_ok(runtime, "from hermes_tools import terminal\nprint(terminal('echo next')['output'])").output == "next\n"
