@@ -10,6 +10,7 @@ from typing import IO, Any
 
 # One preview for the parent and the backend-mode supervisor, which previews the calls it runs.
 from ._sandbox.toolcore import PREVIEW_CHARS, preview
+from .fastjson import record_line
 
 __all__ = ["PREVIEW_CHARS", "Transcript", "preview"]
 
@@ -24,7 +25,7 @@ class Transcript:
 
     def write(self, record: dict[str, Any]) -> None:
         record.setdefault("ts", round(time.time(), 6))
-        line = json.dumps(record, ensure_ascii=False, default=repr) + "\n"
+        line = record_line(record)
         with self._lock:
             if self._file is not None:
                 self._file.write(line)

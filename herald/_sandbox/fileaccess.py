@@ -14,6 +14,7 @@ its limit + 1 bytes.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import posixpath
 import stat as st_mod
@@ -58,6 +59,7 @@ def _kind(mode: int) -> str:
     return "a special file"
 
 
+@functools.lru_cache(maxsize=1024)
 def resolve_path(cwd: str, path: str) -> str:
     """Absolute POSIX path for `path` relative to `cwd`, with `~` left to the backend's HOME."""
     if not path:
@@ -94,17 +96,30 @@ class OsFiles:
         # O_NONBLOCK: should the path have become a FIFO since, the open returns at once and
         # the fstat of what was opened refuses it.
         fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb", buffering=0) as fh:
+        try:
             opened = os.fstat(fd)
             check_regular(target, opened.st_mode, opened.st_size, limit)
             chunks: List[bytes] = []
+            got = 0
             left = limit + 1
+            # The first read asks for what the file holds (and one byte more), not 1 MiB: a
+            # large buffer costs an allocation the size of the request on every small read.
+            want = min(left, max(opened.st_size + 1, 1 << 16))
             while left > 0:
-                chunk = fh.read(min(left, 1 << 20))
+                want = min(left, want)
+                chunk = os.read(fd, want)
                 if not chunk:
                     break
                 chunks.append(chunk)
+                got += len(chunk)
                 left -= len(chunk)
+                # A short read past the size the file had when opened is its end: no read
+                # only to see EOF (one system call of a small read's five).
+                if len(chunk) < want and got >= opened.st_size:
+                    break
+                want = 1 << 20
+        finally:
+            os.close(fd)
         return check_length(target, b"".join(chunks), limit)
 
     def write_bytes(self, path: str, data: bytes) -> None:

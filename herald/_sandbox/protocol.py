@@ -17,7 +17,7 @@ import json
 import socket
 import struct
 import time
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional
 
 HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 64 * 1024 * 1024
@@ -34,13 +34,34 @@ class ProtocolError(Exception):
     """A peer sent something that is not a valid frame; the connection must be closed."""
 
 
+# A faster JSON codec the parent may install (`use_fast_json`); the sandbox never does.
+_fast_dumps: Optional[Callable[[Any], bytes]] = None
+_fast_loads: Optional[Callable[[Any], Any]] = None
+
+
+def use_fast_json(dumps: Callable[[Any], bytes], loads: Callable[[Any], Any]) -> None:
+    """Encode and decode frames with `dumps` / `loads` (Herald's parent, with orjson): they must
+    give the same JSON as the stdlib path for what they accept. Whatever they refuse (a lone
+    surrogate, an integer past 64 bits, NaN in a frame read) takes the stdlib path, so the
+    answers and the errors stay the same."""
+    global _fast_dumps, _fast_loads
+    _fast_dumps, _fast_loads = dumps, loads
+
+
 def encode_frame(message: object) -> bytes:
-    try:
-        body = _encoder.encode(message).encode("utf-8")
-    except UnicodeEncodeError:
-        # A lone surrogate (say, a file name decoded with surrogateescape) is not UTF-8 and the
-        # peer would drop the connection: send \u escapes, which decode to the same string.
-        body = _ascii_encoder.encode(message).encode("ascii")
+    body = None
+    if _fast_dumps is not None:
+        try:
+            body = _fast_dumps(message)
+        except Exception:
+            body = None
+    if body is None:
+        try:
+            body = _encoder.encode(message).encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate (say, a file name decoded with surrogateescape) is not UTF-8 and the
+            # peer would drop the connection: send \u escapes, which decode to the same string.
+            body = _ascii_encoder.encode(message).encode("ascii")
     if len(body) > MAX_FRAME_BYTES:
         raise ProtocolError(
             "message of %d bytes exceeds the %d-byte frame limit" % (len(body), MAX_FRAME_BYTES)
@@ -60,8 +81,15 @@ def reply_frame(message: Dict[str, Any], reply: Dict[str, Any], echo: Iterable[s
 
 def decode_body(body: Any) -> Dict[str, Any]:
     """One frame's body (bytes or a buffer such as a memoryview) as a message."""
+    message = None
+    if _fast_loads is not None:
+        try:
+            message = _fast_loads(body)
+        except Exception:
+            message = None
     try:
-        message = _decoder.decode(str(body, "utf-8"))
+        if message is None:
+            message = _decoder.decode(str(body, "utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # deep nesting: RecursionError
         raise ProtocolError("frame is not UTF-8 JSON: %s" % exc) from None
     if not isinstance(message, dict):

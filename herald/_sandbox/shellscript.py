@@ -18,12 +18,16 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
-# Kills the shell's children once a command has returned: its jobs (`cmd &`, by process group,
-# as `set -m` gives each its own) and, where /proc lists them, disowned ones too. Then forgets
-# them, so no "Killed" notice lands in the next command's output.
+# Kills the shell's children once a command has returned: what /proc lists as its children
+# (jobs, `cmd &`, disowned ones too; each job is its own process group under `set -m`), read
+# with builtins only, since a `$(jobs -p)` would fork a subshell on every command; `jobs -p`
+# where the kernel has no such list. Then forgets them, so no "Killed" notice lands in the
+# next command's output.
 END_JOBS = (
-    "__herald_kids=(); builtin read -r -a __herald_kids < /proc/$$/task/$$/children 2>/dev/null; "
-    "for __herald_job in $(builtin jobs -p) \"${__herald_kids[@]}\"; do "
+    "__herald_kids=(); if [ -r /proc/$$/task/$$/children ]; then "
+    "builtin read -r -a __herald_kids < /proc/$$/task/$$/children; "
+    "else __herald_kids=($(builtin jobs -p)); fi; "
+    "for __herald_job in \"${__herald_kids[@]}\"; do "
     "builtin kill -9 -- -$__herald_job $__herald_job; done 2>/dev/null; builtin disown -a; "
     "builtin unset __herald_kids __herald_job; "
 )

@@ -65,6 +65,7 @@ def cancellable(event: threading.Event | None) -> Iterator[None]:
 
 _foreground_only: contextvars.ContextVar[bool] = contextvars.ContextVar("herald_foreground_only", default=False)
 
+
 @contextlib.contextmanager
 def foreground_only(on: bool = True) -> Iterator[None]:
     """While on, the commands this thread runs in a persistent shell end with everything they

@@ -315,7 +315,6 @@ class Dispatcher:
     def _run(
         self, tool: Tool, args: Any, scope: CallScope | None, cancel: threading.Event | None, run_id: str
     ) -> dict[str, Any]:
-        interrupted = _error("Interrupted", f"{tool.name}: not run: the session was interrupted before it started.")
         try:
             bound = bind_arguments(tool, args, in_script=scope is not None)
             # A script's calls come back here and lock what each touches: holding all the script
@@ -334,10 +333,10 @@ class Dispatcher:
                     limit = self.ctx.settings.terminal.timeout
                 bound["timeout"] = min(limit, left)
             if cancel is not None and cancel.is_set():
-                return interrupted
+                return _interrupted(tool)
             with self._locks.hold(resources, cancel, CANCEL_POLL_SECONDS) as held:
                 if not held:  # interrupted while another call held what this one touches
-                    return interrupted
+                    return _interrupted(tool)
                 # A script's commands end with their background jobs (shell.foreground_only).
                 with (cancellable(cancel), foreground_only(scope is not None),
                       charged_to(scope.spill if scope is not None else None)):
@@ -418,6 +417,10 @@ def _script_fields(tool: Tool | None, reply: dict[str, Any]) -> dict[str, Any]:
     if tool is None or not tool.runs_scripts or not isinstance(result, dict):
         return {}
     return {"status": result.get("status"), "inner_calls": result.get("tool_calls_made", 0)}
+
+
+def _interrupted(tool: Tool) -> dict[str, Any]:
+    return _error("Interrupted", f"{tool.name}: not run: the session was interrupted before it started.")
 
 
 def _error(kind: str, message: str) -> dict[str, Any]:

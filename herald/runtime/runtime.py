@@ -32,7 +32,7 @@ from pathlib import Path
 
 from .._sandbox.environ import sandbox_environ
 from .._sandbox.frames import StartFrame
-from ..backends.base import Backend
+from ..backends.base import Backend, BackendError
 from ..config import Settings, load_settings
 from ..keys import herald_environ
 from ..policy import Policy
@@ -48,7 +48,7 @@ from .outcome import OutputListener, build_result, capture_streams
 from .owned import owned_tempdir
 from .rpc.server import RpcServer
 from .sandbox import forkserver, isolation
-from .sandbox.backend_sandbox import BackendSandbox
+from .sandbox.backend_sandbox import BackendPythonError, BackendSandbox
 from .sandbox.contract import SandboxChild
 from .sandbox.host_child import ChildProcess, SandboxStartError, drain_fd
 from .sandbox.isolation import Isolation, shared_root
@@ -168,7 +168,12 @@ class Runtime:
             )
             self._closed = False
             if self._remote is not None and self.settings.sandbox.warm:
-                self._children.put(self._spawn())  # probes the backend's python: fail here, not in a run
+                try:
+                    self._children.put(self._spawn())  # probes the backend's python: fail here, not in a run
+                except SandboxStartError as exc:
+                    if isinstance(exc, BackendPythonError):  # a setting to fix, not a host to wait for
+                        raise
+                    log.warning("%s", exc)  # the first run tries again, and says what failed
             elif self._remote is None:
                 _check_interpreter(self.settings.sandbox.python)
             undo.pop_all()
@@ -285,6 +290,12 @@ class Runtime:
                 else:
                     result = self._execute_once(code, timeout, max_calls, on_output, budgets)
                 return replace(result, isolation=self.isolation.describe, profile=self.dispatcher.policy.profile)
+            except BackendError as exc:  # in backend mode: the backend could not be reached to start the run
+                if self._remote is None:
+                    raise
+                return ExecutionResult(status="error", output="", error=_unreachable(exc), exit_code=None,
+                                       tool_calls_made=0, duration_seconds=0.0, session=session,
+                                       isolation=self.isolation.describe, profile=self.dispatcher.policy.profile)
             finally:
                 if self.transcript is not None:
                     try:
@@ -427,6 +438,13 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _unreachable(exc: BackendError) -> str:
+    """What a run says when in-backend execution could not start because the backend could
+    not be reached: an error result, not an exception, so an agent's run goes on."""
+    return (f"The script did not run: {exc}. Check that the backend is reachable (host up, network, "
+            "sshd or the engine running); the next run connects again.")
 
 
 def _check_interpreter(python: str) -> None:

@@ -358,6 +358,18 @@ def check_mcp(herald: Herald) -> str:
     return "herald exec calls execute_code of herald mcp serve over stdio"
 
 
+def check_fast(herald: Herald) -> str:
+    # The parent's frames and transcript go through orjson when the `fast` extra is installed.
+    probe = subprocess.run([sys.executable, "-c", "import herald.fastjson as f; print(f.install())"],
+                           env=herald.env, capture_output=True, text=True, timeout=HERALD_TIMEOUT)
+    expect(probe.stdout.strip() == "True", f"orjson is not used by Herald:\n{tail(probe.stderr)}")
+    out = herald.script("from hermes_tools import read_file, write_file\n"
+                        "write_file('big.txt', str(2 ** 70) + ' ☃')\n"
+                        "print(read_file('big.txt')['content'])\n")
+    expect(out.strip() == f"1|{2 ** 70} ☃", f"a round trip through orjson printed {out!r}")
+    return "tool calls from a script are encoded with orjson (and the stdlib where it refuses)"
+
+
 CHECKS: dict[str, Callable[[Herald], str]] = {
     "web_extract (keyless)": check_web_extract,
     "web (Firecrawl)": check_firecrawl,
@@ -366,6 +378,7 @@ CHECKS: dict[str, Callable[[Herald], str]] = {
     "docker": check_docker,
     "modal": check_modal,
     "mcp": check_mcp,
+    "fast (orjson)": check_fast,
     "agent (openai)": check_agent("openai"),
     "agent (anthropic)": check_agent("anthropic"),
 }

@@ -197,3 +197,13 @@ def test_a_real_old_python_is_refused(version: str, workspace: Path, settings: S
     old = settings.with_overrides({"sandbox.remote_python": _interpreter(version)})
     with LocalBackend(str(workspace), settings=old) as backend, pytest.raises(BackendPythonError, match=f"is Python {version}"):
         Runtime(backend, settings=old, exec_mode="backend")
+
+
+def test_a_script_larger_than_the_channel_window_arrives_whole(backend_runtime: RuntimeFactory) -> None:
+    """Frames to the backend larger than its channel's window (an SSH channel's is 2 MiB) must
+    wait for room, not lose their tail: a start frame cut short left the supervisor waiting
+    for the rest until the run timed out."""
+    runtime = backend_runtime()
+    size = 3_000_000
+    result = run_ok(runtime, f"DATA = '{'x' * size}'\nprint(len(DATA))", timeout=120)
+    assert result.output == f"{size}\n"

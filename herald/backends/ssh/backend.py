@@ -4,7 +4,12 @@ The connection is made on first use and kept; when it drops, the next call recon
 (in the command's note, or in the next tool result through `take_note`), and the shell starts
 again in the directory it was in with the variables it had exported: its state file lives on
 the host, in a private directory made at the first connection (in /dev/shm when writable,
-since the shell rewrites it after every command).
+since the shell rewrites it after every command; scripts.py).
+
+File calls run on SFTP sessions of their own (several per connection, so concurrent calls
+overlap) at one or two round trips each (files.py, sftp.py). Every wait for the host has a
+deadline: a host that goes silent gets its connection abandoned (connection.py), the waits
+on it end, and the next call reconnects.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ import dataclasses
 import getpass
 import logging
 import posixpath
+import stat as stat_mod
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -24,20 +31,18 @@ from ..base import BackendError, CommandResult, DirEntry, FileStat, resolve_path
 from ..shell import PersistentShell, shell_quote
 from . import files
 from .channel import SSHChannel
-from .connection import SSHConnection, connect
+from .connection import HOUSEKEEPING_SECONDS, SSHConnection, connect
+from .scripts import RESTORE, SETUP
+from .sftp import Attrs, SFTPCancelled, SFTPSession, SFTPTimeout
 from .target import DEFAULT_PORT, SSHTarget, parse_ssh_spec
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# Makes the shell's private state directory and reports it, the home, and the start directory.
-SETUP = r"""
-d=$(mktemp -d /dev/shm/herald-shell-XXXXXX 2>/dev/null) || d=$(mktemp -d "${TMPDIR:-/tmp}/herald-shell-XXXXXX") || exit 3
-cd -- "${1:-$HOME}" 2>/dev/null || { rmdir "$d"; exit 4; }
-printf '%s\0%s\0%s\0' "$d" "$HOME" "$PWD"
-"""
-# After a reconnect: the state directory is still there unless the host rebooted (or cleaned /tmp).
-RESTORE = 'if test -d "$1"; then echo kept; else mkdir -m 700 -- "$1" && echo new; fi'
+# How long what this backend saw of a file (a stat, a read's fstat, the file it just wrote) may
+# answer the next stat, and stand in for the look a read takes before it opens the file: the
+# file tools stat, then read or write, so a read -> patch -> verify costs no repeated stat.
+SEEN_SECONDS = 1.0
 
 
 class SSHBackend:
@@ -73,6 +78,13 @@ class SSHBackend:
         self._state_dir = ""
         self._notes: list[str] = []
         self._closed = False
+        # Attributes this backend saw last per path, so that a read right after a stat need not
+        # look again (`_fresh`); commands running and processes started make them stale.
+        self._seen: dict[str, tuple[float, Attrs]] = {}
+        self._running = 0
+        self._channels: list[SSHChannel] = []
+        self._epoch = 0  # counts changes that make what was seen stale
+        self._silent_at = -1e9  # when a connection was last given up because the host went silent
 
     # -- the connection ----------------------------------------------------------------------
 
@@ -84,12 +96,26 @@ class SSHBackend:
         with self._lock:
             if self._closed:
                 raise BackendError("the SSH backend is closed")
+            ssh = self.settings.ssh
             if self._conn is not None:
                 if self._conn.alive():
                     return self._conn
+                if self._conn.abandoned:
+                    self._silent_at = self._conn.abandoned_at
                 self._conn.close()
                 self._conn = None
-            conn = connect(self.target, self.settings.ssh)
+            brief = time.monotonic() - self._silent_at < ssh.connect_timeout
+            if brief:
+                # The host went silent just now: try again, but briefly (housekeeping right
+                # after a timeout must not wait a whole connect timeout on a dead link).
+                ssh = dataclasses.replace(ssh, connect_timeout=min(ssh.connect_timeout, HOUSEKEEPING_SECONDS))
+            try:
+                conn = connect(self.target, ssh)
+            except BackendError:
+                if brief:
+                    self._silent_at = time.monotonic()
+                raise
+            conn.timeout = self.settings.ssh.connect_timeout
             try:
                 if self._shell is None:
                     self._set_up(conn)
@@ -173,9 +199,24 @@ class SSHBackend:
 
     def open_channel(self, argv: list[str], *, cwd: str | None = None) -> SSHChannel:
         directory = self._path(cwd) if cwd else self.cwd
-        return SSHChannel(self._connection(), argv, cwd=directory, grace=self._grace)
+        channel = SSHChannel(self._connection(), argv, cwd=directory, grace=self._grace)
+        with self._lock:
+            self._channels = [c for c in self._channels if not c.closed] + [channel]
+        self._changed(None)
+        return channel
 
     def run(self, command: str, *, timeout: float | None = None, workdir: str | None = None) -> CommandResult:
+        with self._lock:
+            self._running += 1
+        self._changed(None)
+        try:
+            return self._run(command, timeout, workdir)
+        finally:
+            with self._lock:
+                self._running -= 1
+            self._changed(None)
+
+    def _run(self, command: str, timeout: float | None, workdir: str | None) -> CommandResult:
         limit = self.settings.terminal.timeout if timeout is None else timeout
         shell = self._session()
         directory = self._path(workdir) if workdir else None
@@ -211,15 +252,25 @@ class SSHBackend:
             return posixpath.normpath(self.home + path[1:])
         return resolve_path(self.cwd, path)
 
-    def _files(self, operation: Callable[[paramiko.SFTPClient], T]) -> T:
-        """Run a file operation over SFTP; if the connection dropped, reconnect and do it again
-        (reads, stats and the temp-file-and-rename write can safely run twice)."""
+    def _files(self, operation: Callable[[SSHConnection, SFTPSession], T]) -> T:
+        """Run a file operation on an SFTP session of its own (concurrent calls overlap); if the
+        connection dropped, reconnect and do it again (reads, stats and the temp-file-and-rename
+        write can safely run twice). Every wait has a deadline (sftp.py); a run's cancel event
+        stops it."""
         for attempt in (1, 2):
             conn = self._connection()
             try:
-                with conn.sftp_lock:
-                    return operation(conn.sftp())
+                with conn.sftp() as session:
+                    return operation(conn, session)
+            except SFTPCancelled:
+                raise BackendError(f"the file operation on {self.target} was cancelled (the run ended)") from None
+            except SFTPTimeout:
+                raise
             except Exception as exc:
+                if conn.abandoned:  # the host went silent: no second wait on the same dead link
+                    raise BackendError(
+                        f"{self.target} stopped answering ({conn.abandoned}); the next call reconnects"
+                    ) from None
                 if conn.alive():
                     if isinstance(exc, OSError | BackendError):
                         raise
@@ -228,22 +279,82 @@ class SSHBackend:
                     raise BackendError(f"the SSH connection to {self.target} dropped twice during a file operation") from None
         raise AssertionError("unreachable")
 
+    def _changed(self, path: str | None) -> int:
+        """Something may change `path` (None: anything): forget what was seen there, and what
+        calls already under way will see (they started before the change)."""
+        with self._lock:
+            self._epoch += 1
+            if path is None:
+                self._seen.clear()
+            else:
+                self._seen.pop(path, None)
+            return self._epoch
+
+    def _saw(self, path: str, attrs: Attrs | None, epoch: int) -> None:
+        """Remember `attrs` at `path`, unless something changed since the call began (`epoch`)."""
+        with self._lock:
+            if epoch != self._epoch:
+                return
+            if attrs is None:
+                self._seen.pop(path, None)
+            else:
+                if len(self._seen) > 1024:
+                    self._seen.clear()
+                self._seen[path] = (time.monotonic(), attrs)
+
+    def _fresh(self, path: str, *, regular: bool) -> Attrs | None:
+        """Attributes this backend saw at `path` within SEEN_SECONDS (by a stat, a read's fstat,
+        a write), with no command run and no process started since (they could change
+        anything); `regular`: only a regular file's. Changes made on the host by anything
+        else within that second are not seen."""
+        with self._lock:
+            seen = self._seen.get(path)
+            busy = self._running or any(not channel.closed for channel in self._channels)
+            if seen is None or time.monotonic() - seen[0] > SEEN_SECONDS or busy:
+                return None
+            return seen[1] if not regular or stat_mod.S_ISREG(seen[1].st_mode) else None
+
     def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
         target = self._path(path)
         limit = self.settings.files.read_max_bytes if max_bytes is None else max_bytes
-        return self._files(lambda sftp: files.read_bytes(sftp, target, limit))
+        known, epoch = self._fresh(target, regular=True), self._epoch
+        data, attrs = self._files(lambda _, s: files.read_bytes(s, target, limit, known))
+        self._saw(target, attrs, epoch)
+        return data
 
     def write_bytes(self, path: str, data: bytes) -> None:
         target = self._path(path)
-        self._files(lambda sftp: files.write_bytes(sftp, target, data))
+
+        def write(conn: SSHConnection, s: SFTPSession) -> files.Written:
+            written = files.write_bytes(s, target, data, conn.default_mode)
+            conn.default_mode = written.default_mode
+            return written
+
+        epoch = self._changed(target)
+        written = self._files(write)
+        self._saw(written.target, written.attrs, epoch)
 
     def stat(self, path: str) -> FileStat | None:
         target = self._path(path)
-        return self._files(lambda sftp: files.stat(sftp, target))
+        attrs, epoch = self._fresh(target, regular=False), self._epoch
+        if attrs is None:
+            attrs = self._files(lambda _, s: files.stat(s, target))
+            self._saw(target, attrs, epoch)
+        return files.to_filestat(target, attrs) if attrs is not None else None
 
     def list_dir(self, path: str) -> list[DirEntry]:
         target = self._path(path)
-        return self._files(lambda sftp: files.list_dir(sftp, target))
+        return self._files(lambda _, s: files.list_dir(s, target))
+
+    def sftp_sessions(self) -> tuple[int, int]:
+        """(SFTP sessions open on the current connection, of which in use now), for diagnostics."""
+        conn = self._conn
+        return conn.sftp_sessions() if conn is not None else (0, 0)
+
+    def sftp_counts(self) -> tuple[int, int]:
+        """(SFTP requests, round trips) on the current connection so far, for diagnostics."""
+        conn = self._conn
+        return conn.sftp_counts() if conn is not None else (0, 0)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -254,11 +365,17 @@ class SSHBackend:
             self._closed = True
             conn, shell, self._conn = self._conn, self._shell, None
         if shell is not None:
+            # A command still running (its caller not yet told to stop) gets a moment to end;
+            # then the connection is given up under it, which ends its wait at once.
+            if shell.lock.acquire(timeout=HOUSEKEEPING_SECONDS + self._grace):
+                shell.lock.release()
+            elif conn is not None:
+                conn.abandon("closing while a command still ran")
             shell.close()  # stops the shell and everything it started
         if conn is not None:
-            if conn.alive() and self._state_dir:
+            if conn.alive() and self._state_dir:  # it holds the exported variables: not left behind
                 try:
-                    conn.exec(f"rm -rf -- {shell_quote(self._state_dir)}", timeout=conn.timeout)
+                    conn.exec(f"rm -rf -- {shell_quote(self._state_dir)}", timeout=min(HOUSEKEEPING_SECONDS, conn.timeout))
                 except BackendError as exc:
                     log.warning("could not remove %s on %s: %s", self._state_dir, self.target, exc)
             conn.close()

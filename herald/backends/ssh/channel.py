@@ -24,7 +24,7 @@ import paramiko
 from ..base import BackendError
 from ..remote import kill_tree_argv
 from ..shell import shell_quote
-from .connection import SSHConnection
+from .connection import HOUSEKEEPING_SECONDS, PROBE_AFTER_SECONDS, SSHConnection
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,8 @@ def launch_command(argv: list[str], cwd: str | None, nonce: str) -> str:
 
 def kill_tree(conn: SSHConnection, pid: int, grace: float) -> None:
     """Stop `pid` and its descendants on the host, with the script the exec-API backends use."""
-    conn.exec(" ".join(shell_quote(arg) for arg in kill_tree_argv(pid, grace)), timeout=grace + conn.timeout)
+    argv = kill_tree_argv(pid, grace)
+    conn.exec(" ".join(shell_quote(arg) for arg in argv), timeout=grace + HOUSEKEEPING_SECONDS, answer=HOUSEKEEPING_SECONDS)
 
 
 class SSHChannel:
@@ -57,15 +58,19 @@ class SSHChannel:
         self.pid = 0  # the process's pid on the host once its marker came; -1: it never did
         self.undelivered = False  # a send found the connection already gone: nothing reached the host
         self._closed = False
+        self._heard = time.monotonic()  # when output last came
         self._chan = conn.session()
         try:
             self._chan.set_combine_stderr(True)
-            self._chan.exec_command(launch_command(argv, cwd, nonce))
-        except (paramiko.SSHException, EOFError, OSError) as exc:
+            with conn.deadline(conn.timeout, f"starting {argv[0]!r}"):
+                self._chan.exec_command(launch_command(argv, cwd, nonce))
+        except (paramiko.SSHException, EOFError, OSError, BackendError) as exc:
             self._chan.close()
             raise BackendError(f"could not start {argv[0]!r} on {conn.target}: {exc or type(exc).__name__}") from None
 
     def send(self, data: bytes) -> None:
+        if time.monotonic() - self._heard > PROBE_AFTER_SECONDS:
+            self._conn.probe()  # e.g. a kill after a long silence: is anyone there?
         if self._chan.closed or not self._conn.alive():
             self.undelivered = True
             return  # the next recv reports the end
@@ -78,11 +83,15 @@ class SSHChannel:
         self._chan.settimeout(max(0.0, timeout))
         try:
             data: bytes = self._chan.recv(1 << 16)
-            return data
         except TimeoutError:
+            if time.monotonic() - self._heard > PROBE_AFTER_SECONDS:
+                self._conn.probe()
             return None
         except (OSError, EOFError, paramiko.SSHException):
             return b""
+        self._heard = time.monotonic()
+        self._conn.last_heard = self._heard
+        return data
 
     def _fill_until_pid(self, deadline: float) -> bool:
         """Read into the head buffer until the wrapper's pid marker is parsed; False on timeout.
@@ -126,15 +135,29 @@ class SSHChannel:
         self._fill_until_pid(time.monotonic() + timeout)
         return self.pid
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
+        """Stop the process tree unless it is known to be over. A process that has just ended
+        sends its end of output, then its exit status: seeing the first without the second
+        yet is a race, not a sign of life, so the status is waited for briefly rather than a
+        kill command sent. Every wait here has a deadline (HOUSEKEEPING_SECONDS on a silent
+        host, after which the connection is given up): closing never hangs on a dead link."""
         if self._closed:
             return
         self._closed = True
         try:
-            if not self._chan.status_event.is_set() and self._conn.alive():
-                pid = self._await_pid(min(5.0, self._conn.timeout))
+            chan = self._chan
+            if not chan.status_event.is_set() and chan.eof_received:
+                chan.status_event.wait(HOUSEKEEPING_SECONDS)
+            if not chan.status_event.is_set() and self._conn.alive():
+                pid = self._await_pid(min(HOUSEKEEPING_SECONDS, self._conn.timeout))
                 if pid > 0:
                     kill_tree(self._conn, pid, self._grace)
+                elif not self.pid:  # no pid within the deadline: the host is silent
+                    self._conn.abandon("a process did not report its pid")
         except BackendError as exc:
             log.warning("could not stop process %s on %s: %s", self.pid, self._conn.target, exc)
         finally:

@@ -12,14 +12,26 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
 
 import paramiko
 
 from ...config import SSHSettings
 from ..base import BackendError
+from .sftp import SFTPSession, SFTPTimeout
 from .target import SSHTarget
 
+log = logging.getLogger(__name__)
+
 HOST_KEY_POLICIES = ("strict", "accept-new")
+# How long housekeeping (stopping a process, removing the session's files) waits for a silent
+# host before giving the connection up.
+HOUSEKEEPING_SECONDS = 2.0
+# A channel that has heard nothing for this long asks the host for a sign of life (a keepalive
+# that wants an answer), at most once per this long: a link that went dark is found out within
+# about PROBE_AFTER_SECONDS + HOUSEKEEPING_SECONDS, not when TCP gives up many minutes later.
+PROBE_AFTER_SECONDS = 2.0
+SFTP_SESSIONS = 4  # SFTP channels per connection: concurrent file calls (parallel()) overlap
 
 # paramiko logs every failed handshake with a traceback; Herald reports the failure itself. With
 # a handler on its logger, Python's last-resort stderr output stays quiet when the application
@@ -161,56 +173,194 @@ def _connect_error(
 
 
 class SSHConnection:
-    """A live connection: channels for processes, one SFTP session for files (made on first use)."""
+    """A live connection: channels for processes, a few SFTP sessions for files (made on demand,
+    so that concurrent file calls overlap), a deadline on every wait for the host.
+
+    When the host stays silent past a deadline the connection is abandoned (closed here, as
+    paramiko would only notice a dead TCP peer after many minutes): every wait on it ends at
+    once, `alive()` turns False, and the backend's next call reconnects.
+    """
 
     def __init__(self, client: paramiko.SSHClient, transport: paramiko.Transport, target: SSHTarget, timeout: float) -> None:
         self.client = client
         self.transport = transport
         self.target = target
         self.timeout = timeout
-        self._sftp: paramiko.SFTPClient | None = None
-        self.sftp_lock = threading.Lock()  # paramiko's SFTP client serves one request at a time
+        self.abandoned = ""  # why the connection was given up, if it was
+        self.abandoned_at = 0.0
+        self.default_mode: int | None = None  # the mode SFTP gives new files (learned on the first write)
+        self._pool: list[SFTPSession] = []
+        self._sessions = 0
+        self._pool_ready = threading.Condition()
+        self.last_heard = time.monotonic()  # when a channel of this connection last got data
+        self._probe_lock = threading.Lock()
+        self._probing = False
+        self._probed_at = 0.0
+        self._retired = (0, 0)  # (requests, round trips) of SFTP sessions closed so far
 
     def alive(self) -> bool:
-        return bool(self.transport.is_active())
+        return not self.abandoned and bool(self.transport.is_active())
 
-    def session(self) -> paramiko.Channel:
+    def abandon(self, why: str) -> None:
+        """Give the connection up: close it without waiting for the host."""
+        if not self.abandoned:
+            self.abandoned, self.abandoned_at = why, time.monotonic()
+            log.info("abandoning the SSH connection to %s: %s", self.target, why)
+        with contextlib.suppress(Exception):
+            self.transport.close()
+        with self._pool_ready:
+            self._pool_ready.notify_all()
+
+    def heard(self) -> None:
+        self.last_heard = time.monotonic()
+
+    def probe(self) -> None:
+        """Check in the background that the host still answers; if neither the answer nor any
+        other data comes within HOUSEKEEPING_SECONDS, abandon the connection (so every wait on
+        it ends). At most one probe at a time, and one per PROBE_AFTER_SECONDS."""
+        with self._probe_lock:
+            now = time.monotonic()
+            if self._probing or now - self._probed_at < PROBE_AFTER_SECONDS or not self.alive():
+                return
+            self._probing, self._probed_at = True, now
+        threading.Thread(target=self._probe, args=(now,), daemon=True, name="herald-ssh-probe").start()
+
+    def _probe(self, started: float) -> None:
+        answered = threading.Event()
+
+        def ask() -> None:
+            with contextlib.suppress(Exception):
+                self.transport.global_request("keepalive@openssh.com", wait=True)  # any answer will do
+                answered.set()
+
         try:
-            channel = self.transport.open_session(timeout=self.timeout)
+            threading.Thread(target=ask, daemon=True, name="herald-ssh-keepalive").start()
+            if not answered.wait(HOUSEKEEPING_SECONDS) and self.last_heard < started and self.alive():
+                self.abandon(f"no sign of life within {HOUSEKEEPING_SECONDS:g} s of a keepalive")
+        finally:
+            with self._probe_lock:
+                self._probing = False
+
+    @contextlib.contextmanager
+    def deadline(self, seconds: float, what: str) -> Iterator[None]:
+        """Abandon the connection if the block has not ended within `seconds` (for paramiko
+        calls that wait without a time limit: exec and subsystem requests)."""
+        timer = threading.Timer(seconds, self.abandon, args=(f"{what}: no answer within {seconds:g} s",))
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+        if self.abandoned:
+            raise BackendError(f"{self.target} did not answer ({what}) within {seconds:g} s: the link or the host "
+                               "is down; the next call reconnects")
+
+    def session(self, timeout: float | None = None) -> paramiko.Channel:
+        try:
+            channel = self.transport.open_session(timeout=timeout or self.timeout)
         except (paramiko.SSHException, EOFError, OSError) as exc:
+            if self.transport.is_active() and not self.abandoned:
+                self.abandon("a channel could not be opened")  # open_session timed out: the host is silent
             raise BackendError(f"cannot open a channel to {self.target}: {exc or type(exc).__name__}") from None
         return channel
 
-    def exec(self, command: str, *, timeout: float) -> tuple[int, bytes]:
-        """Run `command` (by the login shell) to the end: (exit status, stdout+stderr)."""
-        channel = self.session()
+    def exec(self, command: str, *, timeout: float, answer: float | None = None) -> tuple[int, bytes]:
+        """Run `command` (by the login shell) to the end: (exit status, stdout+stderr), within
+        `timeout` in all, the channel opened within `answer` (else BackendError, and the
+        connection is abandoned)."""
+        end = time.monotonic() + timeout
+        channel = self.session(min(timeout, answer or timeout))
         try:
-            channel.set_combine_stderr(True)
-            channel.settimeout(timeout)
-            channel.exec_command(command)
-            output = bytearray()
-            while chunk := channel.recv(1 << 16):
-                output += chunk
-            if not channel.status_event.wait(timeout):
-                raise BackendError(f"a command on {self.target} did not finish within {timeout:g} s")
+            with self.deadline(max(0.001, end - time.monotonic()), "a command"):
+                channel.set_combine_stderr(True)
+                channel.settimeout(max(0.001, end - time.monotonic()))
+                channel.exec_command(command)
+                output = bytearray()
+                while chunk := channel.recv(1 << 16):
+                    output += chunk
+                if not channel.status_event.wait(max(0.0, end - time.monotonic())):
+                    raise BackendError(f"a command on {self.target} did not finish within {timeout:g} s")
             return channel.exit_status, bytes(output)
         except (paramiko.SSHException, EOFError, OSError) as exc:
+            if isinstance(exc, TimeoutError):
+                self.abandon("a command's output stopped coming")
             raise BackendError(f"running a command on {self.target} failed: {exc or type(exc).__name__}") from None
         finally:
-            channel.close()
+            with contextlib.suppress(Exception):
+                channel.close()
 
-    def sftp(self) -> paramiko.SFTPClient:
-        """The connection's SFTP session; call with `sftp_lock` held."""
-        if self._sftp is None:
-            try:
-                self._sftp = self.client.open_sftp()
-            except (paramiko.SSHException, EOFError, OSError) as exc:
-                raise BackendError(f"cannot start SFTP on {self.target} (is the sftp subsystem enabled?): {exc}") from None
-        return self._sftp
+    @contextlib.contextmanager
+    def sftp(self) -> Iterator[SFTPSession]:
+        """An SFTP session for this thread alone: an idle one, a new one (up to SFTP_SESSIONS),
+        or the next one given back. A session that failed or timed out is closed, not reused;
+        one that timed out abandons the connection."""
+        session = self._borrow()
+        try:
+            yield session
+        except SFTPTimeout as exc:
+            session.broken = True
+            self.abandon(str(exc))
+            raise
+        finally:
+            with self._pool_ready:
+                if session.broken or not self.alive():
+                    self._sessions -= 1
+                    self._retired = (self._retired[0] + session.requests, self._retired[1] + session.round_trips)
+                    session.close()
+                else:
+                    self._pool.append(session)
+                self._pool_ready.notify()
+
+    def _borrow(self) -> SFTPSession:
+        with self._pool_ready:
+            while True:
+                if not self.alive():
+                    raise BackendError(f"the SSH connection to {self.target} is closed")
+                if self._pool:
+                    return self._pool.pop()
+                if self._sessions < SFTP_SESSIONS:
+                    self._sessions += 1
+                    break
+                self._pool_ready.wait(1.0)
+        try:
+            return self._open_sftp()
+        except BaseException:
+            with self._pool_ready:
+                self._sessions -= 1
+                self._pool_ready.notify()
+            raise
+
+    def _open_sftp(self) -> SFTPSession:
+        channel = self.session()
+        try:
+            with self.deadline(self.timeout, "starting SFTP"):
+                channel.invoke_subsystem("sftp")
+            return SFTPSession(channel, timeout=self.timeout, where=str(self.target), heard=self.heard)
+        except SFTPTimeout as exc:
+            channel.close()
+            self.abandon(str(exc))
+            raise
+        except (paramiko.SSHException, EOFError, OSError, BackendError) as exc:
+            channel.close()
+            raise BackendError(f"cannot start SFTP on {self.target} (is the sftp subsystem enabled?): {exc}") from None
+
+    def sftp_sessions(self) -> tuple[int, int]:
+        """(SFTP sessions open, of which lent out now): diagnostics."""
+        with self._pool_ready:
+            return self._sessions, self._sessions - len(self._pool)
+
+    def sftp_counts(self) -> tuple[int, int]:
+        """(requests sent, round trips waited for) on this connection's SFTP sessions not in use
+        now: diagnostics, and what tests count file operations' round trips with."""
+        with self._pool_ready:
+            requests, round_trips = self._retired
+            return requests + sum(s.requests for s in self._pool), round_trips + sum(s.round_trips for s in self._pool)
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            if self._sftp is not None:
-                self._sftp.close()
+        with self._pool_ready:
+            pool, self._pool = self._pool, []
+        for session in pool:
+            session.close()
         with contextlib.suppress(Exception):
             self.client.close()

@@ -1,8 +1,15 @@
 """File access over SFTP, with the local backend's semantics and its standard OSError types.
 
+Round trips (each a batch of pipelined requests, sftp.py), once the session predicts handles:
+- read: OPEN + FSTAT + READs of the whole expected size (one more byte shows the end) -> 1;
+  a STAT before it (a FIFO's OPEN would block the server) unless the caller just saw a
+  regular file there -> 2 at most. The CLOSE is not awaited.
+- write: LSTAT + OPEN of a private temp file + WRITEs + CLOSE -> 1; SETSTAT (the target's
+  mode) + rename over the target -> 1. The rename waits for the writes' answers, so a failed
+  write never replaces the target.
+
 SFTP servers report many failures as a bare "Failure" without an errno (reading a directory,
 listing a file); where that matters the path is looked at to raise the error a local call would.
-Callers hold the connection's SFTP lock.
 """
 
 from __future__ import annotations
@@ -12,13 +19,32 @@ import os
 import posixpath
 import secrets
 import stat as st_mod
-
-import paramiko
+from dataclasses import dataclass
 
 from ..base import DirEntry, FileStat, check_length, check_regular
+from .sftp import (
+    CHUNK,
+    FLAG_CREAT,
+    FLAG_EXCL,
+    FLAG_READ,
+    FLAG_WRITE,
+    FSETSTAT,
+    FSTAT,
+    LSTAT,
+    MKDIR,
+    REMOVE,
+    SETSTAT,
+    STAT,
+    Attrs,
+    Reply,
+    SFTPSession,
+    encode_attrs,
+    handle_field,
+)
 
 MAX_SYMLINK_HOPS = 40
-PREFETCH_FROM = 64 * 1024
+MAX_IN_FLIGHT = 64  # READ/WRITE requests per batch (2 MiB)
+PRIVATE = 0o600
 
 
 def _error(code: int, path: str) -> OSError:
@@ -26,149 +52,281 @@ def _error(code: int, path: str) -> OSError:
 
 
 def _with_path(exc: OSError, path: str) -> OSError:
-    """paramiko's IOError without the file name (or without an errno) as a local call's error."""
+    """An SFTP error without the file name (or without an errno) as a local call's error."""
     if exc.errno is not None:
         return _error(exc.errno, path)
     return OSError(errno.EIO, f"{exc.args[0] if exc.args else 'SFTP failure'}", path)
 
 
-def _stat(sftp: paramiko.SFTPClient, path: str) -> paramiko.SFTPAttributes | None:
+def _stat(s: SFTPSession, path: str, follow: bool = True) -> Attrs | None:
     try:
-        return sftp.stat(path)
+        return s.stat(path, follow=follow)
     except OSError as exc:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):
             return None
         raise _with_path(exc, path) from None
 
 
-def stat(sftp: paramiko.SFTPClient, path: str) -> FileStat | None:
-    attrs = _stat(sftp, path)
-    if attrs is None:
-        return None
-    mode = attrs.st_mode or 0
-    return FileStat(
-        path=path,
-        size=attrs.st_size or 0,
-        is_dir=st_mod.S_ISDIR(mode),
-        is_file=st_mod.S_ISREG(mode),
-        mtime=float(attrs.st_mtime or 0),
-        mode=mode,
-    )
+def to_filestat(path: str, attrs: Attrs) -> FileStat:
+    mode = attrs.st_mode
+    return FileStat(path=path, size=attrs.st_size, is_dir=st_mod.S_ISDIR(mode), is_file=st_mod.S_ISREG(mode),
+                    mtime=float(attrs.mtime or 0), mode=mode)
 
 
-def read_bytes(sftp: paramiko.SFTPClient, path: str, max_bytes: int) -> bytes:
-    """The regular file at `path`, at most `max_bytes` (see Backend.read_bytes).
+def stat(s: SFTPSession, path: str) -> Attrs | None:
+    return _stat(s, path)
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+
+def _plan(start: int, want: int, limit: int) -> list[tuple[int, int]]:
+    """READs (offset, length) covering [start, start + want) but not past `limit`."""
+    end = min(limit, start + max(want, 1))
+    return [(at, min(CHUNK, end - at)) for at in range(start, end, CHUNK)][:MAX_IN_FLIGHT]
+
+
+def _send_reads(s: SFTPSession, handle: bytes, plan: list[tuple[int, int]], with_fstat: bool) -> list[int]:
+    ids = [s.request(FSTAT, handle_field(handle))] if with_fstat else []
+    return ids + [s.send_read(handle, at, size) for at, size in plan]
+
+
+
+
+def read_bytes(s: SFTPSession, path: str, max_bytes: int, known: Attrs | None = None) -> tuple[bytes, Attrs]:
+    """The regular file at `path`, at most `max_bytes` (see Backend.read_bytes), and its attributes.
 
     SFTP has no non-blocking open, and the server's open of a FIFO waits for a writer (holding
-    the connection's SFTP channel): the path is looked at before opening, and the opened
-    handle again (the server fstats it), which leaves only a swap between the two unguarded.
+    the channel): the path is looked at before opening, unless `known` is a fresh look that saw
+    a regular file there; the opened handle is checked again (FSTAT), which leaves only a swap
+    between the look and the open unguarded.
     """
     try:
-        info = _stat(sftp, path)
+        info = known
         if info is None:
-            raise _error(errno.ENOENT, path)
-        check_regular(path, info.st_mode or 0, info.st_size or 0, max_bytes)
-        with sftp.open(path, "rb") as fh:
-            attrs = fh.stat()
-            size = attrs.st_size or 0
-            check_regular(path, attrs.st_mode or 0, size, max_bytes)
-            if size > PREFETCH_FROM:  # pipelined reads (on a thread): not one round trip per 32 KB
-                fh.prefetch(size)
-            # One byte past the limit tells a file that grew since the stat.
-            data: bytes = fh.read(max_bytes + 1)
-            return check_length(path, data, max_bytes)
+            info = _stat(s, path)
+            if info is None:
+                raise _error(errno.ENOENT, path)
+        check_regular(path, info.st_mode, info.st_size, max_bytes)
+        limit = max_bytes + 1  # one byte past the limit tells a file that grew since the stat
+        plan = _plan(0, info.st_size + 1, limit)
+        predicted = s.predicted_handle()
+        open_id = s.send_open(path, FLAG_READ)
+        early = _send_reads(s, predicted, plan, True) if predicted is not None else []
+        opened = s.wait(open_id)[0]
+        if opened.error() is not None:
+            s.wait(*early)  # they failed on a handle that is not open
+            opened.check()
+        handle = opened.handle
+        s.opened(handle, predicted)
+        try:
+            if early and handle == predicted:
+                ids = early
+            else:
+                s.wait(*early)
+                ids = _send_reads(s, handle, plan, True)
+            fstat, *chunks = s.wait(*ids)
+            attrs = fstat.check().attrs or Attrs()
+            check_regular(path, attrs.st_mode, attrs.st_size, max_bytes)
+            data = _collect(s, handle, plan, chunks, attrs.st_size, limit)
+        finally:
+            if not s.broken:
+                s.close_handle(handle)
+        return check_length(path, data, max_bytes), attrs
     except OSError as exc:
         if exc.filename == path:
             raise
-        info = None if exc.errno is not None else _stat(sftp, path)
-        raise (_error(errno.EISDIR, path) if info and st_mod.S_ISDIR(info.st_mode or 0) else _with_path(exc, path)) from None
+        found = None if exc.errno is not None else _stat(s, path)
+        raise (_error(errno.EISDIR, path) if found and st_mod.S_ISDIR(found.st_mode) else _with_path(exc, path)) from None
 
 
-def list_dir(sftp: paramiko.SFTPClient, path: str) -> list[DirEntry]:
+def _collect(s: SFTPSession, handle: bytes, plan: list[tuple[int, int]], chunks: list[Reply], size: int, limit: int) -> bytes:
+    """The file's bytes from the answers to `plan`, asking for more while the end is not seen."""
+    out = bytearray()
+    while True:
+        more = True
+        for (at, length), reply in zip(plan, chunks, strict=True):
+            if at != len(out):
+                break  # after a short read in the middle: ask again from where it stopped
+            if reply.eof:
+                more = False
+                break
+            out += reply.check().data
+            if len(reply.data) < length:
+                more = len(out) < size  # short at or past the size: the end (no READ just for EOF)
+                break
+        if not more or len(out) >= limit:
+            return bytes(out[:limit])
+        plan = _plan(len(out), max(size + 1 - len(out), CHUNK), limit)
+        chunks = s.wait(*[s.send_read(handle, at, length) for at, length in plan])
+
+
+# -- listing ----------------------------------------------------------------------------------
+
+
+def list_dir(s: SFTPSession, path: str) -> list[DirEntry]:
     try:
-        listing = sftp.listdir_attr(path)
+        listing = s.listdir(path)
     except OSError as exc:
-        info = _stat(sftp, path)
+        info = _stat(s, path)
         if info is None:
             raise _error(errno.ENOENT, path) from None
-        if not st_mod.S_ISDIR(info.st_mode or 0):
+        if not st_mod.S_ISDIR(info.st_mode):
             raise _error(errno.ENOTDIR, path) from None
         raise _with_path(exc, path) from None
+    # Listings describe a link itself; say what it points to, as scandir does (one batch).
+    links = {name: s.send_path(STAT, posixpath.join(path, name)) for name, attrs in listing if st_mod.S_ISLNK(attrs.st_mode)}
+    targets = dict(zip(links, s.wait(*links.values()), strict=True))
     entries = []
-    for attrs in listing:
-        mode = attrs.st_mode or 0
-        is_link = st_mod.S_ISLNK(mode)
-        if is_link:  # listings describe the link itself; say what it points to, as scandir does
-            target = _stat(sftp, posixpath.join(path, attrs.filename))
-            mode = (target.st_mode or 0) if target is not None else 0
-        entries.append(DirEntry(attrs.filename, st_mod.S_ISDIR(mode), st_mod.S_ISREG(mode), is_link))
+    for name, attrs in listing:
+        mode = attrs.st_mode
+        is_link = name in targets
+        if is_link:
+            target = targets[name]
+            mode = (target.attrs or Attrs()).st_mode if target.error() is None else 0
+        entries.append(DirEntry(name, st_mod.S_ISDIR(mode), st_mod.S_ISREG(mode), is_link))
     return entries
 
 
-def _resolve_links(sftp: paramiko.SFTPClient, path: str) -> tuple[str, paramiko.SFTPAttributes | None]:
+# -- writing ----------------------------------------------------------------------------------
+
+
+def _resolve_links(s: SFTPSession, path: str) -> tuple[str, Attrs | None]:
     """The file a write to `path` must replace: `path`, or where its symlinks lead (a dangling
     link's target too), with that file's attributes (None when it does not exist yet)."""
     for _ in range(MAX_SYMLINK_HOPS):
-        try:
-            attrs = sftp.lstat(path)
-        except OSError as exc:
-            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-                return path, None
-            raise _with_path(exc, path) from None
-        if not st_mod.S_ISLNK(attrs.st_mode or 0):
+        attrs = _stat(s, path, follow=False)
+        if attrs is None or not st_mod.S_ISLNK(attrs.st_mode):
             return path, attrs
-        link = sftp.readlink(path)
+        try:
+            link = s.readlink(path)
+        except OSError as exc:
+            raise _with_path(exc, path) from None
         if link is None:
             return path, attrs
         path = posixpath.normpath(posixpath.join(posixpath.dirname(path), link))
     raise _error(errno.ELOOP, path)
 
 
-def _make_parents(sftp: paramiko.SFTPClient, directory: str) -> None:
+def _make_parents(s: SFTPSession, directory: str) -> None:
     missing = []
     while directory not in ("/", ""):
-        info = _stat(sftp, directory)
+        info = _stat(s, directory)
         if info is not None:
-            if not st_mod.S_ISDIR(info.st_mode or 0):
+            if not st_mod.S_ISDIR(info.st_mode):
                 raise _error(errno.ENOTDIR, directory)
             break
         missing.append(directory)
         directory = posixpath.dirname(directory)
     for path in reversed(missing):
         try:
-            sftp.mkdir(path)
+            s.call(MKDIR, path, encode_attrs())
         except OSError as exc:
-            if _stat(sftp, path) is None:  # not a lost race with someone else's mkdir
+            if _stat(s, path) is None:  # not a lost race with someone else's mkdir
                 raise _with_path(exc, path) from None
 
 
-def write_bytes(sftp: paramiko.SFTPClient, path: str, data: bytes) -> None:
-    """Write a temp file next to the target, give it the target's mode, rename it over the target.
+def _send_writes(s: SFTPSession, handle: bytes, data: bytes) -> list[int]:
+    ids = [s.send_write(handle, at, data[at : at + CHUNK]) for at in range(0, len(data), CHUNK)]
+    return [*ids, s.send_close(handle)]  # awaited: a close can report lost data
+
+
+class _Retry(Exception):
+    def __init__(self, target: str, resolved: bool = True) -> None:
+        self.target = target
+        self.resolved = resolved
+
+
+@dataclass
+class Written:
+    default_mode: int  # the mode SFTP gives new files here (learned on the first write)
+    target: str  # the file replaced (where the path's symlinks lead)
+    attrs: Attrs | None  # its attributes right after the rename (None: the look failed)
+
+
+def write_bytes(s: SFTPSession, path: str, data: bytes, default_mode: int | None) -> Written:
+    """Write a private temp file next to the target, give it the target's mode, rename it over
+    the target (`default_mode` None: a first write, which learns the mode new files get).
 
     Through a symlink the file it points to is replaced (renaming over the link would turn it
     into a separate copy); missing parent directories are created (looked for only when the
     temp file cannot be made: the common case costs no extra round trips).
     """
-    target, existing = _resolve_links(sftp, path)
-    if existing is not None and st_mod.S_ISDIR(existing.st_mode or 0):
-        raise _error(errno.EISDIR, target)
+    target, resolved = path, False
+    for _ in range(3):
+        try:
+            return _write(s, target, data, default_mode, resolved)
+        except _Retry as retry:
+            target, resolved = retry.target, retry.resolved
+    raise _error(errno.ELOOP, path)
+
+
+def _write(s: SFTPSession, target: str, data: bytes, default_mode: int | None, resolved: bool) -> Written:
     parent = posixpath.dirname(target)
     temp = posixpath.join(parent, f".herald-{secrets.token_hex(6)}.tmp")
+    learning = default_mode is None
+    lstat_id = s.send_path(LSTAT, target)
+    predicted = None if learning else s.predicted_handle()
+    open_id = s.send_open(temp, FLAG_WRITE | FLAG_CREAT | FLAG_EXCL, None if learning else PRIVATE)
+    early = _send_writes(s, predicted, data) if predicted is not None else []
+    looked, opened = s.wait(lstat_id, open_id)
+    handle = opened.handle if opened.error() is None else None
+    if handle is not None:
+        s.opened(handle, predicted)
+    if early and handle != predicted:
+        s.wait(*early)  # they failed on a handle that was not open: done with them
+        early = []
+    done = False
     try:
-        try:
-            handle = sftp.open(temp, "wb")
-        except FileNotFoundError:  # also what SFTP says when a parent is a file
-            _make_parents(sftp, parent)
-            handle = sftp.open(temp, "wb")
-        with handle as fh:
-            if existing is not None:  # before the data, so a private file's text is never exposed
-                fh.chmod((existing.st_mode or 0) & 0o7777)
-            fh.set_pipelined(True)  # acks are collected at close, not awaited per 32 KB
-            fh.write(data)
-        sftp.posix_rename(temp, target)
+        existing = None
+        lstat_error = looked.error()
+        if lstat_error is not None and lstat_error.errno not in (errno.ENOENT, errno.ENOTDIR):
+            raise _with_path(lstat_error, target)
+        if lstat_error is None:
+            existing = looked.attrs or Attrs()
+            if st_mod.S_ISLNK(existing.st_mode) and not resolved:
+                raise _Retry(_resolve_links(s, target)[0])
+            if st_mod.S_ISDIR(existing.st_mode):
+                raise _error(errno.EISDIR, target)
+        if handle is None:
+            exc = opened.error()
+            assert exc is not None
+            if exc.errno != errno.ENOENT:  # ENOENT: also what SFTP says when a parent is a file
+                raise _with_path(exc, target)
+            _make_parents(s, parent)
+            raise _Retry(target, resolved)  # a path whose parent was missing is no link
+        mode = (existing.st_mode & 0o7777) if existing is not None else default_mode
+        if early:
+            ids = early
+        else:
+            ids = []
+            if learning:
+                ids.append(s.request(FSTAT, handle_field(handle)))
+                if existing is not None:  # before the data, so a private file's text is never exposed
+                    ids.append(s.request(FSETSTAT, handle_field(handle) + encode_attrs(mode)))
+            ids += _send_writes(s, handle, data)
+        replies = s.wait(*ids)
+        handle = None  # its CLOSE was among them
+        for reply in replies:
+            reply.check()
+        if learning:
+            default_mode = (replies[0].attrs or Attrs()).st_mode & 0o777
+        final = [s.send_path(SETSTAT, temp, encode_attrs(mode))] if not learning and mode != PRIVATE else []
+        final.append(s.send_rename(temp, target))
+        final.append(s.send_path(LSTAT, target))  # what was written, for the next stat (no extra round trip)
+        *changed, written = s.wait(*final)
+        for reply in changed:
+            reply.check()
+        done = True
+        assert default_mode is not None
+        return Written(default_mode, target, written.attrs if written.error() is None else None)
     except OSError as exc:
-        try:
-            sftp.remove(temp)
-        except OSError:
-            pass
-        raise _with_path(exc, target) from None
+        raise (exc if exc.filename is not None else _with_path(exc, target)) from None
+    finally:
+        if not done and not s.broken:
+            for rid in early if handle is not None else ():  # their CLOSE is among them
+                s.forget(rid)
+            if handle is not None and not early:
+                s.close_handle(handle)
+            if opened.error() is None:
+                s.forget(s.send_path(REMOVE, temp))

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from ... import fastjson
 from ..._sandbox import frames
 from ..._sandbox.client import at_unix_path
 from ..._sandbox.protocol import MAX_CONTROL_FRAME_BYTES, FrameReader, ProtocolError, reply_frame
@@ -33,6 +34,7 @@ from ..owned import owned_tempdir
 from .workers import ConnectionThreads
 
 log = logging.getLogger(__name__)
+FAST_JSON = fastjson.install()  # orjson for this process's frames when it is installed
 
 ACCEPT_RETRY_SECONDS = 0.01  # first pause after a transient accept error; doubles up to the max
 ACCEPT_RETRY_MAX_SECONDS = 1.0

@@ -46,7 +46,10 @@ def make_call(backend: Backend, settings: Settings, tool_mode: str) -> Iterator[
         tuned = settings.with_overrides(overrides)
         if tool_mode == "direct":
             return caller(backend, tuned)
-        runtime = Runtime(backend, settings=in_backend_settings(tuned), exec_mode="backend", transcript=False)
+        # The full profile, as direct calls here bypass the policy: these tests are about the tools
+        # (the policy's own tests, backend mode included, are in tests/policy and tests/runtime).
+        runtime = Runtime(backend, settings=in_backend_settings(tuned), exec_mode="backend", transcript=False,
+                          policy="full")
         runtimes.append(runtime)
         return script_caller(runtime)
 
