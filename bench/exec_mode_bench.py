@@ -178,6 +178,42 @@ def _terminal_via_herald(kind: str, backend: Backend, settings: Settings, calls:
     return metric
 
 
+RTT = 0.010
+
+
+def _ssh_at_rtt(settings: Settings) -> list[Metric]:
+    """terminal('true') per call from a backend-mode script over SSH at RTT (through
+    tests/fixtures/latency_proxy.py): in the supervisor (the issue's target) and via Herald."""
+    from herald.backends.ssh import SSHBackend
+    from tests.fixtures.latency_proxy import proxy_process
+    from tests.fixtures.sshd import running_sshd
+
+    calls, metrics = 200, []
+    with running_sshd() as server, proxy_process((server.host, server.port), RTT) as port:
+        workspace = server.make_workspace()
+        spec, overrides = server.through(port)
+        tuned = settings.with_overrides(overrides)
+        try:
+            with SSHBackend(spec, cwd=workspace, settings=tuned) as backend:
+                backend.run("true")  # the session shell runs: the supervisor's shares it
+                for in_backend in (True, False):
+                    where = "in the supervisor" if in_backend else "via Herald"
+                    metric = Metric(f"in-backend (ssh, {RTT * 1000:.0f} ms RTT): terminal('true') {where}", "ms",
+                                    12.0 if in_backend else None, note=f"per call, {calls} calls per run")
+                    with Runtime(backend, settings=tuned.with_overrides({"sandbox.backend_tools": in_backend}),
+                                 exec_mode="backend", transcript=False) as runtime:
+                        for _ in range(3):
+                            seconds = _in_script(runtime, (
+                                "import time\nfrom hermes_tools import terminal\nterminal('true')\nt = time.perf_counter()\n"
+                                f"for _ in range({calls}): terminal('true')\nprint(time.perf_counter() - t)"
+                            ))
+                            metric.samples.append(seconds * 1000 / calls)
+                    metrics.append(metric)
+        finally:
+            server.remove_workspace(workspace)
+    return metrics
+
+
 def run() -> list[Metric]:
     work = Path(tempfile.mkdtemp(prefix="herald-bench-exec-"))
     settings = Settings(data_dir=work / "data")
@@ -189,6 +225,10 @@ def run() -> list[Metric]:
                     metrics += _measure(kind, backend, settings)
             except Exception as exc:  # a backend that cannot run here is reported, not fatal
                 print(f"in-backend ({kind}): skipped — {type(exc).__name__}: {_first_line(exc)}")
+        try:
+            metrics += _ssh_at_rtt(settings)
+        except Exception as exc:
+            print(f"in-backend (ssh, {RTT * 1000:.0f} ms RTT): skipped — {type(exc).__name__}: {_first_line(exc)}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return metrics
