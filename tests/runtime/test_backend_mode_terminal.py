@@ -7,12 +7,20 @@ The answers themselves are compared byte for byte in test_backend_mode_tools.py.
 from __future__ import annotations
 
 import json
+import os
+import select
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from herald import Runtime
+from herald import Runtime, Settings
+from herald._sandbox.localtools import LocalTools
+from herald._sandbox.protocol import HEADER
 from herald.backends.base import Backend
+from herald.backends.local import LocalBackend
 from herald.runtime.backend_tools import BackendTools
+from herald.runtime.grants import Grant
 
 from ._backend_mode import (
     backend_runtime,
@@ -118,3 +126,32 @@ def test_a_huge_output_keeps_its_count_and_tail(backend_runtime: RuntimeFactory)
     assert got["output"].split(" bytes in all")[0] == direct["output"].split(" bytes in all")[0]  # the same count
     assert got["output"].split(" ...]\n")[1] == direct["output"].split(" ...]\n")[1]  # the same tail
     assert run_ok(runtime, "from hermes_tools import terminal\nprint(terminal('echo next')['output'])").output == "next\n"
+
+
+def test_a_terminal_timeout_is_cut_to_the_time_the_run_has_left(workspace: Path, settings: Settings) -> None:
+    # The supervisor's side in this process, with the grant Herald makes for a run with 1 s left.
+    quiet = settings.with_overrides({"sandbox.warm": False})
+    with LocalBackend(str(workspace), settings=quiet) as backend, Runtime(backend, settings=quiet, exec_mode="backend") as runtime:
+        backend.run("true")  # the session shell runs: the supervisor's may share it
+        scope = runtime.dispatcher.new_scope(5, deadline=time.monotonic() + 1.0)
+        grant = BackendTools(runtime.dispatcher).grant(Grant(scope))
+        assert grant is not None and "terminal" in grant["local"] and grant["shell"]["time_left"] <= 1.0
+        read_fd, write_fd = os.pipe()
+        local = LocalTools(write_fd)
+        try:
+            local.set_grant(grant)
+            assert local.route({"id": 1, "tool": "terminal", "args": {"command": "sleep 30"}, "conn": 1})
+            done: list[Any] = []
+            give_up = time.monotonic() + 60
+            while not done and time.monotonic() < give_up:
+                select.select([read_fd], [], [], 1.0)
+                done = local.finished()
+        finally:
+            local.close()
+            os.close(read_fd)
+            os.close(write_fd)
+        [(conn, frame, record)] = done
+        reply = json.loads(frame[HEADER.size :])["result"]
+        assert conn == 1 and reply["timed_out"] and reply["exit_code"] == 124, reply
+        assert float(reply["note"].split("timed out after ")[1].split(" s")[0]) <= 1.0, reply["note"]
+        assert record["tool"] == "terminal" and record["cwd"] == str(workspace)
