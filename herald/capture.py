@@ -12,9 +12,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from ._sandbox.capping import HEAD_SHARE, cut_text
 from .spill import SpillBudget, current_budget
 
-HEAD_SHARE = 0.4
+__all__ = ["HEAD_SHARE", "CappedCapture"]
 
 
 class CappedCapture:
@@ -75,6 +76,16 @@ class CappedCapture:
         if len(self._tail) > max(self.tail_size * 2, 65536):
             del self._tail[: len(self._tail) - self.tail_size]
 
+    def skip(self, count: int) -> None:
+        """`count` bytes went by that nobody kept (a backend-mode supervisor's shell keeps the first
+        8 MiB of a command's output and its tail, past a cap of at most 4 MiB, so this capture is
+        past its limit already): counted; the spill file ends before them; what is fed next is the tail."""
+        if count <= 0:
+            return
+        self.total += count
+        self.spill_truncated = True
+        self._tail.clear()
+
     def _open_spill(self) -> None:
         if self._spill_dir is None:
             return
@@ -111,34 +122,8 @@ class CappedCapture:
         """The capped text: everything if it fit, else head + marker + tail."""
         if not self.overflowed:
             return self._buffer.decode("utf-8", "replace")
-        head = _cut_utf8(self._head, self.head_size, from_end=False)
-        tail = _cut_utf8(bytes(self._tail[-self.tail_size :]) if self.tail_size else b"", self.tail_size, from_end=True)
-        omitted = self.total - len(head) - len(tail)
+        tail = bytes(self._tail[-self.tail_size :]) if self.tail_size else b""
         where = f"; full {what} in {self.spill_path}" if self.spill_path else ""
         if self.spill_truncated:
             where += f" (spill file cut at {self._spilled:,} bytes)" if self.spill_path else "; not spilled: the run's spill cap is reached"
-        marker = (
-            f"\n[... {what} truncated: {self.total:,} bytes in all, {omitted:,} bytes omitted "
-            f"between the first {len(head):,} and the last {len(tail):,}{where} ...]\n"
-        )
-        return head.decode("utf-8", "replace") + marker + tail.decode("utf-8", "replace")
-
-
-def _cut_utf8(data: bytes, size: int, *, from_end: bool) -> bytes:
-    """At most `size` bytes of `data` (its end if `from_end`) without a split UTF-8 character
-    at the cut: a partial character there is dropped rather than shown as U+FFFD."""
-    if from_end:
-        piece = data[len(data) - size :] if size else b""
-        skip = 0
-        while skip < len(piece) and skip < 3 and (piece[skip] & 0xC0) == 0x80:
-            skip += 1
-        return piece[skip:]
-    piece = data[:size]
-    lead = len(piece) - 1
-    while lead >= 0 and len(piece) - lead <= 3 and (piece[lead] & 0xC0) == 0x80:
-        lead -= 1
-    if lead >= 0 and piece[lead] >= 0xC0:
-        need = 2 if piece[lead] < 0xE0 else 3 if piece[lead] < 0xF0 else 4
-        if len(piece) - lead < need:
-            return piece[:lead]
-    return piece
+        return cut_text(self._head, tail, self.total, self.head_size, self.tail_size, what, where)

@@ -10,10 +10,11 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 from . import frames
 from .fileaccess import OsFiles, resolve_path
+from .localshell import EMPTY_COMMAND, LocalShell, Overflow, ShellGone
 from .localtools import Done
 from .protocol import HEADER, ProtocolError, encode_frame
 from .textfiles import TOOLS, FileMissing
@@ -42,12 +43,15 @@ class Workers:
         self._report = report
         self._lock = threading.Lock()
         self._paths: Dict[str, List[Any]] = {}  # path -> [its lock, calls using it]
+        self.shell: Optional[LocalShell] = None  # the terminal's, once a call needs it
 
     def submit(self, call: Dict[str, Any], spec: Dict[str, Any], grant: Dict[str, Any], cwd: str) -> None:
         self._pool.submit(self._run, call, spec, grant, cwd)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)
+        if self.shell is not None:
+            self.shell.close()
 
     # -- on a worker thread ----------------------------------------------------------------
 
@@ -55,20 +59,32 @@ class Workers:
         name = call["tool"]
         files = BackendFiles(int(grant["files"]["read_max_bytes"]))
         started = time.perf_counter()
+        extra: Dict[str, Any] = {}
         try:
             try:
                 bound = bind_arguments(name, spec["properties"], spec["required"], call.get("args"), spec["refused"])
                 key = resolve_path(cwd, bound["path"]) if isinstance(bound.get("path"), str) and bound["path"].strip() else ""
                 lock = self._hold(key)
                 try:
-                    with lock:
-                        reply: Dict[str, Any] = {"result": TOOLS[name](files, cwd, grant["files"], bound)}
+                    with lock:  # terminal calls (no path) take turns in the one shell
+                        if name == "terminal":
+                            reply: Dict[str, Any] = {"result": self._terminal(bound, grant)}
+                            extra["cwd"] = self.shell.cwd if self.shell is not None else cwd
+                        else:
+                            reply = {"result": TOOLS[name](files, cwd, grant["files"], bound)}
                 finally:
                     self._release(key)
             except ToolError as exc:
                 reply = {"error": {"type": exc.error_type, "message": str(exc)}}
             frame = encode_frame(dict(reply, id=call.get("id")))
-        except (FileMissing, HandOver, OSError, ValueError, ProtocolError, TypeError, KeyError):
+        except Overflow as over:  # Herald caps it and keeps the spill file: the answer is its
+            assert self.shell is not None
+            ran = {"output": over.output.decode("latin-1"), "skipped": over.skipped, "tail": over.tail.decode("latin-1"),
+                   "exit_code": over.exit_code, "timed_out": over.timed_out, "note": over.note, "cwd": self.shell.cwd,
+                   "command_path": self.shell.scripts.command_path}
+            self._report((None, dict(call, ran=ran), None))
+            return
+        except (FileMissing, HandOver, ShellGone, OSError, ValueError, ProtocolError, TypeError, KeyError):
             self._report((None, call, None))  # Herald runs it the usual way
             return
         except Exception:  # a bug here must not cost the script its call: Herald runs it
@@ -83,7 +99,30 @@ class Workers:
         }
         if "error" in reply:
             record["error"] = reply["error"]
+        record.update(extra)
         self._report((call["conn"], frame, record))
+
+    def _terminal(self, bound: Dict[str, Any], grant: Dict[str, Any]) -> Dict[str, Any]:
+        """The terminal tool, as Herald's handler and dispatcher run it (timeout cut to the run's time)."""
+        spec = grant["shell"]
+        if not bound["command"].strip():
+            raise ToolError(EMPTY_COMMAND)
+        if self.shell is None:
+            self.shell = LocalShell(spec)
+        elif self.shell.spec is not spec:
+            self.shell.update(spec)
+        limit = spec["timeout"] if bound["timeout"] is None else bound["timeout"]
+        if spec.get("deadline") is not None:
+            limit = min(limit, max(0.0, spec["deadline"] - time.monotonic()))
+        workdir = bound.get("workdir")
+        if workdir and (workdir == "~" or workdir.startswith("~/")):
+            raise HandOver()  # the backend's HOME: Herald's backend expands it
+        return self.shell.run(bound["command"], float(limit), resolve_path(self.shell.cwd, workdir) if workdir else None)
+
+    def follow(self, cwd: str) -> None:
+        """Herald's shell ran a command: ours takes up its state and `cwd` before the next one."""
+        if self.shell is not None:
+            self.shell.follow(cwd)
 
     def _hold(self, key: str) -> threading.Lock:
         """The lock of calls touching `key` (one path): two patches of a file take turns."""

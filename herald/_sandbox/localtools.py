@@ -8,7 +8,9 @@ frame (and each kernel cell's code frame), under the key "tools":
      "max_calls": n,               the run's call budget
      "cwd": "/dir",                the session's current directory (updated by CWD frames)
      "files": {"read_max_bytes", "read_max_line_chars", "read_max_chars"},
-     "roots"?: {"write": ["/dir/"], "read": [...]}}   under a confining profile: the workspace
+     "roots"?: {"write": ["/dir/"], "read": [...]},   under a confining profile: the workspace
+     "shell"?: {"state_path", "cwd", "has_state", "bin", "max_output_bytes", "timeout", "time_left"}}
+                                   with "terminal" in "local": the session shell to share (localshell.py)
 
 Policy, in the Dispatcher's order (herald/runtime/dispatcher.py):
 - A call of a tool not in "allowed" goes to Herald uncounted: Herald refuses it, as always.
@@ -23,6 +25,11 @@ Policy, in the Dispatcher's order (herald/runtime/dispatcher.py):
   the same path take turns. Its reply goes straight to the script, and a "record" frame to
   Herald, which logs it to the transcript and counts it:
       {"type": "record", "tool", "args": preview, "error"?: {...}, "duration_ms", "reply_bytes"}
+- `terminal` runs in the supervisor's shell (localshell.py), one command at a time; its record
+  carries the directory after it ("cwd"), which Herald's session shell takes up. Output past the
+  cap goes to Herald as the call with the output it made ("ran"), and Herald caps, spills, counts
+  and answers it. A terminal call Herald runs (handed over, or not granted) makes ours take up
+  the state file again before its next command.
 - Anything the core does not answer (a missing file, whose "did you mean" needs Herald's walk, a
   `~` path, a failed write or any other OSError, whose words are the backend's, a result too
   large to encode) goes to Herald as the call it was, which runs it there the usual way: nothing
@@ -39,7 +46,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 # The tools the core can run (textfiles.TOOLS): that module and the workers (localcall.py) are
 # imported by `load`, once the script is starting, so that a supervisor starts as fast as before.
-TOOL_NAMES = ("read_file", "write_file", "patch")
+TOOL_NAMES = ("read_file", "write_file", "patch", "terminal")
 
 
 # A finished local call: (connection number, reply frame, record) or, handed over, (None, call, None).
@@ -68,6 +75,9 @@ class LocalTools:
         self.calls = 0
         if self.grant is not None:
             self.cwd = self.grant["cwd"]
+            shell = self.grant.get("shell")
+            if shell is not None and shell.get("time_left") is not None:
+                shell["deadline"] = time.monotonic() + shell["time_left"]
 
     def load(self) -> None:
         """Import the tool core and start the workers (the supervisor calls this while the
@@ -78,8 +88,10 @@ class LocalTools:
             self._workers = Workers(self.max_workers, self._finish)
 
     def set_cwd(self, cwd: Any) -> None:
+        """Herald's shell moved (a call it served): so do the tools here."""
         if isinstance(cwd, str) and cwd.startswith("/"):
             self.cwd = cwd
+            self._follow()
 
     def route(self, call: Dict[str, Any]) -> bool:
         """True when the call is taken here (held or run); False: send it to Herald now."""
@@ -87,6 +99,8 @@ class LocalTools:
         name = call.get("tool")
         if grant is None or not isinstance(name, str) or name not in grant["allowed"]:
             return False
+        if name == "terminal" and name not in grant["local"]:
+            self._follow()  # Herald's shell runs it: ours takes up what it leaves
         if self.calls >= grant["max_calls"]:
             if self.in_flight:
                 self.held.append(call)
@@ -112,6 +126,13 @@ class LocalTools:
         with self._lock:
             done, self._done = self._done, []
         self.in_flight -= len(done)  # each one ran on a worker
+        for number, frame, record in done:
+            if record is not None and isinstance(record.get("cwd"), str):
+                self.cwd = record["cwd"]  # a `cd` in the terminal here moves the file tools too
+            elif number is None and isinstance(frame, dict) and isinstance(frame.get("ran"), dict):
+                self.cwd = frame["ran"]["cwd"]  # ran here; Herald only caps its output
+            elif number is None and isinstance(frame, dict) and frame.get("tool") == "terminal":
+                self._follow()  # handed over: Herald's shell runs it
         if self.held and not self.in_flight:
             held, self.held = self.held, []
             done.extend((None, call, None) for call in held)
@@ -126,6 +147,10 @@ class LocalTools:
             if self.in_flight <= pending:
                 return
             time.sleep(0.005)
+
+    def _follow(self) -> None:
+        if self._workers is not None:
+            self._workers.follow(self.cwd)
 
     def _finish(self, item: Done) -> None:
         with self._lock:
@@ -164,6 +189,9 @@ def _valid(grant: Any) -> bool:
         lambda g: isinstance(g.get("cwd"), str) and g["cwd"].startswith("/"),
         lambda g: isinstance(g.get("files"), dict) and all(isinstance(g["files"].get(k), int) for k in
                                                             ("read_max_bytes", "read_max_line_chars", "read_max_chars")),
+        lambda g: "terminal" not in g["local"] or (isinstance(g.get("shell"), dict) and all(
+            isinstance(g["shell"].get(k), str) for k in ("state_path", "cwd", "bin")) and all(
+            isinstance(g["shell"].get(k), (int, float)) for k in ("max_output_bytes", "timeout"))),
         lambda g: g.get("roots") is None or (isinstance(g["roots"], dict) and all(
             isinstance(g["roots"].get(k), list) and all(isinstance(p, str) and p.startswith("/") for p in g["roots"][k])
             for k in ("write", "read"))),

@@ -56,6 +56,11 @@ class ScriptProcess:
     def close(self) -> None:
         """Leaving: whatever is still ours of it is let go."""
 
+    def discard(self) -> None:
+        """It died unused: let it go and close our ends of its pipes."""
+        self.close()
+        _close([self.stdout, self.stderr, self.ctl_in, self.ctl_out])
+
 
 class Spawned(ScriptProcess):
     def __init__(self, proc: "subprocess.Popen[bytes]", fds: "Tuple[int, int, int, int]") -> None:

@@ -52,7 +52,7 @@ from . import frames
 # The /proc walk finds descendants that left the script's process group.
 from .environ import sandbox_environ
 from .localtools import LocalTools
-from .procs import KillClock, descendants, signal_pids
+from .procs import KillClock, alive, descendants, signal_pids
 from .protocol import (
     MAX_CONTROL_FRAME_BYTES,
     FrameBuffer,
@@ -60,7 +60,7 @@ from .protocol import (
     encode_frame,
     nested_deeper_than,
 )
-from .scriptproc import LOST_STATUS, ScriptProcess, fork_script, spawn_script
+from .scriptproc import LOST_STATUS, Forked, ScriptProcess, fork_script, spawn_script
 from .sinks import Conn, Sink
 
 READ_SIZE = 1 << 16
@@ -95,6 +95,8 @@ class Supervisor:
         for fd in (wire_in, wire_out, self.wake_r, self.wake_w):
             os.set_blocking(fd, False)
         self.local = LocalTools(self.wake_w)
+        self.prepared: Dict[str, Any] = {}
+        self.started = False
 
     # -- the script interpreter ------------------------------------------------------------
 
@@ -109,10 +111,29 @@ class Supervisor:
         listener.listen(64)
         listener.setblocking(False)
         self.listener, self.socket_path = listener, path
-        self.child = self.start_script(message)
-        self.outputs = {self.child.stdout: frames.OUT, self.child.stderr: frames.ERR}
-        self.ctl_in, self.ctl = self.child.ctl_in, Sink(self.child.ctl_out)
+        self.prepared = message
+        self.hold(self.start_script(message))
         self.local.load()  # while the script's interpreter starts
+
+    def hold(self, child: ScriptProcess) -> None:
+        self.child = child
+        self.outputs = {child.stdout: frames.OUT, child.stderr: frames.ERR}
+        self.ctl_in, self.ctl = child.ctl_in, Sink(child.ctl_out)
+        self.ctl_frames = FrameBuffer(MAX_CONTROL_FRAME_BYTES)
+
+    def respawn_if_dead(self) -> bool:
+        """A forked script that dies before its run starts was killed with its zygote (its
+        parent-death signal): the run goes to a freshly spawned one, whichever of the death and
+        the start frame comes first. True when it was replaced."""
+        old = self.child
+        if old is None or self.started or self.clock is not None or not isinstance(old, Forked):
+            return False
+        if not (old.exited() or not alive(old.pid)):
+            return False
+        old.wait()
+        old.discard()
+        self.hold(self.start_script(dict(self.prepared, fork_server=None)))
+        return True
 
     def start_script(self, message: Dict[str, Any]) -> ScriptProcess:
         """Forked by the Runtime's zygote when Herald names one (setting sandbox.fork_server),
@@ -161,6 +182,9 @@ class Supervisor:
         elif kind == frames.PREPARE and self.child is None:
             self.prepare(message)
         elif kind == frames.START and self.ctl is not None:
+            self.respawn_if_dead()
+            self.started = True
+            assert self.ctl is not None
             start = {key: message.get(key) for key in ("mode", "cwd", "code", "sentinel", "line_buffered", "max_parallel")}
             start.update(socket=self.socket_path, token=self.token)
             self.local.set_grant(message.get("tools"))
@@ -239,7 +263,7 @@ class Supervisor:
             now = time.monotonic()
             if self.clock is not None:
                 self.clock.tick(now)
-            if self.exited_at is None and self.child_exited():
+            if self.exited_at is None and self.child_exited() and not self.respawn_if_dead():
                 assert self.child is not None
                 self.exited_at = now
                 # Not reaped yet, so its pid still names its group: take what is left of it.

@@ -91,6 +91,11 @@ class ExecSessionBackend:
             raise BackendError(f"the {self.name} backend is closed")
 
     @property
+    def session_shell(self) -> PersistentShell | None:
+        """The session's persistent shell once it runs (a backend-mode supervisor shares its state)."""
+        return self._shell
+
+    @property
     def cwd(self) -> str:
         return self._shell.cwd if self._shell is not None else self._cwd
 

@@ -125,6 +125,11 @@ class LocalBackend:
         self._files = OsFiles(self.settings.files.read_max_bytes)
 
     @property
+    def session_shell(self) -> PersistentShell | None:
+        """The session's persistent shell once it runs (a backend-mode supervisor shares its state)."""
+        return self._shell
+
+    @property
     def cwd(self) -> str:
         return self._shell.cwd
 

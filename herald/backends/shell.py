@@ -34,8 +34,11 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from .._sandbox.shellscript import ShellScripts, done_fields, scan, shell_quote
 from ..capture import CappedCapture
 from .base import BackendError, Channel, CommandResult
+
+__all__ = ["PersistentShell", "cancellable", "current_cancel", "foreground_only", "shell_quote"]
 
 TIMEOUT_EXIT_CODE = 124
 INTERRUPTED_EXIT_CODE = 130  # as a shell reports a command stopped by Ctrl-C
@@ -62,20 +65,6 @@ def cancellable(event: threading.Event | None) -> Iterator[None]:
 
 _foreground_only: contextvars.ContextVar[bool] = contextvars.ContextVar("herald_foreground_only", default=False)
 
-# Kills the shell's children once a command has returned: what /proc lists as its children
-# (jobs, `cmd &`, disowned ones too; each job is its own process group under `set -m`), read
-# with builtins only, since a `$(jobs -p)` would fork a subshell on every command; `jobs -p`
-# where the kernel has no such list. Then forgets them, so no "Killed" notice lands in the
-# next command's output.
-_END_JOBS = (
-    "__herald_kids=(); if [ -r /proc/$$/task/$$/children ]; then "
-    "builtin read -r -a __herald_kids < /proc/$$/task/$$/children; "
-    "else __herald_kids=($(builtin jobs -p)); fi; "
-    "for __herald_job in \"${__herald_kids[@]}\"; do "
-    "builtin kill -9 -- -$__herald_job $__herald_job; done 2>/dev/null; builtin disown -a; "
-    "builtin unset __herald_kids __herald_job; "
-)
-
 
 @contextlib.contextmanager
 def foreground_only(on: bool = True) -> Iterator[None]:
@@ -92,10 +81,6 @@ def foreground_only(on: bool = True) -> Iterator[None]:
 def current_cancel() -> threading.Event | None:
     """The event that cancels the work this thread is doing now, if someone may cancel it."""
     return _cancel.get()
-
-
-def shell_quote(text: str) -> str:
-    return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
 class PersistentShell:
@@ -117,8 +102,10 @@ class PersistentShell:
         self._startup_timeout = startup_timeout
         self._lock = threading.RLock()
         self._nonce = secrets.token_hex(8)
-        self._done = f"__HERALD_DONE_{self._nonce}__ ".encode()
-        self._ready = f"__HERALD_READY_{self._nonce}__ ".encode()
+        self._scripts = ShellScripts(self._nonce, state_path, self._command_path)
+        self._done = self._scripts.done
+        self._ready = self._scripts.ready
+        self._follow = False  # another shell of the session ran since: take up its state and cwd
         self._channel: Channel | None = None
         self._shell_pid = 0
         self._pending = b""
@@ -133,13 +120,8 @@ class PersistentShell:
 
     def _start(self) -> None:
         channel = self._open_channel()
-        restore = f"builtin . {shell_quote(self._state_path)} 2>/dev/null\n" if self._has_state else ""
-        setup = (
-            "set -m +o history 2>/dev/null; unset PROMPT_COMMAND; PS1=''; PS2=''\n"
-            + restore
-            + f"builtin cd -- {shell_quote(self.cwd)} 2>/dev/null || builtin cd\n"
-            + f"printf '%s%s %s\\0' __HERALD_READY_ {self._nonce}__ \"$$\"\n"
-        )
+        setup = self._scripts.setup(self.cwd, self._has_state)
+        self._follow = False
         channel.send(setup.encode())
         self._channel = channel
         self._pending = b""
@@ -176,6 +158,25 @@ class PersistentShell:
         with self._lock:
             self._discard_channel()
 
+    @property
+    def max_output_bytes(self) -> int:
+        """The output cap of this shell's answers."""
+        return self._max_output
+
+    @property
+    def state_path(self) -> str:
+        """Where this shell saves its exported variables after each command."""
+        return self._state_path
+
+    def follow(self, cwd: str) -> None:
+        """Another shell of this session (a backend-mode supervisor's, on the same backend) ran
+        commands and saved its exports to our state file: the next command first takes them up,
+        and `cwd`, so the session reads as one shell."""
+        with self._lock:
+            self.cwd = cwd
+            self._has_state = True
+            self._follow = self._channel is not None  # a new shell restores both anyway
+
     # -- commands --------------------------------------------------------------------------
 
     def run(self, command: str, *, timeout: float, workdir: str | None = None) -> CommandResult:
@@ -184,34 +185,10 @@ class PersistentShell:
             if self._channel is None:
                 self._start()
             started = time.monotonic()
-            # The command goes to a file that the shell sources, and only once a throwaway
-            # subshell has parsed it (as a function body) without error; a command that does not
-            # parse runs in a subshell, which reports the error. Parsing broken text in the
-            # session's shell is what must not happen: with an unterminated quote, `${`, `$(` or
-            # a trailing backslash, bash 5.2's `eval` goes on reading the session's own input
-            # (the next command fails or vanishes), and an unterminated `$(` corrupts its heap.
-            path = shell_quote(self._command_path)
-            source = f"builtin . {path}"
-            if workdir:
-                source = f"builtin cd -- {shell_quote(workdir)} && {source}"
-            run_here = f"{{ {f'( {source} )' if workdir else source}; }}"
-            if command in self._parsed:  # parsed fine in this shell before: no subshell to check
-                run_it = f"__herald_ok=1; {run_here}"
-            else:
-                parse = shell_quote(f"__herald_parse() {{\n{command}\n:\n}}")
-                run_it = (
-                    f"if ( builtin eval {parse} ) >/dev/null 2>&1; "
-                    f"then __herald_ok=1; {run_here}; else __herald_ok=0; ( {source} ); fi"
-                )
-            script = (
-                f"__herald_ok=0; {{ builtin printf '%s' {shell_quote(command)} >| {path} && {run_it}; }} </dev/null 2>&1; "
-                f"__herald_ec=$?; {_END_JOBS if _foreground_only.get() else ''}"
-                # State first, then the record: once a result is back, a new shell (after a
-                # timeout, a crash, a dropped connection) finds the variables it left.
-                f"builtin export -p >| {shell_quote(self._state_path)} 2>/dev/null; "
-                f"builtin printf '\\n%s%s %s %s %s\\0' __HERALD_DONE_ {self._nonce}__ \"$__herald_ec\" "
-                f"\"${{__herald_ok:-0}}\" \"$PWD\"\n"
-            )
+            # The text and why it is so: herald/_sandbox/shellscript.py (the supervisor's shell's too).
+            script = self._scripts.command(command, workdir, command in self._parsed, _foreground_only.get())
+            if self._follow:
+                script, self._follow = self._scripts.follow(self.cwd) + script, False
             capture = CappedCapture(
                 self._max_output,
                 spill_dir=self._spill_dir,
@@ -239,10 +216,8 @@ class PersistentShell:
                         )
                     exit_code = INTERRUPTED_EXIT_CODE if interrupted else TIMEOUT_EXIT_CODE
                 else:
-                    exit_code = int(record[0]) if record[0].lstrip("-").isdigit() else -1
-                    parsed, _, pwd = record[1].partition(" ")
-                    self.cwd = pwd or self.cwd
-                    if parsed == "1" and len(command) <= PARSE_CACHE_MAX_CHARS:
+                    exit_code, parsed, self.cwd = done_fields(record, self.cwd)
+                    if parsed and len(command) <= PARSE_CACHE_MAX_CHARS:
                         if len(self._parsed) >= PARSE_CACHE_SIZE:
                             self._parsed.clear()
                         self._parsed.add(command)
@@ -259,8 +234,7 @@ class PersistentShell:
                 timed_out = False
             finally:
                 capture.close()
-            # bash names the sourced file in its own messages; say "bash" as `bash -c` would.
-            output = capture.text("command output").replace(f"{self._command_path}: ", "bash: ")
+            output = self._scripts.tidy(capture.text("command output"))
             if output.endswith("\n") and not capture.overflowed:
                 output = output[:-1]
             return CommandResult(
@@ -289,22 +263,13 @@ class PersistentShell:
         assert self._channel is not None
         buffer = self._pending
         self._pending = b""
-        keep = len(marker) + 1  # bytes held back in case a marker is split across reads
         while True:
-            at = buffer.find(marker)
-            if at >= 0:
-                end = buffer.find(b"\0", at)
-                if end >= 0:
-                    payload = buffer[:at]
-                    if capture is not None:
-                        capture.feed(payload[:-1] if payload.endswith(b"\n") else payload)
-                    self._pending = buffer[end + 1 :]
-                    fields = buffer[at + len(marker) : end].decode("utf-8", "surrogateescape")
-                    return fields.split(" ", 1) + [""] * (2 - len(fields.split(" ", 1)))
-            elif len(buffer) > keep:
-                if capture is not None:
-                    capture.feed(buffer[:-keep])
-                buffer = buffer[-keep:]
+            output, fields, buffer = scan(buffer, marker)
+            if capture is not None:
+                capture.feed(output)
+            if fields is not None:
+                self._pending = buffer
+                return fields
             remaining = deadline - time.monotonic()
             if cancel is not None:  # wake up now and then to look at the event
                 remaining = 0.0 if cancel.is_set() else min(remaining, CANCEL_POLL_SECONDS)

@@ -22,17 +22,28 @@ and the records), so a forged record can only use up the run's own budget.
 from __future__ import annotations
 
 import logging
+import secrets
+import time
 from typing import Any
 
+from .._sandbox.localshell import reply as terminal_reply
+from .._sandbox.toolcore import preview
+from ..backends.shell import PersistentShell
+from ..capture import CappedCapture
 from ..policy import FULL, READ_ONLY
-from ..tools import files
+from ..tools import files, terminal
 from .dispatcher import CallScope, Dispatcher
 from .grants import Grant
 
 # Budgets the supervisor does not keep: a run with one of them has its file calls served by Herald.
 HERALD_KEPT_BUDGETS = frozenset({"reply_bytes", "tool_seconds", "bytes_written"})
 # The tools the supervisor can run (the sandbox package's tool core, textfiles.py), by handler.
-LOCAL_HANDLERS = {"read_file": files.read_file, "write_file": files.write_file, "patch": files.patch}
+LOCAL_HANDLERS = {
+    "read_file": files.read_file, "write_file": files.write_file, "patch": files.patch, "terminal": terminal.terminal
+}
+# The supervisor's shell keeps 8 MiB of a command's output for Herald (localshell.py): a larger
+# cap than this keeps terminal with Herald.
+MAX_SHARED_OUTPUT_BYTES = 4 << 20
 log = logging.getLogger(__name__)
 
 
@@ -69,17 +80,72 @@ class BackendTools:
         scope = session.scope
         if not self._local or _herald_keeps_budgets(scope):
             return None
+        local, shell = self._local, None
+        if "terminal" in local:
+            shell = self._shell_grant(scope)
+            if shell is None:  # no session shell yet: Herald's starts it, later runs share it
+                local = {name: spec for name, spec in local.items() if name != "terminal"}
         grant: dict[str, Any] = {
             "allowed": [tool.name for tool in self._dispatcher.script_tools],  # its count must match Herald's
-            "local": self._local,
+            "local": local,
             "max_calls": max(0, scope.max_calls - scope.calls),
             "cwd": self.cwd(),
             "files": files.file_limits(self._dispatcher.ctx),
         }
+        if shell is not None:
+            grant["shell"] = shell
         if self._dispatcher.policy.profile != FULL:
             workspace = self._dispatcher.gate.workspace
             grant["roots"] = {"write": list(workspace.prefixes()), "read": list(workspace.prefixes(reading=True))}
         return grant
+
+    def _session_shell(self) -> PersistentShell | None:
+        shell = getattr(self._dispatcher.ctx.backend, "session_shell", None)
+        return shell if isinstance(shell, PersistentShell) else None
+
+    def _shell_grant(self, scope: CallScope) -> dict[str, Any] | None:
+        """What the supervisor's shell needs to be the session's (localshell.py)."""
+        shell = self._session_shell()
+        if shell is None or shell.max_output_bytes > MAX_SHARED_OUTPUT_BYTES:
+            return None
+        settings = self._dispatcher.ctx.settings.terminal
+        left = None if scope.deadline is None else max(0.0, scope.deadline - time.monotonic())
+        return {
+            "state_path": shell.state_path, "cwd": shell.cwd, "has_state": True, "bin": settings.shell,
+            "max_output_bytes": shell.max_output_bytes, "timeout": settings.timeout, "time_left": left,
+        }
+
+    def follow(self, cwd: Any) -> None:
+        """The supervisor's shell ran a command: the session's shell takes up its state and cwd."""
+        shell = self._session_shell()
+        if shell is not None and isinstance(cwd, str) and cwd.startswith("/"):
+            shell.follow(cwd)
+
+    def ran(self, session: Grant, message: dict[str, Any]) -> dict[str, Any]:
+        """A terminal call the supervisor ran whose output passed the cap: capped and spilled
+        here, as Herald's own shell does, counted and logged; the reply for the script."""
+        ran = message["ran"]
+        started = time.perf_counter()
+        settings = self._dispatcher.ctx.settings
+        shell = self._session_shell()
+        capture = CappedCapture(
+            shell.max_output_bytes if shell is not None else settings.terminal.max_output_bytes,
+            spill_dir=settings.spill_dir,
+            spill_name=f"terminal-{secrets.token_hex(8)}.txt",
+        )
+        try:
+            capture.feed(str(ran["output"]).encode("latin-1", "replace"))
+            capture.skip(int(ran.get("skipped", 0)))
+            capture.feed(str(ran.get("tail", "")).encode("latin-1", "replace"))
+        finally:
+            capture.close()
+        output = capture.text("command output").replace(f"{ran['command_path']}: ", "bash: ")
+        result = terminal_reply(output, int(ran["exit_code"]), bool(ran["timed_out"]), capture.overflowed, str(ran["note"]))
+        self.follow(ran.get("cwd"))
+        self._dispatcher.record_script_call(
+            session.scope, "terminal", preview(message.get("args")), None, len(output), time.perf_counter() - started
+        )
+        return {"result": result}
 
     def record(self, session: Grant, message: dict[str, Any]) -> None:
         """A call the supervisor answered: count it in the run and write it to the transcript."""
@@ -93,6 +159,8 @@ class BackendTools:
         ):
             log.warning("ignored a malformed record from the backend's supervisor: %.200r", message)
             return
+        if tool == "terminal":
+            self.follow(message.get("cwd"))
         self._dispatcher.record_script_call(
             session.scope, str(tool), message.get("args"), error, size, float(seconds) / 1000
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._sandbox.localshell import EMPTY_COMMAND
 from ..backends.base import BackendError
 from ..backends.shell import INTERRUPTED_EXIT_CODE, current_cancel
 from .registry import Tool, ToolContext, ToolError
@@ -19,7 +20,7 @@ FOREGROUND_ONLY = (
 def terminal(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     command: str = args["command"]
     if not command.strip():
-        raise ToolError("terminal: command is empty. Pass the shell command to run, e.g. terminal('ls -la').")
+        raise ToolError(EMPTY_COMMAND)
     # The dispatcher runs a cancellable call (a model's direct call that an interrupt may stop)
     # inside `cancellable(event)`; the backend's persistent shell honours that event itself.
     cancel = current_cancel()

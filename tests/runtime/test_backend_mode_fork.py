@@ -5,6 +5,7 @@ supervisor costs nothing but speed, kernel sessions work. Run against every back
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 from herald import Runtime, Settings
 from herald.backends.base import Backend
 from herald.backends.local import LocalBackend
+from herald.backends.shell import shell_quote
 
 from ._backend_mode import backend_runtime, exec_backend, gone_on_backend, remote_pids, unique_sleep
 from ._helpers import run_ok, script, wait_for
@@ -126,6 +128,80 @@ def test_killing_the_zygote_falls_back_to_spawning_and_recovers(
         assert run["ppid"] != before["ppid"]
     after = first_forked(runtime)  # a new zygote, started when the dead one was noticed
     assert after["ppid"] != before["ppid"]
+
+
+# Prints the pids of the supervisors of the sandbox directory $1 (the zygote's children are not
+# dumpable: their fds cannot be read to find the one that holds their pipes).
+FIND_SUPERVISORS = r"""
+import os, sys
+for entry in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open("/proc/%s/cmdline" % entry, "rb") as fh:
+            argv = fh.read().split(b"\0")
+    except OSError:
+        continue
+    # python3 -I -B -c <loader naming supervisor.main> <dir> (the zygote's interpreter runs -I -S)
+    if argv[1:3] == [b"-I", b"-B"] and b"supervisor" in b"".join(argv[4:5]) and argv[5:6] == [sys.argv[1].encode()]:
+        print(entry)
+"""
+# Prints the most bytes waiting unread in any pipe the (stopped) process $1 reads.
+UNREAD = r"""
+import fcntl, os, struct, sys, termios
+most = 0
+for fd in os.listdir("/proc/%s/fd" % sys.argv[1]):
+    path = "/proc/%s/fd/%s" % (sys.argv[1], fd)
+    try:
+        if not os.readlink(path).startswith("pipe:"):
+            continue
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        continue
+    try:
+        most = max(most, struct.unpack("i", fcntl.ioctl(handle, termios.FIONREAD, b"\0" * 4))[0])
+    finally:
+        os.close(handle)
+print(most)
+"""
+
+
+def backend_python(backend: Backend, code: str, *args: object) -> str:
+    command = " ".join(["python3", "-c", shell_quote(code), *map(str, args)])
+    return backend.run(command, timeout=30).output.strip()
+
+
+def backend_alive(backend: Backend, pid: int) -> bool:
+    """Whether `pid` runs on the backend (a zombie counts as gone)."""
+    state = backend.run(f"sed -n 's/^State:[[:space:]]*//p' /proc/{pid}/status 2>/dev/null; true", timeout=30).output
+    return state[:1] not in ("", "Z", "X")
+
+
+def test_a_run_handed_to_a_child_that_died_with_its_zygote_goes_to_a_fresh_one(
+    exec_backend: Backend, backend_runtime: RuntimeFactory
+) -> None:
+    # The race of the test above, made certain: the waiting child's supervisor is stopped while
+    # the zygote (and with it the child) dies and the run's start frame reaches it; then it goes on.
+    runtime = backend_runtime()
+    found = first_forked(runtime)
+    zygote = found["ppid"]
+    runtime.wait_warm()  # the next run's child waits, forked by the zygote
+    children = exec_backend.run(f"cat /proc/{zygote}/task/{zygote}/children", timeout=30).output.split()
+    assert len(children) == 1, children
+    supervisor = backend_python(exec_backend, FIND_SUPERVISORS, found["dir"])
+    assert supervisor.isdigit(), f"one waiting supervisor expected, found {supervisor!r}"
+    exec_backend.run(f"kill -STOP {supervisor}; kill -9 {zygote}", timeout=30)
+    try:
+        assert wait_for(lambda: not backend_alive(exec_backend, int(children[0])), timeout=60, step=0.1)
+        results: list[Any] = []
+        runner = threading.Thread(target=lambda: results.append(probe(runtime)))
+        runner.start()
+        # Its start frame (the probe's code, hundreds of bytes) waits in the stopped supervisor's stdin.
+        assert wait_for(lambda: int(backend_python(exec_backend, UNREAD, supervisor) or 0) > 200, timeout=60, step=0.1)
+    finally:
+        exec_backend.run(f"kill -CONT {supervisor}", timeout=30)
+    runner.join(timeout=120)
+    assert results, "the run handed to the dead child failed (killed by signal 9?)"
+    assert results[0]["ppid"] != zygote and not results[0]["forked"], results
+    assert run_ok(runtime, "from hermes_tools import terminal\nprint(terminal('echo ok')['output'])").output == "ok\n"
 
 
 def test_a_kernel_session_runs_in_a_forked_child(backend_runtime: RuntimeFactory) -> None:

@@ -188,7 +188,7 @@ def test_the_backend_side_runs_on_python_3_8(workspace: Path, settings: Settings
         assert runtime.transcript is not None
         runtime.transcript.flush()
         records = [json.loads(line) for line in runtime.transcript.path.read_text().splitlines()]
-        assert [r["tool"] for r in records if r.get("in_backend")] == ["write_file", "patch", "read_file"]
+        assert [r["tool"] for r in records if r.get("in_backend")] == ["terminal"] * 3 + ["write_file", "patch", "read_file"]
         assert runtime.execute("import time\ntime.sleep(100)", timeout=1).status == "timeout"
 
 

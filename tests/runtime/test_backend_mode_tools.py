@@ -1,7 +1,7 @@
 """Backend mode runs read_file, write_file and patch inside the backend's supervisor, next to the
 script: the same answers as Herald's own tools, byte for byte, with the allow-list, argument
 checks and call budget kept there, the calls recorded in Herald's transcript, and everything
-else (terminal, search_files, a missing file's suggestions) still served by Herald."""
+else (search_files, a missing file's suggestions) still served by Herald; terminal there too."""
 
 from __future__ import annotations
 
@@ -60,6 +60,21 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("write_file", {"path": "{d}/a.py/under", "content": "x"}),
     ("write_file", {"path": "{d}/deep/er/new.txt", "content": "made\n"}),
     ("read_file", {"path": "{d}/deep/er/new.txt"}),
+    # terminal: in the supervisor's shell, the same answers as Herald's persistent shell
+    ("terminal", {"command": "echo hi; echo err >&2; printf 'ünï\\n\\n'"}),
+    ("terminal", {"command": "false"}),
+    ("terminal", {"command": "echo 'unterminated"}),
+    ("terminal", {"command": "   "}),
+    ("terminal", {"command": "echo x", "colour": "red"}),
+    ("terminal", {"command": "pwd", "workdir": "{d}/deep"}),
+    ("terminal", {"command": "cd {d}/deep && export HERALD_T=1"}),
+    ("terminal", {"command": "echo ${HERALD_T:-unset}; basename $PWD"}),
+    ("terminal", {"command": "sleep 5", "timeout": 0.3}),
+    ("terminal", {"command": "exit 3"}),
+    ("terminal", {"command": "cd {d} && export HERALD_T=2"}),
+    ("terminal", {"command": "echo $HERALD_T; basename $PWD"}),
+    ("read_file", {"path": "a.py", "limit": 1}),  # relative to where terminal moved the session
+    ("terminal", {"command": "cd .."}),
 ]
 
 
@@ -77,9 +92,10 @@ def _answers(call: Callable[..., Any], directory: str) -> list[Any]:
 def test_answers_match_herald_tools_byte_for_byte(
     exec_backend: Backend, backend_runtime: RuntimeFactory, settings: Settings
 ) -> None:
-    directory = unique_name()
+    directory, start = unique_name(), exec_backend.cwd
     direct = _answers(caller(exec_backend, settings), directory)
-    exec_backend.run(f"rm -rf {directory}")  # the same calls again, from nothing, in the same place
+    # The same calls again, from nothing, in the same place (the session's shell too).
+    exec_backend.run(f"unset HERALD_T; cd {start} && rm -rf {directory}")
     runtime = backend_runtime(overrides={"sandbox.max_stdout_bytes": 20_000_000})
     in_backend = _answers(script_caller(runtime), directory)
     for (name, args), got, want in zip(CALLS, in_backend, direct, strict=True):
@@ -112,7 +128,7 @@ def test_file_calls_run_in_the_backend_and_are_recorded(
     runtime.transcript.flush()  # type: ignore[union-attr]
     records = _records(transcript)
     assert [(r["tool"], r.get("in_backend", False)) for r in records] == [
-        ("write_file", True), ("patch", True), ("read_file", True), ("terminal", False)
+        ("write_file", True), ("patch", True), ("read_file", True), ("terminal", True)
     ]
     # The arguments are previewed as Herald previews them (long strings cut).
     assert records[0]["args"]["content"].endswith("… (1,004 chars)")
@@ -268,11 +284,11 @@ def test_paths_follow_the_session_directory_across_cells_and_calls(
 def test_malformed_records_are_ignored(backend_runtime: RuntimeFactory) -> None:
     runtime = backend_runtime(overrides={"sandbox.warm": False})
     tools = BackendTools(runtime.dispatcher)
-    assert tools.names == ["patch", "read_file", "write_file"]
+    assert tools.names == ["patch", "read_file", "terminal", "write_file"]
     scope = runtime.dispatcher.new_scope(5)
     grant = Grant(scope)
     for bad in (
-        {"type": "record", "tool": "terminal", "duration_ms": 1, "reply_bytes": 1},  # not a local tool
+        {"type": "record", "tool": "web_search", "duration_ms": 1, "reply_bytes": 1},  # not a local tool
         {"type": "record", "tool": "read_file", "duration_ms": "1", "reply_bytes": 1},
         {"type": "record", "tool": "read_file", "duration_ms": 1, "reply_bytes": 1, "error": "boom"},
     ):

@@ -177,6 +177,11 @@ class SSHBackend:
     # -- processes ---------------------------------------------------------------------------
 
     @property
+    def session_shell(self) -> PersistentShell | None:
+        """The session's persistent shell once it runs (a backend-mode supervisor shares its state)."""
+        return self._shell
+
+    @property
     def cwd(self) -> str:
         return self._session().cwd
 

@@ -72,6 +72,10 @@ class LocalGrants(Protocol[S_contra]):
         """The session's directory now (the supervisor resolves paths against it)."""
         ...
 
+    def ran(self, session: S_contra, message: dict[str, Any]) -> dict[str, Any]:
+        """A terminal call the supervisor ran whose output Herald caps: count, log, the reply."""
+        ...
+
 
 class BackendChild(Generic[S]):
     """One sandbox child inside the backend, seen through its exec channel. Offers what the
@@ -253,6 +257,8 @@ class BackendChild(Generic[S]):
                     self._dispatch(message)
                 elif kind == frames.RECORD and self._tools is not None and self._session is not None:
                     self._tools.record(self._session, message)
+                    if isinstance(message.get("cwd"), str):
+                        self._cwd_sent = message["cwd"]  # the supervisor's own move: no CWD frame back
                 elif kind == frames.DONE:
                     done, done_status = True, _int(message.get("exit_code"))
             if self.exit_code is not None or self.gone:
@@ -293,6 +299,15 @@ class BackendChild(Generic[S]):
     def _serve(self, session: S | None, message: dict[str, Any]) -> None:
         if session is None:
             self._reply(message, {"error": {"type": "ConnectionLost", "message": "This run is over; its tool calls are closed."}})
+        elif isinstance(message.get("ran"), dict) and message.get("tool") == "terminal" and self._tools is not None:
+            try:
+                reply = reply_frame(message, self._tools.ran(session, message), echo=CALL_KEYS)
+            except (KeyError, TypeError, ValueError) as exc:
+                log.warning("a malformed terminal output from the backend's supervisor: %s", exc)
+                self._reply(message, {"error": {"type": "ConnectionLost", "message": "The supervisor's answer was malformed."}})
+                return
+            self._cwd_sent = self._tools.cwd()
+            self._send(reply)
         else:
             reply = serve_call(self._handle, session, message, echo=CALL_KEYS)
             self._follow_cwd()

@@ -1,0 +1,120 @@
+"""The persistent shell's protocol: the text sent to a `bash` reading its stdin, and the records
+it prints back. One implementation for Herald's PersistentShell (herald/backends/shell.py) and for
+the shell a backend-mode supervisor runs next to the script (localshell.py).
+
+Stdlib only, Python >= 3.8 (the sandbox package).
+
+How one command runs: the shell writes the command text (sent single-quoted) to a file next to
+its state file, checks in a throwaway subshell that it parses (as a function body), and sources
+it in the shell itself, so `cd` and `export` persist, with stdin from /dev/null and stderr merged
+into stdout. A command that does not parse runs in a subshell, which reports the error: parsing
+broken text in the session's shell is what must not happen (with an unterminated quote, `${`,
+`$(` or a trailing backslash, bash 5.2's `eval` goes on reading the session's own input, and an
+unterminated `$(` corrupts its heap). After it the shell saves `export -p` to the state file, then
+prints a record `\\n<marker> <exit code> <parsed> <cwd>\\0` whose marker holds a random nonce.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+# Kills the shell's children once a command has returned: what /proc lists as its children
+# (jobs, `cmd &`, disowned ones too; each job is its own process group under `set -m`), read
+# with builtins only, since a `$(jobs -p)` would fork a subshell on every command; `jobs -p`
+# where the kernel has no such list. Then forgets them, so no "Killed" notice lands in the
+# next command's output.
+END_JOBS = (
+    "__herald_kids=(); if [ -r /proc/$$/task/$$/children ]; then "
+    "builtin read -r -a __herald_kids < /proc/$$/task/$$/children; "
+    "else __herald_kids=($(builtin jobs -p)); fi; "
+    "for __herald_job in \"${__herald_kids[@]}\"; do "
+    "builtin kill -9 -- -$__herald_job $__herald_job; done 2>/dev/null; builtin disown -a; "
+    "builtin unset __herald_kids __herald_job; "
+)
+
+
+def shell_quote(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+class ShellScripts:
+    """The text of one shell's start and commands; `nonce` makes its markers unforgeable."""
+
+    def __init__(self, nonce: str, state_path: str, command_path: str) -> None:
+        self.nonce = nonce
+        self.state_path = state_path
+        self.command_path = command_path
+        self.done = ("__HERALD_DONE_%s__ " % nonce).encode()
+        self.ready = ("__HERALD_READY_%s__ " % nonce).encode()
+
+    def setup(self, cwd: str, restore: bool) -> str:
+        """A new shell's first input: quiet prompts, the saved state, the directory, a ready
+        record carrying the shell's pid."""
+        return (
+            "set -m +o history 2>/dev/null; unset PROMPT_COMMAND; PS1=''; PS2=''\n"
+            + (self.restore() + "\n" if restore else "")
+            + "builtin cd -- %s 2>/dev/null || builtin cd\n" % shell_quote(cwd)
+            + "printf '%%s%%s %%s\\0' __HERALD_READY_ %s__ \"$$\"\n" % self.nonce
+        )
+
+    def restore(self) -> str:
+        """Re-read the exported variables another shell of the session saved."""
+        return "builtin . %s 2>/dev/null" % shell_quote(self.state_path)
+
+    def follow(self, cwd: str) -> str:
+        """Take up the state and directory another shell of the session left (before a command)."""
+        return "%s; builtin cd -- %s 2>/dev/null; " % (self.restore(), shell_quote(cwd))
+
+    def command(self, command: str, workdir: Optional[str], parsed_before: bool, end_jobs: bool) -> str:
+        """The input that runs `command` and prints its done record."""
+        path = shell_quote(self.command_path)
+        source = "builtin . %s" % path
+        if workdir:
+            source = "builtin cd -- %s && %s" % (shell_quote(workdir), source)
+        run_here = "{ %s; }" % ("( %s )" % source if workdir else source)
+        if parsed_before:  # parsed fine in this shell before: no subshell to check
+            run_it = "__herald_ok=1; %s" % run_here
+        else:
+            parse = shell_quote("__herald_parse() {\n%s\n:\n}" % command)
+            run_it = (
+                "if ( builtin eval %s ) >/dev/null 2>&1; "
+                "then __herald_ok=1; %s; else __herald_ok=0; ( %s ); fi" % (parse, run_here, source)
+            )
+        return (
+            "__herald_ok=0; { builtin printf '%%s' %s >| %s && %s; } </dev/null 2>&1; "
+            "__herald_ec=$?; %s"
+            # State first, then the record: once a result is back, a new shell (after a
+            # timeout, a crash, a dropped connection) finds the variables it left.
+            "builtin export -p >| %s 2>/dev/null; "
+            "builtin printf '\\n%%s%%s %%s %%s %%s\\0' __HERALD_DONE_ %s__ \"$__herald_ec\" "
+            "\"${__herald_ok:-0}\" \"$PWD\"\n"
+            % (shell_quote(command), path, run_it, END_JOBS if end_jobs else "", shell_quote(self.state_path), self.nonce)
+        )
+
+    def tidy(self, output: str) -> str:
+        """bash names the sourced file in its own messages; say "bash" as `bash -c` would."""
+        return output.replace("%s: " % self.command_path, "bash: ")
+
+
+def scan(buffer: bytes, marker: bytes) -> Tuple[bytes, Optional[List[str]], bytes]:
+    """Split what a shell printed: (output, the fields of the `marker ... \\0` record or None,
+    the rest to scan again with more bytes). Bytes that may begin a split marker stay in the rest."""
+    at = buffer.find(marker)
+    if at >= 0:
+        end = buffer.find(b"\0", at)
+        if end < 0:
+            return b"", None, buffer
+        payload = buffer[:at]
+        fields = buffer[at + len(marker) : end].decode("utf-8", "surrogateescape").split(" ", 1)
+        return payload[:-1] if payload.endswith(b"\n") else payload, fields + [""] * (2 - len(fields)), buffer[end + 1 :]
+    keep = len(marker) + 1
+    if len(buffer) > keep:
+        return buffer[:-keep], None, buffer[-keep:]
+    return b"", None, buffer
+
+
+def done_fields(fields: List[str], cwd: str) -> Tuple[int, bool, str]:
+    """A done record's (exit code, whether the command parsed, the shell's directory after it)."""
+    exit_code = int(fields[0]) if fields[0].lstrip("-").isdigit() else -1
+    parsed, _, pwd = fields[1].partition(" ")
+    return exit_code, parsed == "1", pwd or cwd
