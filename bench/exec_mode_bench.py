@@ -91,12 +91,13 @@ def _in_script(runtime: Runtime, code: str) -> float:
     return float(result.output.strip().splitlines()[-1])
 
 
-def _edit_loop(kind: str, backend: Backend, settings: Settings) -> list[Metric]:
+def _edit_loop(kind: str, backend: Backend, settings: Settings,
+               modes: tuple[bool, ...] = (True, False)) -> list[Metric]:
     """read -> patch -> verify over EDIT_FILES files, with the file tools in the supervisor and,
     for comparison, with every call going back to Herald (sandbox.backend_tools off)."""
     body = "".join(f"def f{i}():\n    return {i}\n\n" for i in range(40)) + "value = 1\n"
     metrics = []
-    for in_backend in (True, False):
+    for in_backend in modes:
         where = "in the backend" if in_backend else "via Herald"
         metric = Metric(f"in-backend ({kind}): read->patch->verify x{EDIT_FILES}, tools {where}", "ms",
                         EDIT_TARGET_MS if in_backend else None, note="one script, 600 calls; RTT of this machine")
@@ -209,9 +210,24 @@ def _ssh_at_rtt(settings: Settings) -> list[Metric]:
                             ))
                             metric.samples.append(seconds * 1000 / calls)
                     metrics.append(metric)
+                kind = f"ssh, {RTT * 1000:.0f} ms RTT"
+                metrics += [_warm(kind, backend, tuned), _cold(kind, backend, tuned),
+                            *_edit_loop(kind, backend, tuned, modes=(True,))]
         finally:
             server.remove_workspace(workspace)
     return metrics
+
+
+def _warm(kind: str, backend: Backend, settings: Settings) -> Metric:
+    metric = Metric(f"in-backend ({kind}): script start print(1), warm", "ms", WARM_TARGET_MS,
+                    note="end-to-end execute()")
+    with Runtime(backend, settings=settings, exec_mode="backend", transcript=False) as runtime:
+        for _ in range(20):
+            runtime.wait_warm()
+            started = time.perf_counter()
+            runtime.execute("print(1)")
+            metric.samples.append((time.perf_counter() - started) * 1000)
+    return metric
 
 
 def run() -> list[Metric]:
