@@ -72,7 +72,7 @@ def resolve_path(cwd: str, path: str) -> str:
 
 
 class FileInfo(NamedTuple):
-    """What the file tools need of a stat (the fields of the Backend protocol's FileStat)."""
+    """A file's stat as the file tools need it; the Backend protocol's FileStat is this type."""
 
     path: str
     size: int

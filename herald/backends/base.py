@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-# The reader's rules and path resolution are shared with the sandbox's tool core.
+# The reader's rules, path resolution and the stat type are shared with the sandbox's tool core.
+from .._sandbox.fileaccess import FileInfo as FileStat
 from .._sandbox.fileaccess import (
     FileTooLargeError,
     NotRegularFileError,
@@ -46,16 +47,6 @@ class CommandResult:
     output_bytes: int = 0  # size before any capping
     truncated: bool = False
     note: str = ""  # what the backend had to do, e.g. "the shell was restarted"
-
-
-@dataclass(frozen=True)
-class FileStat:
-    path: str
-    size: int
-    is_dir: bool
-    is_file: bool
-    mtime: float
-    mode: int
 
 
 @dataclass(frozen=True)
