@@ -30,7 +30,9 @@ ONCE, ALWAYS, DENY = "once", "always", "deny"
 ANSWERS = {"y": ONCE, "yes": ONCE, "o": ONCE, "once": ONCE, "a": ALWAYS, "always": ALWAYS,
            "n": DENY, "no": DENY, "d": DENY, "deny": DENY, "": DENY}
 POLL_SECONDS = 0.2
-ARG_PREVIEW = 200
+# Shown whole up to this size: a script may pad a command so that what matters comes after the
+# cut, so what is cut is said plainly.
+ARG_PREVIEW = 2000
 
 
 def _printable(text: str) -> str:
@@ -48,7 +50,8 @@ def describe_call(call: PolicyCall) -> str:
         shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
         shown = _printable(shown)
         if len(shown) > ARG_PREVIEW:
-            shown = shown[: ARG_PREVIEW - 1] + "…"
+            hidden = len(shown) - ARG_PREVIEW
+            shown = shown[:ARG_PREVIEW] + f"… [{hidden:,} more characters not shown: deny unless you know them]"
         lines.append(f"  {_printable(str(key))}: {shown}")
     return "\n".join(lines)
 

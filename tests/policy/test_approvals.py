@@ -124,7 +124,9 @@ def test_hostile_arguments_are_shown_inert() -> None:
                                     "ask terminal", "script"))
     assert "\x1b" not in text and "\x07" not in text
     assert "\\x1b[2J" in text and "\\nrm -rf /" in text
-    assert len(text.splitlines()) == 2 and text.endswith("…")
+    assert len(text.splitlines()) == 2 and "x" * 500 in text  # shown whole: nothing hides past a cut
+    padded = describe_call(PolicyCall("terminal", {"command": " " * 5000 + "; rm -rf ~"}, "ask terminal", "script"))
+    assert "3,010 more characters not shown: deny unless you know them" in padded  # the cut is said
 
 
 def test_exec_without_a_terminal_refuses_naming_the_rule(workspace: Path, tmp_path: Path) -> None:
