@@ -5,7 +5,7 @@ record: about 7 µs of a small call with the stdlib's json, under 1 µs with orj
 the bench machine). The JSON is the same for what orjson accepts (compact, UTF-8, `repr` for
 objects JSON has no type for); what it refuses (a lone surrogate, an integer past 64 bits) goes
 through the stdlib as before. The sandbox side never uses it: it stays stdlib-only.
-Importing this module (the transcript and the RPC server do) installs it for frames.
+The RPC server's module installs it for frames (`install`), once, as it is imported.
 """
 
 from __future__ import annotations
@@ -49,6 +49,3 @@ def install() -> bool:
         return False
     protocol.use_fast_json(_dumps, _loads)
     return True
-
-
-install()

@@ -34,7 +34,7 @@ from ..owned import owned_tempdir
 from .workers import ConnectionThreads
 
 log = logging.getLogger(__name__)
-FAST_JSON = fastjson.install()  # orjson for this process's frames when it is installed
+fastjson.install()  # orjson for this process's frames when it is installed (herald/fastjson.py)
 
 ACCEPT_RETRY_SECONDS = 0.01  # first pause after a transient accept error; doubles up to the max
 ACCEPT_RETRY_MAX_SECONDS = 1.0
