@@ -29,7 +29,6 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from .._sandbox.environ import sandbox_environ
 from .._sandbox.frames import StartFrame
@@ -328,7 +327,7 @@ class Runtime:
                 deadline=started + timeout,
                 interrupt_fd=self._interrupt_r,
                 kill_grace=self.settings.sandbox.kill_grace,
-                **self._paused(),
+                paused=self.paused.seconds,
             )
         finally:
             scope.cancel.set()  # tool calls the script left running (a long terminal command) stop now
@@ -338,10 +337,6 @@ class Runtime:
             stdout.close()
             stderr.close()
         return build_result(collected, scope, stdout, stderr, started, timeout)
-
-    def _paused(self) -> dict[str, Any]:
-        # The host child's kill clock moves by the time waited on approvals (not yet in backend mode).
-        return {"paused": self.paused.seconds} if self._remote is None else {}
 
     def _start_run(self, frame: StartFrame) -> SandboxChild:
         """A ready child that has taken `frame`. A waiting child can die before its run (its
@@ -381,7 +376,7 @@ class Runtime:
                 interrupt_fd=self._interrupt_r,
                 kill_grace=self.settings.sandbox.kill_grace,
                 sentinel=kernel.sentinel,
-                **self._paused(),
+                paused=self.paused.seconds,
             )
         finally:
             scope.cancel.set()  # the cell is over: calls it left running stop, later ones are refused

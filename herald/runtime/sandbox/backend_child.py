@@ -239,9 +239,11 @@ class BackendChild(Generic[S]):
         interrupt_fd: int,
         kill_grace: float,
         sentinel: bytes | None = None,
+        paused: Callable[[], float] | None = None,
     ) -> Collected:
         """Read frames until the script exits (one-shot) or a kernel cell is done and both
-        sentinels arrived; serve tool calls meanwhile. At the deadline or on interrupt, kill."""
+        sentinels arrived; serve tool calls meanwhile. At the deadline (moved by `paused()`) or
+        on interrupt, kill."""
         streams = {frames.OUT: OutputStream(-1, stdout, sentinel), frames.ERR: OutputStream(-1, stderr, sentinel)}
         # The supervisor runs its own clock for SIGTERM -> grace -> SIGKILL inside the backend;
         # this one only asks it to start (terminate) and, if it never answers, cuts the link.
@@ -268,6 +270,8 @@ class BackendChild(Generic[S]):
             if _interrupted(interrupt_fd):
                 clock.stop("interrupted")
             now = time.monotonic()
+            if paused is not None:
+                clock.deadline = deadline + paused()
             if clock.tick(now):  # no word from the backend: ending its stdin kills the tree there
                 break
             wake = clock.wait(now)

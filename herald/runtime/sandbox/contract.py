@@ -12,6 +12,7 @@ interrupt kills it → `kill` (idempotent; also for a child never used).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from ..._sandbox import frames
@@ -36,9 +37,11 @@ class SandboxChild(Protocol):
         interrupt_fd: int,
         kill_grace: float,
         sentinel: bytes | None = None,
+        paused: Callable[[], float] | None = None,
     ) -> Collected:
-        """Feed the run's output to the captures until it ends. At `deadline` (monotonic) or
-        when `interrupt_fd` becomes readable: SIGTERM the whole tree, SIGKILL after `kill_grace`."""
+        """Feed the run's output to the captures until it ends. At `deadline` (monotonic), moved
+        by `paused()` (the seconds the run has waited on a person's approval), or when
+        `interrupt_fd` becomes readable: SIGTERM the whole tree, SIGKILL after `kill_grace`."""
 
     def poll(self) -> int | None:
         """The exit status once the interpreter is gone (-1 if unknown), else None."""
