@@ -17,6 +17,7 @@ from herald.backends.base import Backend
 from herald.backends.local import LocalBackend
 
 from .report import Metric
+from .workloads import read_patch_verify
 
 NO_LIMIT = 1_000_000
 EDIT_FILES = 200
@@ -25,17 +26,7 @@ COLD_TARGET_MS = 300.0  # a new Runtime (setup in one round trip) + print(1) + c
 WARM_TARGET_MS = 12.0
 # read -> patch -> read again, for each of EDIT_FILES files: the file tools of a review-and-fix
 # loop. Prints the seconds it took.
-EDIT_SCRIPT = f"""
-import time
-from hermes_tools import patch, read_file
-t = time.perf_counter()
-for i in range({EDIT_FILES}):
-    name = "bench-edit/f%03d.py" % i
-    assert "value = 1" in read_file(name)["content"]
-    patch(name, "value = 1", "value = 2")
-    assert "value = 2" in read_file(name)["content"]
-print(time.perf_counter() - t)
-"""
+EDIT_SCRIPT = read_patch_verify(f"['bench-edit/f%03d.py' % i for i in range({EDIT_FILES})]", "value = 1", "value = 2")
 # Per-call targets (read_file, terminal): both run in the supervisor next to the script (terminal
 # in its bash, which shares the session shell's state); the "via Herald" row measures terminal with
 # sandbox.backend_tools off: across the exec channel to Herald and back to the backend's shell.

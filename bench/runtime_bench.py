@@ -15,6 +15,7 @@ from herald.tools.arguments import bind_arguments
 from herald.tools.registry import Registry, Tool, ToolContext, default_registry
 
 from .report import Metric
+from .workloads import read_patch_verify
 
 NO_LIMIT = 1_000_000
 
@@ -130,16 +131,8 @@ def run() -> list[Metric]:
             tree.mkdir()
             for i in range(1000):
                 (tree / f"mod_{i:04d}.py").write_text(f"VALUE = {i}\n\ndef old_name():\n    return VALUE\n")
-            bulk.samples.append(_in_script(runtime, (
-                "import time\nfrom hermes_tools import read_file, patch\n"
-                f"files = {json.dumps([f'bulk/mod_{i:04d}.py' for i in range(1000)])}\n"
-                "t = time.perf_counter()\n"
-                "for path in files:\n"
-                "    assert 'old_name' in read_file(path)['content']\n"
-                "    patch(path, 'def old_name():', 'def new_name():')\n"
-                "    assert 'def new_name():' in read_file(path)['content']\n"
-                "print(time.perf_counter() - t)"
-            )))
+            paths = json.dumps([f"bulk/mod_{i:04d}.py" for i in range(1000)])
+            bulk.samples.append(_in_script(runtime, read_patch_verify(paths, "def old_name():", "def new_name():")))
         metrics.append(bulk)
 
     cold_settings = settings.with_overrides({"sandbox.warm": False, "sandbox.fork_server": False})

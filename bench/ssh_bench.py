@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from tests.fixtures.sshd import SSHServer
 
 from .report import Metric, print_table
+from .workloads import read_patch_verify
 
 NO_LIMIT = 1_000_000
 
@@ -95,16 +96,7 @@ def _measure(spec: str, workspace: str, settings: Settings) -> list[Metric]:
 
 
 FILES = 200
-BULK = (
-    "import time\nfrom hermes_tools import read_file, patch\n"
-    f"files = [f'bulk/mod_{{i:04d}}.py' for i in range({FILES})]\n"
-    "t = time.perf_counter()\n"
-    "for path in files:\n"
-    "    assert 'old_name' in read_file(path)['content']\n"
-    "    patch(path, 'def old_name():', 'def new_name():')\n"
-    "    assert 'def new_name():' in read_file(path)['content']\n"
-    "print(time.perf_counter() - t)"
-)
+BULK = read_patch_verify(f"[f'bulk/mod_{{i:04d}}.py' for i in range({FILES})]", "def old_name():", "def new_name():")
 
 
 def _measure_rtt(server: SSHServer, workspace: str, data: Path, rtt: float) -> list[Metric]:

@@ -1,0 +1,18 @@
+"""Scripts the benchmarks time, written once: each prints the seconds its loop took."""
+
+from __future__ import annotations
+
+
+def read_patch_verify(paths: str, old: str, new: str) -> str:
+    """read_file -> patch -> read_file again over the files `paths` (a Python expression for a
+    list of paths, evaluated in the script), replacing `old` with `new` in each."""
+    return (
+        "import time\nfrom hermes_tools import read_file, patch\n"
+        f"files = {paths}\n"
+        "t = time.perf_counter()\n"
+        "for path in files:\n"
+        f"    assert {old!r} in read_file(path)['content']\n"
+        f"    patch(path, {old!r}, {new!r})\n"
+        f"    assert {new!r} in read_file(path)['content']\n"
+        "print(time.perf_counter() - t)"
+    )
