@@ -60,3 +60,11 @@ def make_runtime(workspace: Path, settings: Settings) -> Iterator[Callable[..., 
 @pytest.fixture
 def runtime(make_runtime: Callable[..., Runtime]) -> Runtime:
     return make_runtime()
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """A fresh home for a CLI run: its data dir and (absent) config file live here (tests/cli/_herald.py)."""
+    path = tmp_path / "home"
+    path.mkdir()
+    return path

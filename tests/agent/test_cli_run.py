@@ -11,8 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.fakes.llm_server import FakeLLMServer, call, calls, reply
 
 HERALD = [sys.executable, "-m", "herald"]
@@ -28,13 +26,6 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
 def herald(args: list[str], cwd: Path, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(HERALD + args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL)
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    path = tmp_path / "home"
-    path.mkdir()
-    return path
 
 
 def test_no_provider_is_a_clear_usage_error(workspace: Path, home: Path) -> None:

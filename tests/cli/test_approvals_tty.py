@@ -15,8 +15,6 @@ import time
 from pathlib import Path
 from typing import IO
 
-import pytest
-
 from tests.cli._herald import HERALD, herald_env
 from tests.fakes.llm_server import FakeLLMServer, call, calls, reply
 
@@ -32,13 +30,6 @@ for word in ["one", "two", "three", "four"]:
     except ToolError as exc:
         print("refused", word, exc.error_type, flush=True)
 """
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    path = tmp_path / "home"
-    path.mkdir()
-    return path
 
 
 class Terminal:

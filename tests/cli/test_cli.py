@@ -20,13 +20,6 @@ def run(args: list[str], cwd: Path, env_home: Path, stdin: str | None = None, ti
     return subprocess.run(HERALD + args, cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    path = tmp_path / "home"
-    path.mkdir()
-    return path
-
-
 def test_exec_prints_stdout_and_exits_zero(workspace: Path, home: Path) -> None:
     (workspace / "notes.txt").write_text("alpha\nbeta\n")
     script = workspace / "s.py"

@@ -10,14 +10,6 @@ import pytest
 
 from ._herald import run
 
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    path = tmp_path / "home"
-    path.mkdir()
-    return path
-
-
 CAN_CALL = (
     "import hermes_tools\n"
     "print(sorted(n for n in hermes_tools.__all__ if n not in "

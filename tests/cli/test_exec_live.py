@@ -34,13 +34,6 @@ def read_line(stream: object) -> str:
     return str(line)
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    path = tmp_path / "home"
-    path.mkdir()
-    return path
-
-
 def test_stdout_and_stderr_arrive_while_the_script_still_runs(workspace: Path, home: Path) -> None:
     script = workspace / "s.py"
     script.write_text(

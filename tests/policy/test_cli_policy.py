@@ -9,8 +9,6 @@ import pty
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from tests.cli._herald import HERALD, herald_env, run
 from tests.cli.test_exec_live import _read_pty_until as read_pty_until
 from tests.fakes.llm_server import FakeLLMServer, call, calls, reply
@@ -24,13 +22,6 @@ for fn, args in [(write_file, ("made.txt", "x")), (terminal, ("touch made2.txt",
     except ToolError as exc:
         print(fn.__name__, exc.error_type)
 """
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    path = tmp_path / "home"
-    path.mkdir()
-    return path
 
 
 def test_exec_profile_flag_setting_and_environment(workspace: Path, home: Path) -> None:

@@ -8,8 +8,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 HERALD = [sys.executable, "-m", "herald"]
 SCRIPT = (
     "import os, subprocess\n"
@@ -24,13 +22,6 @@ SCRIPT = (
 def herald(args: list[str], cwd: Path, home: Path, stdin: str, **env: str) -> subprocess.CompletedProcess[str]:
     environ = dict(os.environ, HERALD_DATA_DIR=str(home / "data"), HERALD_CONFIG=str(home / "config.toml"), **env)
     return subprocess.run(HERALD + args, cwd=cwd, env=environ, input=stdin, capture_output=True, text=True, timeout=120)
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    path = tmp_path / "home"
-    path.mkdir()
-    return path
 
 
 def test_exec_mode_flag_runs_the_script_in_the_backend(workspace: Path, home: Path) -> None:
