@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ import pytest
 from herald import Runtime, Settings
 from herald.backends.base import Backend
 from herald.tools import ToolError
+from herald.transcript import read_transcript
 
 from ._helpers import wait_for
 
@@ -110,3 +112,8 @@ def script_caller(runtime: Runtime) -> Callable[..., Any]:
 def in_backend_settings(settings: Settings) -> Settings:
     """Settings of a backend-mode Runtime whose scripts print whole tool results."""
     return settings.with_overrides({"sandbox.max_stdout_bytes": 20_000_000, "sandbox.backend_tools": True})
+
+
+def script_call_records(path: Path) -> list[dict[str, Any]]:
+    """The transcript's records of tool calls from scripts (answered in the backend or by Herald)."""
+    return [r for r in read_transcript(path) if r.get("type") == "sandbox_tool_call"]

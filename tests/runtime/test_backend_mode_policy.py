@@ -4,15 +4,13 @@ A call the policy might refuse is handed to Herald, whose Gate decides in its ow
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from herald import Runtime
 from herald.backends.base import Backend
 
-from ._backend_mode import backend_runtime, exec_backend, unique_name
+from ._backend_mode import backend_runtime, exec_backend, script_call_records, unique_name
 from ._helpers import run_ok
 
 __all__ = ["backend_runtime", "exec_backend"]  # fixtures, used by name
@@ -28,11 +26,6 @@ def attempt(label, call, *args):
     except ToolError as exc:
         print(label, exc.error_type)
 """
-
-
-def _records(path: Path) -> list[dict[str, Any]]:
-    lines = [json.loads(line) for line in path.read_text().splitlines()]
-    return [r for r in lines if r.get("type") == "sandbox_tool_call"]
 
 
 def test_the_default_profile_confines_in_backend_file_tools_to_the_workspace(
@@ -62,7 +55,7 @@ attempt("write-out", write_file, "{name}/etc-link/herald-test", "x")
     assert result.output.split("\n")[:-1] == expected
     runtime.transcript.flush()  # type: ignore[union-attr]
     # The allowed call ran in the backend; Herald's Gate decided every refusal.
-    assert [r.get("in_backend", False) for r in _records(transcript)] == [True] + [False] * (len(expected) - 1)
+    assert [r.get("in_backend", False) for r in script_call_records(transcript)] == [True] + [False] * (len(expected) - 1)
     exec_backend.run(f"rm -rf {name}")
 
 

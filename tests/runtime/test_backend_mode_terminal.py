@@ -27,6 +27,7 @@ from ._backend_mode import (
     exec_backend,
     gone_on_backend,
     remote_pids,
+    script_call_records,
     unique_name,
     unique_sleep,
 )
@@ -38,8 +39,7 @@ RuntimeFactory = Callable[..., Runtime]
 
 
 def _terminal_records(path: Path) -> list[bool]:
-    lines = [json.loads(line) for line in path.read_text().splitlines()]
-    return [bool(r.get("in_backend")) for r in lines if r.get("type") == "sandbox_tool_call" and r["tool"] == "terminal"]
+    return [bool(r.get("in_backend")) for r in script_call_records(path) if r["tool"] == "terminal"]
 
 
 def _direct(runtime: Runtime, command: str) -> str:

@@ -25,6 +25,7 @@ from ._backend_mode import (
     backend_runtime,
     exec_backend,
     in_backend_settings,
+    script_call_records,
     script_caller,
     unique_name,
 )
@@ -103,10 +104,6 @@ def test_answers_match_herald_tools_byte_for_byte(
     exec_backend.run(f"rm -rf {directory}")
 
 
-def _records(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if '"sandbox_tool_call"' in line]
-
-
 def test_file_calls_run_in_the_backend_and_are_recorded(
     exec_backend: Backend, backend_runtime: RuntimeFactory, tmp_path: Path
 ) -> None:
@@ -126,7 +123,7 @@ def test_file_calls_run_in_the_backend_and_are_recorded(
     assert result.output.splitlines() == ["     1|two", "two"]
     assert result.tool_calls_made == 4
     runtime.transcript.flush()  # type: ignore[union-attr]
-    records = _records(transcript)
+    records = script_call_records(transcript)
     assert [(r["tool"], r.get("in_backend", False)) for r in records] == [
         ("write_file", True), ("patch", True), ("read_file", True), ("terminal", True)
     ]
@@ -141,7 +138,7 @@ def test_switched_off_every_call_comes_back_to_herald(backend_runtime: RuntimeFa
     name = unique_name()
     run_ok(runtime, f'from hermes_tools import write_file\nwrite_file("{name}.txt", "x")')
     runtime.transcript.flush()  # type: ignore[union-attr]
-    assert [r.get("in_backend", False) for r in _records(transcript)] == [False]
+    assert [r.get("in_backend", False) for r in script_call_records(transcript)] == [False]
 
 
 def test_the_call_budget_holds_across_local_and_relayed_calls(backend_runtime: RuntimeFactory) -> None:
