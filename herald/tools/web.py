@@ -11,13 +11,12 @@ Several URLs are fetched at once (up to `web.max_concurrency`); each page is cap
 own result, so one bad URL does not cost the others. A missing library is not a page's failure:
 it fails the whole call with the pip package to install, and a session whose settings leave a
 tool no way to work is told so up front (`Tool.unavailable`) rather than offered a sure failure.
+Fetching a page here is webfetch.py; telling which library is missing, webpackages.py.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import re
 import secrets
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,38 +27,21 @@ from ..capture import CappedCapture
 from ..config import Settings
 from ..keys import herald_environ
 from .registry import Tool, ToolContext, ToolError
+from .webfetch import USER_AGENT, PageError, fetch_direct
+from .webpackages import DIRECT_PACKAGES, FIRECRAWL_PACKAGE, needs_package, not_installed
 
 if TYPE_CHECKING:
-    import httpx
     from firecrawl import Firecrawl
 
 FIRECRAWL_CLOUD = "https://api.firecrawl.dev"
 MAX_URLS = 50
-MAX_DOWNLOAD_BYTES = 10_000_000
-USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) HeraldAgent/0.1 (+web_extract)"
-HTML_TYPES = ("text/html", "application/xhtml+xml")
-TEXT_TYPES = ("application/json", "application/xml", "application/javascript", "application/x-yaml")
 NO_PROVIDER = (
     "web_search needs a search provider and none is configured. Set FIRECRAWL_API_KEY in the "
     "environment Herald runs in (Firecrawl's cloud), or FIRECRAWL_API_URL / the setting "
     "web.firecrawl_api_url for a self-hosted Firecrawl. (web_extract works without one.)"
 )
 Page = dict[str, Any]
-# <meta charset="..."> and <meta http-equiv="Content-Type" content="text/html; charset=...">, looked
-# for where browsers look: the first 1024 bytes.
-META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
-META_PRESCAN_BYTES = 1024
-WINDOWS_1252_LABELS = frozenset({"iso-8859-1", "iso8859-1", "iso_8859-1", "latin1", "latin-1", "l1", "us-ascii", "ascii"})
-# The keyless path's modules -> the pip package that provides each. lxml_html_clean is imported
-# by justext (under trafilatura) through lxml's `lxml.html.clean` shim; pip < 23.3 drops it when it
-# comes only as the extra `lxml[html_clean]`, so herald[web] names it itself.
-DIRECT_PACKAGES = {"httpx": "httpx", "trafilatura": "trafilatura", "justext": "justext", "lxml_html_clean": "lxml_html_clean", "lxml": "lxml"}
-FIRECRAWL_PACKAGE = "firecrawl-py"
 KEYLESS_HINT = ", or set FIRECRAWL_API_KEY / FIRECRAWL_API_URL to extract through Firecrawl"
-
-
-class PageError(Exception):
-    """One URL failed; the message goes into that URL's result."""
 
 
 @dataclass(frozen=True)
@@ -82,48 +64,6 @@ def firecrawl_config(ctx: ToolContext) -> FirecrawlConfig | None:
     return firecrawl_config_from(ctx.settings)
 
 
-# -- missing libraries --------------------------------------------------------------------------
-
-
-def _not_installed(modules: dict[str, str]) -> list[str]:
-    """The pip packages of `modules` that are not installed, found without importing anything
-    (importing trafilatura or firecrawl costs up to seconds; this runs when a session starts)."""
-    missing = []
-    for module, package in modules.items():
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except (ImportError, ValueError):  # a parent package that fails, or a half-imported module
-            found = False
-        if not found:
-            missing.append(package)
-    return list(dict.fromkeys(missing))
-
-
-def _module_of(exc: ImportError, packages: dict[str, str]) -> str | None:
-    """Which of `packages`' modules an ImportError is about. lxml's shim raises an ImportError
-    with no module name whose message names lxml_html_clean, so the message is read too."""
-    module = (exc.name or "").split(".")[0]
-    if module in packages:
-        return module
-    text = str(exc)
-    return next((name for name in packages if name in text), None)
-
-
-def _needs_package(tool: str, exc: ImportError, packages: dict[str, str], extra: str, hint: str = "") -> ToolError:
-    """The error for a library that is missing, or too old to have what Herald imports."""
-    lines = str(exc).strip().splitlines()
-    said = f"Python said: {lines[0] if lines else type(exc).__name__}"
-    install = f"pip install 'herald[{extra}]' (then start Herald again){hint}"
-    module = _module_of(exc, packages)
-    if module is None:
-        message = f"{tool} could not import a library it needs: {install}. {said}"
-    elif _not_installed({module: packages[module]}):
-        message = f"{tool} needs the {packages[module]} package: {install}. {said}"
-    else:  # installed, but without what Herald imports from it
-        message = f"{tool} needs a newer {packages[module]}: {install.replace('pip install', 'pip install --upgrade')}. {said}"
-    return ToolError(message, "MissingPackage")
-
-
 def _firecrawl(ctx: ToolContext, config: FirecrawlConfig, tool: str) -> Firecrawl:
     with ctx.cache_lock:
         cached = ctx.cache.get("web.firecrawl")
@@ -131,7 +71,7 @@ def _firecrawl(ctx: ToolContext, config: FirecrawlConfig, tool: str) -> Firecraw
             try:
                 from firecrawl import Firecrawl
             except ImportError as exc:  # absent, or a firecrawl-py without the Firecrawl class (< 3)
-                raise _needs_package(tool, exc, {"firecrawl": FIRECRAWL_PACKAGE}, "web") from None
+                raise needs_package(tool, exc, {"firecrawl": FIRECRAWL_PACKAGE}, "web") from None
             client = Firecrawl(api_key=config.api_key, api_url=config.api_url, timeout=ctx.settings.web.fetch_timeout + 5)
             cached = (config, client)
             ctx.cache["web.firecrawl"] = cached
@@ -177,76 +117,6 @@ def web_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
 
 # -- web_extract --------------------------------------------------------------------------------
-
-
-def _fetch_direct(client: httpx.Client, url: str) -> tuple[str, str]:
-    """(title, markdown) of one page fetched here."""
-    import httpx
-
-    try:
-        with client.stream("GET", url) as response:
-            if response.status_code >= 400:
-                raise PageError(f"HTTP {response.status_code} {response.reason_phrase}".strip())
-            body = bytearray()
-            for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > MAX_DOWNLOAD_BYTES:
-                    raise PageError(f"the page is larger than {MAX_DOWNLOAD_BYTES:,} bytes; download it with terminal('curl ...') instead")
-            kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-            charset = response.charset_encoding  # only what the Content-Type header says
-            final_url = str(response.url)
-    except httpx.TimeoutException:
-        raise PageError("timed out (web.fetch_timeout)") from None
-    except httpx.HTTPError as exc:
-        raise PageError(f"could not fetch it: {exc}") from None
-    data = bytes(body)
-    if kind in HTML_TYPES or (not kind and data.lstrip()[:15].lower().startswith((b"<!doctype", b"<html"))):
-        return _html_to_markdown(_html_decoded(data, charset), final_url)
-    if kind.startswith("text/") or kind in TEXT_TYPES or kind.endswith(("+json", "+xml")):
-        return "", _decoded(data, charset) or data.decode("utf-8", "replace")
-    raise PageError(f"{kind or 'unknown content type'} is not a text page; fetch it with terminal('curl -o FILE URL') instead")
-
-
-def _decoded(data: bytes, charset: str | None) -> str | None:
-    """`data` decoded with `charset` (a label from a header or a <meta>), or None when there is
-    none or Python does not know it."""
-    if not charset:
-        return None
-    label = charset.strip().strip("\"'").lower()
-    # Browsers read these labels as windows-1252 (WHATWG Encoding); latin-1 proper would turn
-    # bytes 0x80-0x9F (curly quotes, dashes) into control characters.
-    codec = "cp1252" if label in WINDOWS_1252_LABELS else label
-    try:
-        return data.decode(codec, "replace")
-    except LookupError:
-        return None
-
-
-def _html_decoded(data: bytes, header_charset: str | None) -> str | bytes:
-    """An HTML page's text, by the charset its Content-Type header gives, else the one its <meta>
-    declares (browsers' order); else the bytes, for trafilatura to detect the encoding. Decoding
-    as UTF-8 here would turn a windows-1251 or iso-8859-1 page into mojibake, and detection alone
-    guesses wrong on short pages, which is why the <meta> is read first."""
-    meta = META_CHARSET.search(data[:META_PRESCAN_BYTES])
-    for charset in (header_charset, meta.group(1).decode("ascii") if meta else None):
-        text = _decoded(data, charset)
-        if text is not None:
-            return text
-    return data
-
-
-def _html_to_markdown(html: str | bytes, url: str) -> tuple[str, str]:
-    import trafilatura
-
-    markdown = trafilatura.extract(
-        html, url=url, output_format="markdown", include_links=True, include_tables=True,
-        include_comments=False, favor_recall=True,
-    )
-    if not markdown:  # no main content found (a tiny or app-like page): keep all its text
-        markdown = trafilatura.html2txt(html)
-    metadata = trafilatura.extract_metadata(html, default_url=url)
-    title = metadata.title if metadata is not None and metadata.title else ""
-    return title, markdown or ""
 
 
 def _fetch_firecrawl(client: Firecrawl, url: str, timeout: float) -> tuple[str, str]:
@@ -325,12 +195,12 @@ def web_extract(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             headers = {"User-Agent": USER_AGENT, "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5"}
             limits = httpx.Limits(max_connections=max(10, web.max_concurrency))
             with httpx.Client(follow_redirects=True, timeout=web.fetch_timeout, headers=headers, limits=limits) as http:
-                pages = _extract_with(lambda u: _fetch_direct(http, u), unique, limit, ctx)
+                pages = _extract_with(lambda u: fetch_direct(http, u), unique, limit, ctx)
             source = "direct"
     except ImportError as exc:
         if config is not None:
-            raise _needs_package("web_extract", exc, {"firecrawl": FIRECRAWL_PACKAGE}, "web") from None
-        raise _needs_package("web_extract", exc, DIRECT_PACKAGES, "web", KEYLESS_HINT) from None
+            raise needs_package("web_extract", exc, {"firecrawl": FIRECRAWL_PACKAGE}, "web") from None
+        raise needs_package("web_extract", exc, DIRECT_PACKAGES, "web", KEYLESS_HINT) from None
     by_url = dict(zip(unique, pages, strict=True))
     results = [by_url[u] for u in urls]
     return {"results": results, "source": source, "failed": sum("error" in p for p in results)}
@@ -342,7 +212,7 @@ CONFIGURE_FIRECRAWL = "set FIRECRAWL_API_KEY, or FIRECRAWL_API_URL / web.firecra
 
 
 def _no_firecrawl_client() -> str | None:
-    if _not_installed({"firecrawl": FIRECRAWL_PACKAGE}):
+    if not_installed({"firecrawl": FIRECRAWL_PACKAGE}):
         return f"the {FIRECRAWL_PACKAGE} package is not installed (pip install 'herald[web]')"
     return None
 
@@ -365,7 +235,7 @@ def extract_unavailable(settings: Settings) -> str | None:
         return f"web.extract is 'firecrawl' but no Firecrawl is configured ({CONFIGURE_FIRECRAWL})"
     if config is not None:
         return _no_firecrawl_client()
-    missing = _not_installed(DIRECT_PACKAGES)
+    missing = not_installed(DIRECT_PACKAGES)
     if not missing:
         return None
     packages = " and ".join(missing) + (" packages are" if len(missing) > 1 else " package is")
