@@ -48,7 +48,8 @@ from .events import (
     ToolCallRecord,
 )
 from .guardrails import LoopGuard
-from .modelcall import ModelCaller, ModelCallFailed
+from .history import close_dangling_calls, is_final
+from .modelcall import ModelCaller, ModelCallFailed, failure_text
 from .prompts import plan_note, system_prompt
 from .providers.base import (
     Message,
@@ -73,7 +74,6 @@ SUMMARY_REQUEST = (
     "accomplished and what remains, as plain text.]"
 )
 EMPTY_NUDGE = "[Herald: your last reply was empty. Give your final answer as text, or call a tool.]"
-NOT_RUN = "Not run: the session stopped before this call finished."
 
 
 class Agent:
@@ -162,7 +162,7 @@ class Agent:
                                             direct_tools=direct_tools, settings=self.settings, plan=plan)
             # A note for the next task when plan mode starts or ends on a resumed session.
             self._plan_note = plan_note(state, plan, self.runtime.dispatcher.policy.profile)
-            self.messages: list[Message] = _close_dangling_calls(state.messages if state else [])
+            self.messages: list[Message] = close_dangling_calls(state.messages if state else [])
             self.caller = ModelCaller(chain, agent, emit=self._emit, record=self.session.record)
             self.executor = ToolExecutor(
                 runtime=self.runtime, tools=[execute_tool, *direct_tools], settings=self.settings,
@@ -189,7 +189,7 @@ class Agent:
         with self._run_lock:
             self._interrupted.clear()
             self.caller.reset_interrupt()
-            if not task and (not self.messages or _is_final(self.messages[-1])):
+            if not task and (not self.messages or is_final(self.messages[-1])):
                 raise ValueError("nothing to continue: the session ended with an answer; pass a task")
             self.session.record("run_start", task=task or "(continue)")
             if task:
@@ -204,13 +204,13 @@ class Agent:
             except ModelCallCancelled:
                 status, final = "interrupted", "Interrupted: the session was stopped before it finished."
             except ModelCallFailed as exc:
-                status, final, error = "error", _failure_text(exc.error), str(exc)
+                status, final, error = "error", failure_text(exc.error), str(exc)
             except BaseException as exc:  # a bug or a dead backend: the transcript still says how it ended
                 self.session.record("run_end", status="error", final="", turns=self._turns,
                                     usage=self._usage.to_dict(), error=f"{type(exc).__name__}: {exc}")
                 self.session.transcript.flush()
                 raise
-            self.messages = _close_dangling_calls(self.messages, record=self.session.message)
+            self.messages = close_dangling_calls(self.messages, record=self.session.message)
             seconds = time.monotonic() - started
             self.session.record("run_end", status=status, final=final, turns=self._turns,
                                 usage=self._usage.to_dict(), seconds=round(seconds, 3), budget=budget.describe())
@@ -377,44 +377,3 @@ def _backend_spec(backend: Backend | str | None, configured: str) -> str:
         return backend or configured
     kind = configured.split(":", 1)[0].strip().lower() or "local"
     return configured if kind == backend.name else backend.name
-
-
-def _is_final(message: Message) -> bool:
-    return message.get("role") == "assistant" and not message.get("tool_calls")
-
-
-def _close_dangling_calls(messages: list[Message], record: Callable[[Message], None] | None = None) -> list[Message]:
-    """Give every tool call without a result a "not run" result, so the history is valid."""
-    out: list[Message] = []
-    pending: list[str] = []
-    for message in [*messages, None]:
-        if message is None or message.get("role") != "tool":
-            for call_id in pending:
-                filler: Message = {"role": "tool", "tool_call_id": call_id, "content": NOT_RUN, "is_error": True}
-                out.append(filler)
-                if record is not None:
-                    record(filler)
-            pending = []
-        if message is None:
-            break
-        if message.get("role") == "tool" and message.get("tool_call_id") in pending:
-            pending.remove(message["tool_call_id"])
-        out.append(message)
-        if message.get("role") == "assistant":
-            pending = [c["id"] for c in message.get("tool_calls") or []]
-    return out
-
-
-def _failure_text(error: ClassifiedError) -> str:
-    hints = {
-        "auth": "Check the API key (and that it belongs to this provider).",
-        "billing": "The account is out of credit: top it up, or configure agent.fallback.",
-        "model_not_found": "Check the model name (--model / agent.model).",
-        "format_error": "The provider rejected the request as malformed.",
-        "context_overflow": "The conversation no longer fits the model's context window; start a new session.",
-        "payload_too_large": "The request is too large for the provider; start a new session.",
-    }
-    if error.reason.value == "connection_refused":  # the message itself says where and what to do
-        return f"Stopped: the model call failed: {error.message}."
-    hint = hints.get(error.reason.value, "Retries and fallbacks were used up; try again later.")
-    return f"Stopped: the model call failed: {error.describe()}. {hint}"

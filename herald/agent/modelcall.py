@@ -161,3 +161,19 @@ class ModelCaller:
             except Exception:  # closing an HTTP client must not hide the run's result
                 pass
         self._providers.clear()
+
+
+def failure_text(error: ClassifiedError) -> str:
+    """The final text of a run the model call ended: what failed and what to do about it."""
+    hints = {
+        "auth": "Check the API key (and that it belongs to this provider).",
+        "billing": "The account is out of credit: top it up, or configure agent.fallback.",
+        "model_not_found": "Check the model name (--model / agent.model).",
+        "format_error": "The provider rejected the request as malformed.",
+        "context_overflow": "The conversation no longer fits the model's context window; start a new session.",
+        "payload_too_large": "The request is too large for the provider; start a new session.",
+    }
+    if error.reason.value == "connection_refused":  # the message itself says where and what to do
+        return f"Stopped: the model call failed: {error.message}."
+    hint = hints.get(error.reason.value, "Retries and fallbacks were used up; try again later.")
+    return f"Stopped: the model call failed: {error.describe()}. {hint}"
