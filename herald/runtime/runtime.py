@@ -8,8 +8,8 @@ Execution policy:
   go through the Dispatcher (allow-list, argument checks, call budget, transcript).
 - The run ends when the child exits. At the timeout or on `interrupt()` the whole tree gets
   SIGTERM, then SIGKILL after the grace period; whatever survives the child is killed too.
-- Kernel sessions (`session="name"`) keep one child and its globals across runs; a timeout,
-  interrupt or crash kills it and the result says the state was lost.
+- Kernel sessions (`session="name"`) keep one child and its globals across runs (kernels.py); a
+  timeout, interrupt or crash kills it and the result says the state was lost.
 - `exec_mode="backend"` runs the child inside the backend instead (sandbox/backend_child.py): the same
   bootstrap, RPC frames and Dispatcher, carried over the backend's exec channel; warm start,
   kernel sessions and the fork server (a zygote in the backend, backend_zygote.py) work the same
@@ -27,7 +27,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from .._sandbox.environ import sandbox_environ
@@ -45,6 +45,7 @@ from .backend_tools import BackendTools
 from .dispatcher import Dispatcher
 from .execute_code import execute_code_tool
 from .grants import Grant, Grants
+from .kernels import KernelSessions
 from .outcome import OutputListener, build_result, capture_streams
 from .owned import owned_tempdir
 from .rpc.server import RpcServer
@@ -61,14 +62,6 @@ from .warm import WarmChildren
 READY_TIMEOUT = 30.0
 EXEC_MODES = ("host", "backend")
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Kernel:
-    child: SandboxChild
-    token: str
-    grant: Grant
-    sentinel: bytes
 
 
 class Runtime:
@@ -165,10 +158,11 @@ class Runtime:
             os.set_blocking(self._interrupt_r, False)
             os.set_blocking(self._interrupt_w, False)
             self._exec_lock = threading.Lock()
-            self._kernels: dict[str, _Kernel] = {}
             self._children: WarmChildren[SandboxChild] = WarmChildren(
                 self._spawn, enabled=self.settings.sandbox.warm
             )
+            self._kernels = KernelSessions(take_child=lambda: self._children.take(READY_TIMEOUT), grants=self._grants,
+                                           dispatcher=self.dispatcher, start_fields=self._start_fields)
             self._closed = False
             if self._remote is not None and self.settings.sandbox.warm:
                 try:
@@ -289,7 +283,10 @@ class Runtime:
             drain_fd(self._interrupt_r)
             try:
                 if session is not None:
-                    result = self._execute_in_kernel(code, session, reset, timeout, max_calls, on_output, budgets)
+                    result = self._kernels.run(
+                        code, session, reset=reset, timeout=timeout, max_calls=max_calls, budgets=budgets,
+                        on_output=on_output, settings=self.settings, interrupt_fd=self._interrupt_r, paused=self.paused,
+                    )
                 else:
                     result = self._execute_once(code, timeout, max_calls, on_output, budgets)
                 return replace(result, isolation=self.isolation.describe, profile=self.dispatcher.policy.profile)
@@ -317,10 +314,10 @@ class Runtime:
         stdout, stderr = capture_streams(self.settings, scope, on_output)
         child: SandboxChild | None = None
         try:
-            child = self._start_run(
-                {"mode": "oneshot", "socket": self._server.path, "token": token, "cwd": self._script_cwd(),
-                 "code": code, "line_buffered": on_output is not None, "max_parallel": self._max_parallel}
-            )
+            frame = self._start_fields()
+            frame["mode"], frame["token"], frame["code"] = "oneshot", token, code
+            frame["line_buffered"] = on_output is not None
+            child = self._start_run(frame)
             collected = child.collect(
                 stdout,
                 stderr,
@@ -338,6 +335,10 @@ class Runtime:
             stderr.close()
         return build_result(collected, scope, stdout, stderr, started, timeout)
 
+    def _start_fields(self) -> StartFrame:
+        """What every start frame carries, one-shot or kernel."""
+        return {"socket": self._server.path, "cwd": self._script_cwd(), "max_parallel": self._max_parallel}
+
     def _start_run(self, frame: StartFrame) -> SandboxChild:
         """A ready child that has taken `frame`. A waiting child can die before its run (its
         zygote's PID namespace went away with the zygote): the run then goes to a new one."""
@@ -350,68 +351,6 @@ class Runtime:
                 child.kill()
         raise SandboxStartError("the sandbox child died before it could start the run, twice; see `herald doctor`")
 
-    def _execute_in_kernel(
-        self, code: str, name: str, reset: bool, timeout: float, max_calls: int,
-        on_output: OutputListener | None, budgets: Mapping[str, float],
-    ) -> ExecutionResult:
-        started = time.monotonic()
-        lost = False
-        kernel = self._kernels.get(name)
-        if kernel is not None and (reset or kernel.child.poll() is not None):
-            lost = True  # died since the last run, or reset: either way its variables are gone
-            self._stop_kernel(name)
-            kernel = None
-        if kernel is None:
-            kernel = self._start_kernel(name)
-        scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout, budgets=budgets)
-        kernel.grant.scope = scope
-        self.paused.begin(scope)
-        stdout, stderr = capture_streams(self.settings, scope, on_output)
-        try:
-            kernel.child.send({"code": code, "line_buffered": on_output is not None})
-            collected = kernel.child.collect(
-                stdout,
-                stderr,
-                deadline=started + timeout,
-                interrupt_fd=self._interrupt_r,
-                kill_grace=self.settings.sandbox.kill_grace,
-                sentinel=kernel.sentinel,
-                paused=self.paused.seconds,
-            )
-        finally:
-            scope.cancel.set()  # the cell is over: calls it left running stop, later ones are refused
-            stdout.close()
-            stderr.close()
-        if not collected.alive:
-            self._stop_kernel(name)
-        return build_result(
-            collected, scope, stdout, stderr, started, timeout, session=name, state_lost=lost or not collected.alive
-        )
-
-    def _start_kernel(self, name: str) -> _Kernel:
-        child = self._children.take(READY_TIMEOUT)
-        token, grant = self._grants.issue(self.dispatcher.new_scope(0))
-        sentinel = f"\0__HERALD_KERNEL_{secrets.token_hex(8)}__\0"
-        child.send(
-            {
-                "mode": "kernel",
-                "socket": self._server.path,
-                "token": token,
-                "cwd": self._script_cwd(),
-                "sentinel": sentinel,
-                "max_parallel": self._max_parallel,
-            }
-        )
-        kernel = _Kernel(child, token, grant, sentinel.encode("ascii"))
-        self._kernels[name] = kernel
-        return kernel
-
-    def _stop_kernel(self, name: str) -> None:
-        kernel = self._kernels.pop(name, None)
-        if kernel is not None:
-            self._grants.revoke(kernel.token, kernel.grant)
-            kernel.child.kill()
-
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -420,8 +359,7 @@ class Runtime:
         self._closed = True
         self.interrupt()
         with self._exec_lock:
-            for name in list(self._kernels):
-                self._stop_kernel(name)
+            self._kernels.close()
             self._children.close()
             self._server.close()
             if self._forks is not None:

@@ -174,7 +174,7 @@ def test_kernels_are_stopped_on_close(make_runtime: Any) -> None:
     before = set(descendants(os.getpid()))  # kernels may be forked by the fork server: any depth
     run_ok(runtime, "x = 1", session="a")
     run_ok(runtime, "x = 1", session="b")
-    kernels = {kernel.child.pid for kernel in runtime._kernels.values()}
+    kernels = {runtime._kernels.child(name).pid for name in runtime._kernels.names()}
     assert kernels <= set(descendants(os.getpid())) - before
     runtime.close()
     assert wait_for(lambda: not (set(descendants(os.getpid())) - before))
@@ -185,9 +185,9 @@ def test_kernel_killed_between_runs_is_restarted(runtime: Runtime) -> None:
     import signal
 
     run_ok(runtime, "x = 1", session="k")
-    pid = runtime._kernels["k"].child.pid
+    pid = runtime._kernels.child("k").pid
     os.kill(pid, signal.SIGKILL)
-    assert wait_for(lambda: runtime._kernels["k"].child.poll() is not None)
+    assert wait_for(lambda: runtime._kernels.child("k").poll() is not None)
     result = runtime.execute("print('x' in globals())", session="k", timeout=30)
     assert result.status == "success"
     assert result.output == "False\n"
