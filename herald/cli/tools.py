@@ -26,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents
 
 def session_offer(settings: Any) -> Any:
     """What a session with `settings` offers: the same `offer_tools` answer `herald run` uses."""
-    from ..runtime.dispatcher import offer_tools
+    from ..runtime.offer import offer_tools
     from ..tools.registry import default_registry
 
     try:

@@ -24,10 +24,7 @@ It also runs execute_code, which the Runtime adds (`add_direct`): a tool that ru
 (`Tool.runs_scripts`) holds no locks, since its script's calls come back here and take their own.
 Errors are data: `{"error": {"type", "message"}}`, never an exception out of `handle`.
 
-Which tools a session offers at all is decided once, by `offer_tools`: a tool that cannot work
-with the session's settings (`Tool.unavailable_reason`) is left out unless the session named it
-in its enabled list, in which case it stays with the reason in its description. The agent's tool
-list, execute_code's description, the script stubs and `herald tools` all read that one answer.
+Which tools a session offers at all is decided once, by `offer_tools` (offer.py).
 
 Cancellation: a call may carry a `threading.Event` (`call_direct(cancel=...)`, or a scope's
 `cancel`). Once it is set, a call not yet started is refused and a running one is asked to stop:
@@ -37,7 +34,6 @@ backend) honours by killing the command's tree at once; other tools may poll `cu
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
 import threading
@@ -49,7 +45,6 @@ from typing import Any
 from .._sandbox.protocol import HEADER, reply_frame
 from ..backends.base import BackendError
 from ..backends.shell import CANCEL_POLL_SECONDS, cancellable, foreground_only
-from ..config import Settings
 from ..policy import Gate, Policy, Verdict
 from ..policy.budgets import Budgets
 from ..spill import SpillBudget, charged_to
@@ -57,11 +52,10 @@ from ..tools.arguments import bind_arguments
 from ..tools.registry import Registry, Tool, ToolContext, ToolError
 from ..tools.resources import KeyedLocks, Resource
 from ..transcript import Transcript, preview
+from .offer import offer_tools
 
 log = logging.getLogger(__name__)
 
-
-UNAVAILABLE_NOTE = "Unavailable in this session: "
 
 # Modules a tool may import lazily -> what to install. Keys are top-level module names.
 _EXTRAS = {
@@ -74,49 +68,6 @@ _EXTRAS = {
     "docker": "herald[docker]",
     "modal": "herald[modal]",
 }
-
-
-@dataclass(frozen=True)
-class ToolOffer:
-    """What a session offers: the tools (unavailable ones that were named explicitly carry the
-    reason in their description) and the tools withheld, each with the reason."""
-
-    tools: list[Tool]
-    withheld: dict[str, str]
-
-    @property
-    def script_tools(self) -> list[Tool]:
-        return [t for t in self.tools if t.sandbox]
-
-
-def offer_tools(registry: Registry, enabled: list[str] | None, settings: Settings) -> ToolOffer:
-    """The one decision on which tools a session offers (see the module docstring).
-
-    `enabled` None means "every tool", so a tool that cannot work is quietly left out; a list
-    is the session's explicit choice, so its tools stay, marked, and a call says why it fails.
-    Unknown names in `enabled` raise ValueError, as `Registry.select` does."""
-    offered: list[Tool] = []
-    withheld: dict[str, str] = {}
-    reasons: dict[Any, str | None] = {}  # one check per function: the browser tools share theirs
-    for tool in registry.select(enabled):
-        if tool.unavailable not in reasons:
-            reasons[tool.unavailable] = tool.unavailable_reason(settings)
-        reason = reasons[tool.unavailable]
-        if reason is None:
-            offered.append(tool)
-        elif enabled is None:
-            withheld[tool.name] = reason
-        else:
-            offered.append(_marked_unavailable(tool, reason))
-    return ToolOffer(offered, withheld)
-
-
-def _marked_unavailable(tool: Tool, reason: str) -> Tool:
-    # The note ends the first line: every surface that shows only a tool's summary line (the
-    # execute_code description, `herald tools`) shows it too.
-    first, sep, rest = tool.description.strip().partition("\n")
-    note = f"{UNAVAILABLE_NOTE}{reason.strip().rstrip('.')}."
-    return dataclasses.replace(tool, description=f"{first.rstrip()} {note}{sep}{rest}")
 
 
 def missing_dependency(tool: str, exc: ImportError) -> str:

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from herald import Settings
-from herald.runtime.dispatcher import offer_tools
+from herald.runtime.offer import offer_tools
 from herald.tools.registry import Registry, Tool, ToolContext, ToolError, default_registry
 from tests.fakes.llm_server import FakeLLMServer, call, calls, reply
 

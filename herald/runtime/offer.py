@@ -1,0 +1,61 @@
+"""Which tools a session offers at all, decided once, by `offer_tools`.
+
+A tool that cannot work with the session's settings (`Tool.unavailable_reason`) is left out
+unless the session named it in its enabled list, in which case it stays with the reason in its
+description. The agent's tool list, execute_code's description, the script stubs and
+`herald tools` all read that one answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import Settings
+from ..tools.registry import Registry, Tool
+
+UNAVAILABLE_NOTE = "Unavailable in this session: "
+
+
+@dataclass(frozen=True)
+class ToolOffer:
+    """What a session offers: the tools (unavailable ones that were named explicitly carry the
+    reason in their description) and the tools withheld, each with the reason."""
+
+    tools: list[Tool]
+    withheld: dict[str, str]
+
+    @property
+    def script_tools(self) -> list[Tool]:
+        return [t for t in self.tools if t.sandbox]
+
+
+def offer_tools(registry: Registry, enabled: list[str] | None, settings: Settings) -> ToolOffer:
+    """The one decision on which tools a session offers (see the module docstring).
+
+    `enabled` None means "every tool", so a tool that cannot work is quietly left out; a list
+    is the session's explicit choice, so its tools stay, marked, and a call says why it fails.
+    Unknown names in `enabled` raise ValueError, as `Registry.select` does."""
+    offered: list[Tool] = []
+    withheld: dict[str, str] = {}
+    reasons: dict[Any, str | None] = {}  # one check per function: the browser tools share theirs
+    for tool in registry.select(enabled):
+        if tool.unavailable not in reasons:
+            reasons[tool.unavailable] = tool.unavailable_reason(settings)
+        reason = reasons[tool.unavailable]
+        if reason is None:
+            offered.append(tool)
+        elif enabled is None:
+            withheld[tool.name] = reason
+        else:
+            offered.append(_marked_unavailable(tool, reason))
+    return ToolOffer(offered, withheld)
+
+
+def _marked_unavailable(tool: Tool, reason: str) -> Tool:
+    # The note ends the first line: every surface that shows only a tool's summary line (the
+    # execute_code description, `herald tools`) shows it too.
+    first, sep, rest = tool.description.strip().partition("\n")
+    note = f"{UNAVAILABLE_NOTE}{reason.strip().rstrip('.')}."
+    return dataclasses.replace(tool, description=f"{first.rstrip()} {note}{sep}{rest}")
