@@ -71,7 +71,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
     from ..policy import Policy
     from ..policy.approvals import terminal_approvals
     from ..runtime import Runtime
-    from ..runtime.sandbox.host_child import SandboxStartError
+    from ..runtime.sandbox.contract import SandboxStartError
 
     if args.events and not args.json:
         raise UsageError("--events goes with --json (the events are JSON lines before the result object)")

@@ -58,7 +58,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ..mcp.serve import Approvals, build_server, serve_http, serve_stdio
     from ..policy import Policy
     from ..runtime import Runtime
-    from ..runtime.sandbox.host_child import SandboxStartError
+    from ..runtime.sandbox.contract import SandboxStartError
 
     _require_sdk()
     address = _address(args.http) if args.http else None

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from ..capture import CappedCapture
 from ..config import Settings
 from .dispatcher import CallScope
-from .sandbox.host_child import Collected
+from .sandbox.contract import Collected
 from .sandbox.result import ExecutionResult
 
 # on_output(stream, data): "stdout" or "stderr", and the bytes as the script produced them.

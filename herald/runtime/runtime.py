@@ -51,10 +51,11 @@ from .owned import owned_tempdir
 from .rpc.server import RpcServer
 from .sandbox import forkserver, isolation
 from .sandbox.backend_sandbox import BackendPythonError, BackendSandbox
-from .sandbox.contract import SandboxChild
-from .sandbox.host_child import ChildProcess, SandboxStartError, drain_fd
+from .sandbox.contract import SandboxChild, SandboxStartError
+from .sandbox.host_child import ChildProcess
 from .sandbox.isolation import Isolation, shared_root
 from .sandbox.result import ExecutionResult
+from .sandbox.streams import drain_fd
 from .sandbox.stubgen import write_sandbox
 from .selfguard import guard_process
 from .warm import WarmChildren

@@ -41,7 +41,8 @@ from ..._sandbox.protocol import FrameBuffer, ProtocolError, encode_frame, reply
 from ...backends.base import Channel
 from ...capture import CappedCapture
 from ..rpc.server import Handler, serve_call
-from .host_child import Collected, OutputStream, Reason, SandboxStartError, drain_fd
+from .contract import Collected, Reason, SandboxStartError
+from .streams import OutputStream, drain_fd
 
 POLL_SECONDS = 0.05  # how long the collect loop waits on a quiet stream before checking interrupts
 KILL_MARGIN_SECONDS = 3.0  # time past the kill grace for the backend to report the exit

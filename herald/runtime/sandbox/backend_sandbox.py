@@ -30,7 +30,8 @@ from ...config import Settings
 from ..rpc.server import Handler
 from .backend_child import BackendChild, LocalGrants
 from .backend_zygote import BackendZygote
-from .host_child import LOADER, SandboxStartError
+from .contract import SandboxStartError
+from .host_child import LOADER
 from .stubgen import RUNTIME_PACKAGE
 
 REMOTE_LOADER = (

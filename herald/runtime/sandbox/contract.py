@@ -8,16 +8,31 @@ A child's life: made (and warming up) → `wait_ready` → `send` a run (`{"mode
 "socket", "token", "cwd", "code"|"sentinel", "line_buffered"}`; later `{"code", "line_buffered"}`
 cells for a kernel) → `collect` until it exits, a kernel cell is done, or the deadline / an
 interrupt kills it → `kill` (idempotent; also for a child never used).
+What `collect` returns (`Collected`) and the error of a child that cannot start are defined here,
+with the contract, so neither implementation depends on the other.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Literal, Protocol
 
 from ..._sandbox import frames
 from ...capture import CappedCapture
-from .host_child import Collected
+
+Reason = Literal["exited", "done", "timeout", "interrupted"]
+
+
+class SandboxStartError(RuntimeError):
+    """The child interpreter could not start; the message carries its stderr."""
+
+
+@dataclass
+class Collected:
+    reason: Reason
+    exit_code: int | None = None  # from the "done" frame (kernel) or the process status
+    alive: bool = False  # the child still runs (a kernel after "done")
 
 
 class SandboxChild(Protocol):

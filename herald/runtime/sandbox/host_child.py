@@ -15,8 +15,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from ..._sandbox import frames
 from ..._sandbox.bootstrap import KEEP_ARG
@@ -24,8 +23,10 @@ from ..._sandbox.procs import KillClock, descendants, signal_pids
 from ..._sandbox.protocol import MAX_CONTROL_FRAME_BYTES, FrameBuffer, ProtocolError, encode_frame
 from ...capture import CappedCapture
 from . import spawner
+from .contract import Collected, Reason, SandboxStartError
 from .forkserver import ForkServer, ForkServerError
 from .isolation import Isolation
+from .streams import OutputStream, drain_fd
 from .stubgen import RUNTIME_PACKAGE
 
 LOADER = (
@@ -33,68 +34,7 @@ LOADER = (
     f"from {RUNTIME_PACKAGE}.bootstrap import main; main()"
 )
 EXIT_SETTLE_SECONDS = 2.0
-Reason = Literal["exited", "done", "timeout", "interrupted"]
 log = logging.getLogger(__name__)
-
-
-class SandboxStartError(RuntimeError):
-    """The child interpreter could not start; the message carries its stderr."""
-
-
-@dataclass
-class Collected:
-    reason: Reason
-    exit_code: int | None = None  # from the "done" frame (kernel) or the process status
-    alive: bool = False  # the child still runs (a kernel after "done")
-
-
-@dataclass
-class OutputStream:
-    """One output stream of a child, fed to its capture; with a sentinel (kernel runs), the
-    capture ends where the sentinel appears."""
-
-    fd: int
-    capture: CappedCapture
-    sentinel: bytes | None = None
-    seen: bool = False
-    open: bool = True
-    pending: bytes = field(default=b"")
-
-    def feed(self, data: bytes) -> None:
-        if self.sentinel is None or self.seen:
-            if not self.seen:
-                self.capture.feed(data)
-            return
-        buf = self.pending + data
-        at = buf.find(self.sentinel)
-        if at >= 0:
-            self.capture.feed(buf[:at])
-            self.seen = True
-            self.pending = b""
-            return
-        # Hold back only a tail that could be the start of the sentinel, so live output of a
-        # kernel cell is not delayed until the cell ends.
-        keep = _sentinel_prefix_at_end(buf, self.sentinel)
-        if len(buf) > keep:
-            self.capture.feed(buf[: len(buf) - keep])
-            buf = buf[len(buf) - keep :]
-        self.pending = buf
-
-    def finish(self) -> None:
-        """The stream ended before its sentinel (the kernel died): what was held back is output."""
-        if self.pending:
-            self.capture.feed(self.pending)
-            self.pending = b""
-
-
-def _sentinel_prefix_at_end(buf: bytes, sentinel: bytes) -> int:
-    """Length of the longest end of `buf` that is a proper prefix of `sentinel`."""
-    if sentinel[:1] not in buf[-(len(sentinel) - 1) :]:
-        return 0  # the usual case: no byte that could start the sentinel
-    for size in range(min(len(buf), len(sentinel) - 1), 0, -1):
-        if sentinel.startswith(buf[-size:]):
-            return size
-    return 0
 
 
 class _Spawned:
@@ -408,12 +348,3 @@ class ChildProcess:
                     os.close(fd)
                 except OSError:
                     pass
-
-
-def drain_fd(fd: int) -> None:
-    """Read a non-blocking fd until it is empty."""
-    try:
-        while os.read(fd, 4096):
-            pass
-    except BlockingIOError:
-        pass
