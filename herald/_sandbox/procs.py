@@ -114,6 +114,29 @@ def children_of(pid: int) -> List[int]:
     return found
 
 
+def host_pid(root: int, ns_pid: int) -> Optional[int]:
+    """Our pid of the process below `root` whose innermost pid (in its own PID namespace, as a
+    bwrap-confined zygote names its forks) is `ns_pid`; None if there is none."""
+    frontier = [root]
+    while frontier:
+        below: List[int] = []
+        for pid in frontier:
+            below.extend(children_of(pid))
+        for pid in below:
+            try:
+                with open("/proc/%d/status" % pid) as f:
+                    for line in f:
+                        if line.startswith("NSpid:"):
+                            ids = line.split()[1:]
+                            if len(ids) > 1 and int(ids[-1]) == ns_pid:
+                                return pid
+                            break
+            except OSError:
+                continue
+        frontier = below
+    return None
+
+
 def signal_pids(pids: Iterable[int], sig: int) -> None:
     """Signal each pid, and the whole group of any that leads one; gone ones are skipped."""
     for target in pids:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import array
 import json
 import logging
-import os
 import shutil
 import signal
 import socket
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._sandbox import frames
-from ..._sandbox.procs import alive
+from ..._sandbox.procs import alive, host_pid
 from . import spawner
 from .isolation import Isolation, shared_root
 from .stubgen import RUNTIME_PACKAGE, write_runtime_package
@@ -138,7 +137,7 @@ class ForkServer:
         pid = int(reply["pid"])
         if self.isolation.mode != "bwrap":
             return pid
-        host = _host_pid(self.proc.pid, pid)
+        host = host_pid(self.proc.pid, pid)
         if host is None:
             raise ForkServerError(f"the fork server's child {pid} is not visible from here")
         with self._cond:
@@ -195,33 +194,6 @@ _servers: dict[Key, ForkServer] = {}
 _users: dict[Key, int] = {}
 _failed: set[Key] = set()
 _pool_lock = threading.Lock()
-
-
-def _host_pid(root: int, ns_pid: int) -> int | None:
-    """This machine's pid of the process below `root` whose innermost pid is `ns_pid`."""
-    frontier = [root]
-    while frontier:
-        below: list[int] = []
-        for pid in frontier:
-            try:
-                for task in os.listdir(f"/proc/{pid}/task"):
-                    with open(f"/proc/{pid}/task/{task}/children") as f:
-                        below += [int(p) for p in f.read().split()]
-            except OSError:
-                continue
-        for pid in below:
-            try:
-                with open(f"/proc/{pid}/status") as f:
-                    for line in f:
-                        if line.startswith("NSpid:"):
-                            ids = line.split()[1:]
-                            if len(ids) > 1 and int(ids[-1]) == ns_pid:
-                                return pid
-                            break
-            except OSError:
-                continue
-        frontier = below
-    return None
 
 
 class Lease:

@@ -1,4 +1,4 @@
-"""OS isolation of the script: what it can see of this machine (host mode).
+"""OS isolation of the script: what it can see of the machine it runs on.
 
 Policy (setting `sandbox.isolation`, default "auto"):
 - "bwrap": the sandbox interpreter (the fork server's zygote, or a spawned child) starts under
@@ -16,6 +16,13 @@ Policy (setting `sandbox.isolation`, default "auto"):
   files, so the well-known secret stores under /etc (shadow, ssh host keys, sudoers, private TLS
   keys) are masked.
 
+In-backend execution (exec_mode "backend") on the local and SSH backends takes the same policy
+there: `request` is what the settings ask, the backend's probe (_sandbox/isolate.py `probe`, in
+the one-round-trip setup of backend_sandbox.py) answers what it has, `settle` decides, and the
+backend's supervisor and zygote build the same bwrap view (or Landlock rules) from it, with the
+backend's sandbox directory and interpreter read-only. Docker and Modal: the container is the
+boundary ("container").
+
 Every Runtime of this process keeps its sandbox files and RPC socket under one private directory
 (`shared_root()`), mounted read-only into every sandbox: a zygote serves many Runtimes, and each
 run's token, not the file system, separates them.
@@ -25,25 +32,20 @@ from __future__ import annotations
 
 import atexit
 import functools
-import json
 import os
 import shutil
-import subprocess
-import sys
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-from ..._sandbox import confine
+from ..._sandbox import isolate
 from ...config import Settings
 from ..owned import owned_tempdir
 
 MODES = ("auto", "bwrap", "landlock", "none")
+PENDING = "not known yet"  # in-backend, until the backend has been reached and probed
 NETWORKS = ("none", "host")
-SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-# Secret stores a root-in-namespace script could read (it owns root-owned files): masked.
-MASKED_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers")
-MASKED_DIRS = ("/etc/ssh", "/etc/sudoers.d", "/etc/ssl/private", "/etc/herald")
 
 _root_lock = threading.Lock()
 _root: str | None = None
@@ -59,6 +61,7 @@ class Isolation:
     read_write: tuple[str, ...] = field(default=())  # the workspace and extra read-write binds
     masked: tuple[str, ...] = field(default=())  # paths hidden even inside those (Herald's data)
     network: str = "none"
+    bwrap: str = ""  # bwrap's path where the script runs (in-backend: what the backend's probe found)
 
     @property
     def holds_processes(self) -> bool:
@@ -68,7 +71,7 @@ class Isolation:
     @property
     def describe(self) -> str:
         """One line for results, `herald doctor` and the live view."""
-        if self.mode in ("none", "container"):
+        if self.mode in ("none", "container", PENDING):
             return f"{self.mode} ({self.reason})" if self.reason else self.mode
         net = "no network" if self.network == "none" else "host network"
         extra = f"; {self.reason}" if self.reason else ""
@@ -79,53 +82,18 @@ class Isolation:
         the rules it applies to itself (_sandbox/confine.py) and a private scratch directory."""
         if self.mode != "landlock":
             return {}
-        scratch = os.path.join(shared_root(), "tmp")
-        os.makedirs(scratch, mode=0o700, exist_ok=True)
-        system = [p for p in (*SYSTEM_DIRS, "/proc", "/dev") if os.path.exists(p)]
-        devices = [p for p in ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty") if os.path.exists(p)]
-        rules = {
-            "read_only": [*system, *self.read_only],
-            "read_write": [*self.read_write, scratch, *devices],
-            "network": self.network == "host",
-        }
-        return {confine.ENV: json.dumps(rules), "HOME": scratch, "TMPDIR": scratch}
+        return isolate.confined_environ(self.wire(), os.path.join(shared_root(), "tmp"))
 
     def command(self, argv: Sequence[str]) -> list[str]:
         """`argv` wrapped so that it starts inside the isolation (bwrap), else unchanged."""
         if self.mode != "bwrap":
             return list(argv)
-        return [*self._bwrap_args(), "--", *argv]
+        return isolate.confined_command(dict(self.wire(), bwrap=self.bwrap or bwrap_path() or "bwrap"), argv)
 
-    def _bwrap_args(self) -> list[str]:
-        args = [
-            bwrap_path() or "bwrap",
-            "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--die-with-parent", "--new-session",
-            "--cap-drop", "ALL",  # as root, bwrap would keep them: root in the namespace owns root's files
-        ]
-        if self.network != "host":
-            args.append("--unshare-net")
-        for path in SYSTEM_DIRS:
-            if os.path.islink(path):  # merged /usr: /lib -> usr/lib
-                args += ["--symlink", os.readlink(path), path]
-            elif os.path.isdir(path):
-                args += ["--ro-bind", path, path]
-        for path in MASKED_FILES:
-            if os.path.exists(path):
-                args += ["--ro-bind", "/dev/null", path]
-        for path in MASKED_DIRS:
-            if os.path.isdir(path):
-                args += ["--tmpfs", path]
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--setenv", "HOME", "/tmp"]
-        # Parents before children, so that a bind inside another one lands on top of it.
-        binds = [(p, "--ro-bind") for p in self.read_only] + [(p, "--bind") for p in self.read_write]
-        for path, how in sorted(binds, key=lambda item: item[0].count("/")):
-            if os.path.exists(path):
-                args += [how, path, path]
-        for path in self.masked:
-            if os.path.isdir(path):
-                args += ["--tmpfs", path]
-        return args
+    def wire(self) -> dict[str, Any]:
+        """This isolation as the JSON spec the sandbox side builds from (_sandbox/isolate.py)."""
+        return {"mode": self.mode, "read_only": list(self.read_only), "read_write": list(self.read_write),
+                "masked": list(self.masked), "network": self.network, "bwrap": self.bwrap}
 
 
 def resolve(settings: Settings, workspace: str, python: str, *, writable_workspace: bool = True) -> Isolation:
@@ -133,33 +101,60 @@ def resolve(settings: Settings, workspace: str, python: str, *, writable_workspa
     under the read-only permission profile (`writable_workspace` False) the script's own
     open() cannot write the workspace either. Raises ValueError when a mode that was asked for
     explicitly cannot be had here."""
-    sandbox = settings.sandbox
-    mode = sandbox.isolation
-    if mode not in MODES:
-        raise ValueError(f"unknown sandbox.isolation {mode!r}: use one of {', '.join(MODES)}")
-    if sandbox.network not in NETWORKS:
-        raise ValueError(f"unknown sandbox.network {sandbox.network!r}: use \"none\" or \"host\"")
-    if mode == "none":
-        return Isolation("none", "sandbox.isolation = \"none\"")
-    ro_workspace = [] if writable_workspace else [_real(workspace)]
-    rw_workspace = [_real(workspace)] if writable_workspace else []
-    read_only = tuple(dict.fromkeys([shared_root(), *interpreter_dirs(python), *ro_workspace,
-                                     *map(_real, sandbox.ro_binds)]))
-    read_write = tuple(dict.fromkeys([*rw_workspace, *map(_real, sandbox.rw_binds)]))
-    masked = tuple(p for p in (_real(str(settings.data_dir)),) if _inside_any(p, read_only + read_write))
-    spec = dict(read_only=read_only, read_write=read_write, masked=masked, network=sandbox.network)
-    problem = bwrap_problem()
-    if problem is None and mode in ("auto", "bwrap"):
-        return Isolation("bwrap", **spec)  # type: ignore[arg-type]
-    if mode == "bwrap":
-        raise ValueError(f"sandbox.isolation = \"bwrap\" but {problem}")
+    asked = request(settings, _real(workspace), writable_workspace=writable_workspace)
+    if asked.mode == "none":
+        return asked
+    read_only = tuple(dict.fromkeys([shared_root(), *interpreter_dirs(python), *map(_real, asked.read_only)]))
+    read_write = tuple(map(_real, asked.read_write))
+    masked = tuple(p for p in map(_real, asked.masked) if isolate.inside_any(p, read_only + read_write))
     from ..._sandbox import landlock
 
-    if landlock.abi_version() > 0:
-        return Isolation("landlock", "" if mode == "landlock" else f"bwrap unusable: {problem}", **spec)  # type: ignore[arg-type]
+    found = {"bwrap": bwrap_path() or "", "bwrap_problem": bwrap_problem(), "landlock": landlock.abi_version()}
+    return settle(replace(asked, read_only=read_only, read_write=read_write, masked=masked), found, "here")
+
+
+def request(settings: Settings, workspace: str, *, writable_workspace: bool = True) -> Isolation:
+    """What `settings` ask for a script working in `workspace`, before anything is probed: mode
+    as asked ("auto" ...), paths as given (in-backend, the backend makes them real and adds its
+    sandbox files and interpreter, _sandbox/isolate.py). Raises ValueError on unknown settings."""
+    check(settings)
+    sandbox = settings.sandbox
+    mode = sandbox.isolation
+    if mode == "none":
+        return Isolation("none", "sandbox.isolation = \"none\"")
+    workspace_binds = ([workspace], []) if not writable_workspace else ([], [workspace])
+    read_only = tuple(dict.fromkeys([*workspace_binds[0], *sandbox.ro_binds]))
+    read_write = tuple(dict.fromkeys([*workspace_binds[1], *sandbox.rw_binds]))
+    return Isolation(mode, read_only=read_only, read_write=read_write, masked=(str(settings.data_dir),),
+                     network=sandbox.network)
+
+
+def check(settings: Settings) -> None:
+    """ValueError, saying what to set, when the isolation settings name no known mode."""
+    if settings.sandbox.isolation not in MODES:
+        raise ValueError(f"unknown sandbox.isolation {settings.sandbox.isolation!r}: use one of {', '.join(MODES)}")
+    if settings.sandbox.network not in NETWORKS:
+        raise ValueError(f"unknown sandbox.network {settings.sandbox.network!r}: use \"none\" or \"host\"")
+
+
+def settle(asked: Isolation, found: Mapping[str, Any], where: str) -> Isolation:
+    """The isolation in force for `asked` (from `request`) given what a probe `found` where the
+    script runs (_sandbox/isolate.py `probe`): auto takes bwrap, else Landlock, else none, and
+    says why. Raises ValueError when a mode asked for explicitly cannot be had `where`."""
+    mode, problem = asked.mode, found.get("bwrap_problem")
+    if mode == "none":
+        return asked
+    if problem is None and mode in ("auto", "bwrap"):
+        return replace(asked, mode="bwrap", bwrap=str(found.get("bwrap") or ""))
+    if mode == "bwrap":
+        raise ValueError(f"sandbox.isolation = \"bwrap\" but {problem}" + ("" if where == "here" else f" on {where}"))
+    at = "" if where == "here" else f" on {where}"
+    if int(found.get("landlock") or 0) > 0:
+        return replace(asked, mode="landlock", reason="" if mode == "landlock" else f"bwrap unusable{at}: {problem}")
     if mode == "landlock":
-        raise ValueError("sandbox.isolation = \"landlock\" but this kernel has no Landlock")
-    return Isolation("none", f"neither bwrap ({problem}) nor Landlock is usable here")
+        raise ValueError(f"sandbox.isolation = \"landlock\" but {'this kernel' if where == 'here' else where} "
+                         "has no Landlock")
+    return Isolation("none", f"neither bwrap ({problem}) nor Landlock is usable {where}")
 
 
 def bwrap_path() -> str | None:
@@ -169,29 +164,13 @@ def bwrap_path() -> str | None:
 @functools.lru_cache(maxsize=1)
 def bwrap_problem() -> str | None:
     """Why bubblewrap cannot isolate a process here (None: it can). Probed once per process."""
-    path = bwrap_path()
-    if path is None:
-        return "bwrap is not installed (Debian: apt-get install bubblewrap)"
-    probe = Isolation("bwrap", read_only=(), read_write=()).command(["/bin/true"])
-    try:
-        done = subprocess.run(probe, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bwrap did not run: {exc}"
-    if done.returncode != 0:
-        return f"bwrap cannot create namespaces here: {done.stderr.strip()[:200] or done.returncode}"
-    return None
+    return isolate.bwrap_problem(bwrap_path())
 
 
 def interpreter_dirs(python: str) -> list[str]:
     """Directories the sandbox interpreter needs read-only: its installation (outside /usr)
     and, for a venv, the venv and its base installation."""
-    found: list[str] = []
-    candidates = [python, os.path.realpath(python)]
-    if os.path.realpath(python) == os.path.realpath(sys.executable):
-        found += [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
-    for path in candidates:
-        found.append(os.path.dirname(os.path.dirname(os.path.abspath(path))))  # <prefix>/bin/python
-    return [_real(p) for p in dict.fromkeys(found) if not _inside_any(_real(p), ("/usr",)) and p != "/"]
+    return isolate.interpreter_dirs(python)
 
 
 def shared_root() -> str:
@@ -208,5 +187,3 @@ def _real(path: str) -> str:
     return os.path.realpath(os.path.expanduser(path))
 
 
-def _inside_any(path: str, roots: Sequence[str]) -> bool:
-    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
