@@ -23,9 +23,9 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from . import frames
+from . import frames, isolate
 from .client import at_unix_path
-from .procs import alive
+from .procs import alive, host_pid
 
 FORK_REPLY_TIMEOUT = 5.0  # a zygote that does not answer this fast is treated as gone
 LOST_STATUS = -signal.SIGKILL  # an exit nobody could report (the zygote died) after a kill
@@ -82,12 +82,13 @@ class Spawned(ScriptProcess):
 
 
 class Forked(ScriptProcess):
-    def __init__(self, sock: socket.socket, pid: int, fds: "Tuple[int, int, int, int]") -> None:
+    def __init__(self, sock: socket.socket, pid: int, fds: "Tuple[int, int, int, int]", ns_pid: int = 0) -> None:
         super().__init__(*fds)
         sock.setblocking(False)
         self.sock: Optional[socket.socket] = sock
         self.watch = sock.fileno()
-        self.pid = pid
+        self.pid = pid  # ours: what we signal and watch
+        self.ns_pid = ns_pid or pid  # the zygote's name for it (in its PID namespace, under bwrap)
         self.status: Optional[int] = None
 
     def readable(self) -> None:
@@ -106,7 +107,7 @@ class Forked(ScriptProcess):
             message = json.loads(data.decode("utf-8"))
         except ValueError:
             return
-        if message.get("op") == frames.EXIT and message.get("pid") == self.pid:
+        if message.get("op") == frames.EXIT and message.get("pid") == self.ns_pid:
             self.status = int(message.get("status", LOST_STATUS))
 
     def exited(self) -> bool:
@@ -116,7 +117,7 @@ class Forked(ScriptProcess):
         status = self.status
         if self.sock is not None:
             try:
-                self.sock.send(json.dumps({"op": frames.REAP, "pid": self.pid}).encode("utf-8"))
+                self.sock.send(json.dumps({"op": frames.REAP, "pid": self.ns_pid}).encode("utf-8"))
             except OSError:
                 pass
         self._disconnect()
@@ -150,9 +151,11 @@ def _close(fds: "List[int]") -> None:
             pass
 
 
-def fork_script(zygote_path: str, sandbox_dir: str) -> Forked:
+def fork_script(zygote_path: str, sandbox_dir: str, namespaced: bool = False) -> Forked:
     """A child forked by the zygote listening on `zygote_path`; OSError if there is none
-    there or it fails to give one (the caller spawns instead)."""
+    there or it fails to give one (the caller spawns instead). `namespaced`: the zygote runs in
+    a PID namespace of its own (bwrap) and names the child by its pid there; ours is found
+    below the process that bound the socket (bwrap, which started the zygote)."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     ours, theirs = _pipes()
     try:
@@ -163,7 +166,9 @@ def fork_script(zygote_path: str, sandbox_dir: str) -> Forked:
         reply: Dict[str, Any] = json.loads(sock.recv(65536).decode("utf-8") or "{}")
         if reply.get("op") != frames.FORKED:
             raise OSError("the zygote refused: %s" % (reply.get("message") or "it went away"))
-        pid = int(reply["pid"])
+        ns_pid = pid = int(reply["pid"])
+        if namespaced:
+            pid = _ours(sock, ns_pid)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         sock.close()
         _close(ours)
@@ -171,16 +176,35 @@ def fork_script(zygote_path: str, sandbox_dir: str) -> Forked:
     finally:
         _close(theirs)
     out_r, err_r, ctl_in, ctl_out = ours
-    return Forked(sock, pid, (out_r, err_r, ctl_in, ctl_out))
+    return Forked(sock, pid, (out_r, err_r, ctl_in, ctl_out), ns_pid)
 
 
-def spawn_script(loader: str, sandbox_dir: str, env: "Mapping[str, str]") -> Spawned:
-    """A fresh interpreter running `loader` (bootstrap.py's main) in its own session."""
+def _ours(sock: socket.socket, ns_pid: int) -> int:
+    """Our pid of the zygote's child `ns_pid`: the socket's peer is the process that listened
+    (bwrap's, exec'd from the zygote that bound it); the child is below it."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, getattr(socket, "SO_PEERCRED"), 12)  # noqa: B009
+    found = host_pid(int.from_bytes(creds[0:4], sys.byteorder), ns_pid)
+    if found is None:
+        try:  # a child we cannot name cannot be contained: let it go
+            sock.send(json.dumps({"op": frames.REAP, "pid": ns_pid}).encode("utf-8"))
+        except OSError:
+            pass
+        raise OSError("the zygote's child %d is not visible from here" % ns_pid)
+    return found
+
+
+def spawn_script(
+    loader: str, sandbox_dir: str, env: "Mapping[str, str]", isolation: "Optional[Dict[str, Any]]" = None
+) -> Spawned:
+    """A fresh interpreter running `loader` (bootstrap.py's main) in its own session, confined
+    by `isolation` (a completed spec, isolate.py): under bwrap its pid is bwrap's."""
     ours, theirs = _pipes()
     out_w, err_w, to_child_r, from_child_w = theirs
+    argv = [sys.executable, "-I", "-B", "-c", loader, sandbox_dir, str(to_child_r), str(from_child_w)]
+    env = dict(env, **isolate.confined_environ(isolation, os.path.join(sandbox_dir, "tmp")))
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", "-c", loader, sandbox_dir, str(to_child_r), str(from_child_w)],
+            isolate.confined_command(isolation, argv),
             stdin=subprocess.DEVNULL,
             stdout=out_w,
             stderr=err_w,

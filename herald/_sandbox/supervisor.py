@@ -47,7 +47,7 @@ import time
 import traceback
 from typing import Any, Dict, List, Optional, Set
 
-from . import frames
+from . import frames, isolate
 
 # The /proc walk finds descendants that left the script's process group.
 from .environ import sandbox_environ
@@ -139,14 +139,16 @@ class Supervisor:
         """Forked by the Runtime's zygote when Herald names one (setting sandbox.fork_server),
         else, or when that fails, a freshly spawned interpreter."""
         zygote = message.get("fork_server")
+        spec = message.get("isolation")  # confined as in host mode (isolate.py); the zygote confines itself
+        spec = isolate.complete(spec, self.sandbox_dir) if isinstance(spec, dict) else None
         if isinstance(zygote, str) and zygote:
             try:
-                return fork_script(zygote, self.sandbox_dir)
+                return fork_script(zygote, self.sandbox_dir, namespaced=bool(spec and spec.get("mode") == "bwrap"))
             except OSError:
                 pass  # not started yet, killed, or refused: spawn, as without a fork server
         # The host mode's policy (environ.py) on this machine's environment.
         env = sandbox_environ(os.environ, message.get("env", {}).get("passthrough", ()))
-        return spawn_script(message["loader"], self.sandbox_dir, env)
+        return spawn_script(message["loader"], self.sandbox_dir, env, spec)
 
     def child_exited(self) -> bool:
         return self.child is not None and self.child.exited()

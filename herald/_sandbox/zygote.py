@@ -7,11 +7,14 @@ Two ways to start it, one mechanism:
   environment, in its own session, with nothing on stdin/stdout/stderr. SOCKET_FD is a
   SOCK_SEQPACKET pair end to Herald, its one client; when Herald's end closes, it leaves.
 - In-backend execution (runtime/sandbox/backend_zygote.py): `python -I -B -c <loader> SANDBOX_DIR
-  --listen SOCKET_PATH [PASSTHROUGH_NAME...]` on an exec channel of its own that lives as long
-  as the Runtime. It applies environ.py's policy to its own environment (what a spawned child
-  would get), listens on SOCKET_PATH (in the private sandbox directory) and serves every run's
-  supervisor (supervisor.py, scriptproc.py) on a connection of its own. It leaves when its stdin
-  ends: the channel closed, or Herald went away.
+  --listen SOCKET_PATH [--isolation SPEC] [PASSTHROUGH_NAME...]` on an exec channel of its own
+  that lives as long as the Runtime. It applies environ.py's policy to its own environment (what
+  a spawned child would get), listens on SOCKET_PATH (in the private sandbox directory) and
+  serves every run's supervisor (supervisor.py, scriptproc.py) on a connection of its own. It
+  leaves when its stdin ends: the channel closed, or Herald went away. With a bwrap SPEC it binds
+  the socket here, then starts again inside bwrap with that socket (`--listener-fd`), so the
+  supervisors outside reach it and every fork is confined; with a Landlock SPEC it restricts
+  itself once the socket is bound.
 
 Each message is one JSON object:
 
@@ -64,6 +67,8 @@ PREIMPORTS = (
 MAX_MESSAGE = 65536
 FDS_PER_FORK = 4
 LISTEN_FLAG = "--listen"
+ISOLATION_FLAG = "--isolation"  # then a JSON spec (_sandbox/isolate.py): confine ourselves, and so every fork
+LISTENER_FD_FLAG = "--listener-fd"  # then the fd of the socket bound outside, once inside bwrap
 
 
 class _Child:
@@ -338,6 +343,28 @@ def _listen(path: str) -> socket.socket:
     return listener
 
 
+def _confined_listener(sandbox_dir: str, path: str, spec: "Dict[str, Any]", passthrough: "List[str]") -> socket.socket:
+    """Bind the socket here, where the supervisors are, then confine ourselves by `spec`:
+    under bwrap, start again inside it with the socket (never returns); under Landlock,
+    restrict this process (confine.py). The listener, for Landlock."""
+    from . import isolate
+
+    spec = isolate.complete(spec, sandbox_dir)
+    listener = _listen(path)
+    os.environ.update(isolate.confined_environ(spec, os.path.join(sandbox_dir, "tmp")))
+    if spec.get("mode") == "bwrap":
+        os.set_inheritable(listener.fileno(), True)
+        loader = "import sys; sys.path.insert(0, sys.argv[1]); from %s.zygote import main; main()" % __package__
+        argv = [sys.executable, "-I", "-B", "-c", loader, sandbox_dir, LISTEN_FLAG, path,
+                LISTENER_FD_FLAG, str(listener.fileno()), *passthrough]
+        command = isolate.confined_command(spec, argv)
+        os.execv(command[0], command)
+    from .confine import confine_from_environ
+
+    confine_from_environ()
+    return listener
+
+
 def _kill_tree_and_exit(signum: int, frame: Any) -> None:
     signal_pids(descendants(os.getpid()), signal.SIGKILL)
     os._exit(128 + signum)
@@ -346,7 +373,7 @@ def _kill_tree_and_exit(signum: int, frame: Any) -> None:
 def main() -> None:
     sys.path.insert(0, sys.argv[1])
     if len(sys.argv) > 3 and sys.argv[2] == LISTEN_FLAG:
-        main_listening(sys.argv[3], sys.argv[4:])
+        main_listening(sys.argv[1], sys.argv[3], sys.argv[4:])
         return
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=int(sys.argv[2]))
     from .confine import confine_from_environ
@@ -362,17 +389,26 @@ def main() -> None:
     Zygote(herald=sock).serve()
 
 
-def main_listening(path: str, passthrough: "List[str]") -> None:
+def main_listening(sandbox_dir: str, path: str, rest: "List[str]") -> None:
     from .environ import sandbox_environ
 
+    spec = None  # type: Optional[Dict[str, Any]]
+    inherited = None  # type: Optional[int]
+    if rest[:1] == [ISOLATION_FLAG]:
+        spec, rest = json.loads(rest[1]), rest[2:]
+    elif rest[:1] == [LISTENER_FD_FLAG]:
+        inherited, rest = int(rest[1]), rest[2:]
     # Children inherit this environment: make it the one a spawned child would be given.
-    environ = sandbox_environ(os.environ, passthrough)
+    environ = sandbox_environ(os.environ, rest)
     os.environ.clear()
     os.environ.update(environ)
+    listener = _confined_listener(sandbox_dir, path, spec, rest) if spec else None
     become_subreaper()
     set_dumpable(False)
     _preimport()
-    listener = _listen(path)  # only now: a supervisor that can connect finds a ready zygote
+    if listener is None:  # only now: a supervisor that can connect finds a ready zygote
+        listener = _listen(path) if inherited is None else socket.socket(fileno=inherited)
+        listener.setblocking(False)
     zygote = Zygote(listener=listener, lifeline=0)
     try:
         zygote.serve()

@@ -26,7 +26,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -144,10 +144,11 @@ class Runtime:
                     self._grants.lookup,
                     lambda grant, message, echo: self.dispatcher.serve(grant.scope, message, echo),
                     BackendTools(self.dispatcher) if self.settings.sandbox.backend_tools else None,
+                    self._backend_isolation(),
                 )
                 undo.callback(self._remote.close)
             self._child_env = sandbox_environ(herald_environ(), self.settings.sandbox.env_passthrough)
-            self.isolation = self._isolation()
+            self._isolation_here = self._isolation()
             self._child_env.update(self.isolation.child_environ())
             self._forks: forkserver.Lease | None = None
             if self._remote is None and self.settings.sandbox.fork_server:
@@ -198,12 +199,28 @@ class Runtime:
         return ChildProcess(self.settings.sandbox.python, self._sandbox_dir, self._child_env, forkserver=server,
                             isolation=self.isolation)
 
+    @property
+    def isolation(self) -> Isolation:
+        """The isolation in force. In backend mode: what the backend's probe found, once the
+        backend has been reached (the first run, or the warm child's start)."""
+        return self._remote.isolation if self._remote is not None else self._isolation_here
+
+    def _backend_isolation(self) -> Callable[[], Isolation] | None:
+        """What the settings ask of the backend, for the workspace its shell is in once it is
+        reached (settled by its probe, backend_sandbox.py); None where the container is the
+        boundary (Docker, Modal)."""
+        if self.backend.name in ("docker", "modal"):
+            return None
+        try:
+            isolation.check(self.settings)
+        except ValueError as exc:
+            raise SandboxStartError(str(exc)) from None
+        writable = self.dispatcher.policy.profile != "read-only"
+        return lambda: isolation.request(self.settings, self.backend.cwd, writable_workspace=writable)
+
     def _isolation(self) -> Isolation:
-        if self._remote is not None:  # the backend is the boundary there
-            if self.backend.name in ("docker", "modal"):
-                return Isolation("container", f"the {self.backend.name} container is the boundary")
-            return Isolation("none", f"the script runs as the {self.backend.name} backend's user; "
-                                     "bwrap inside the backend is not used yet")
+        if self._remote is not None:  # settled by the backend's probe (backend_sandbox.py)
+            return self._remote.isolation
         try:
             return isolation.resolve(self.settings, self._script_cwd(), self.settings.sandbox.python,
                                      writable_workspace=self.dispatcher.policy.profile != "read-only")

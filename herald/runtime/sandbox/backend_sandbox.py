@@ -21,7 +21,7 @@ import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..._sandbox import frames
 from ...backends.base import Backend, BackendError
@@ -32,6 +32,7 @@ from .backend_child import BackendChild, LocalGrants
 from .backend_zygote import BackendZygote
 from .contract import SandboxStartError
 from .host_child import LOADER
+from .isolation import PENDING, Isolation, settle
 from .stubgen import RUNTIME_PACKAGE
 
 REMOTE_LOADER = (
@@ -59,6 +60,10 @@ SETUP = (
     "        with open(path, 'wb') as out:\n"
     "            out.write(files[name].encode('utf-8'))\n"
     f"    print('{PROBE_MARK} unpacked')\n"
+    "    if sys.argv[2:3] == ['probe']:\n"  # what can confine a script there (_sandbox/isolate.py)
+    "        sys.path.insert(0, sys.argv[1])\n"
+    f"        from {RUNTIME_PACKAGE}.isolate import probe\n"
+    f"        print('{PROBE_MARK} isolation ' + json.dumps(probe()))\n"
 )
 
 S = TypeVar("S")
@@ -67,6 +72,10 @@ log = logging.getLogger(__name__)
 
 class BackendPythonError(SandboxStartError):
     """The backend has no usable Python for in-backend execution; the message says what to do."""
+
+
+class BackendIsolationError(BackendPythonError):
+    """The isolation the settings ask for explicitly cannot be had on the backend: a setting to fix."""
 
 
 class BackendSandbox(Generic[S]):
@@ -81,8 +90,15 @@ class BackendSandbox(Generic[S]):
         authenticate: Callable[[str], S | None],
         handle: Handler[S],
         tools: LocalGrants[S] | None = None,
+        isolation: Callable[[], Isolation] | None = None,
     ) -> None:
+        """`isolation`: what the settings ask for the script there (isolation.request, once the
+        backend is reached), settled by the backend's probe in `prepare`; None where the
+        container is the boundary."""
         self.backend = backend
+        self._asked = isolation
+        self.isolation = (Isolation("container", f"the {backend.name} container is the boundary") if isolation is None
+                          else Isolation(PENDING, "the backend has not been reached yet"))
         self._tools = tools
         self._settings = settings
         self._local_dir = local_dir
@@ -116,6 +132,7 @@ class BackendSandbox(Generic[S]):
                         self._python,
                         remote_dir,
                         list(self._settings.sandbox.env_passthrough),
+                        self._confinement(),
                     )
             return self.remote_dir
 
@@ -124,11 +141,12 @@ class BackendSandbox(Generic[S]):
         (`mktemp -d`, 0700), and the sandbox files unpacked into it by that python from an archive
         that travels inside the command (a here-document of base64)."""
         python = shell_quote(self._python)
+        probe = " probe" if self._asked is not None and self._settings.sandbox.isolation != "none" else ""
         end = f"__HERALD_ARCHIVE_{secrets.token_hex(8)}__"
         command = (
             f"( if ! command -v {python} >/dev/null 2>&1; then echo '{PROBE_MARK} missing'; else umask 077; "
             f"d=$(mktemp -d \"${{TMPDIR:-/tmp}}/herald-sandbox-XXXXXXXX\") && echo \"{PROBE_MARK} dir $d\" && "
-            f"{python} -E -s -S -c {shell_quote(SETUP)} \"$d\" 2>&1 <<'{end}'\n{self._archive()}{end}\nfi )"
+            f"{python} -E -s -S -c {shell_quote(SETUP)} \"$d\"{probe} 2>&1 <<'{end}'\n{self._archive()}{end}\nfi )"
         )
         result = self.backend.run(command, timeout=PROBE_TIMEOUT)
         found: dict[str, str] = {}
@@ -178,7 +196,23 @@ class BackendSandbox(Generic[S]):
                 f"could not unpack the sandbox files into {remote_dir} on {self.where} (is its disk full, or "
                 f"TMPDIR not writable?): {said.strip()[:500] or 'no output'}"
             )
+        self._settle(found.get("isolation"), remote_dir)
         return remote_dir
+
+    def _settle(self, probed: str | None, remote_dir: str) -> None:
+        """The isolation in force there, from the settings and what the probe found."""
+        if self._asked is None:
+            return
+        try:
+            found = json.loads(probed) if probed else {"bwrap_problem": "the backend's probe said nothing"}
+            self.isolation = settle(self._asked(), found, self.where)
+        except ValueError as exc:
+            self._remove(remote_dir)
+            raise BackendIsolationError(f"{exc}. Install it there, or set sandbox.isolation to \"auto\".") from None
+
+    def _confinement(self) -> dict[str, Any] | None:
+        """The spec the backend's supervisor and zygote confine the script by, if any."""
+        return self.isolation.wire() if self.isolation.mode in ("bwrap", "landlock") else None
 
     def _archive(self) -> str:
         """The sandbox files (hermes_tools.py, the `_hermes_runtime` package), {path: text} as
@@ -205,7 +239,8 @@ class BackendSandbox(Generic[S]):
         if zygote is not None:
             zygote.ensure()  # started (or replaced) in the background: this run may still spawn
         fork_server = zygote.path if zygote is not None and zygote.usable else None
-        prepare = {"type": frames.PREPARE, "env": env, "loader": LOADER, "fork_server": fork_server}
+        prepare = {"type": frames.PREPARE, "env": env, "loader": LOADER, "fork_server": fork_server,
+                   "isolation": self._confinement()}
         return BackendChild(
             lambda: self.backend.open_channel(argv, cwd=remote_dir),
             prepare,

@@ -7,6 +7,10 @@ Policy:
   channel of its own, opened by `BackendSandbox` once the sandbox files are in place (setting
   `sandbox.fork_server`), and lives as long as the Runtime: it listens on a socket in the
   private sandbox directory, which the prepare frame names to every supervisor.
+- It runs confined as the run's script would be (sandbox.isolation, settled by the backend's
+  probe): under bwrap its socket is bound outside, in the sandbox directory, and it serves from
+  inside the namespaces, so every script it forks shares them; the supervisor finds a forked
+  script's pid on the backend through the namespace's NSpid (scriptproc.py).
 - It leaves when its stdin ends: `close` (the Runtime closes), Herald gone, an SSH connection
   dropped. Processes it forked for a supervisor that died are killed there.
 - A run never depends on it: a supervisor that cannot connect (the zygote is still importing,
@@ -17,12 +21,14 @@ Policy:
 
 from __future__ import annotations
 
+import json
 import logging
 import posixpath
 import threading
 from collections.abc import Callable
+from typing import Any
 
-from ..._sandbox.zygote import LISTEN_FLAG
+from ..._sandbox.zygote import ISOLATION_FLAG, LISTEN_FLAG
 from ...backends.base import Channel
 from .stubgen import RUNTIME_PACKAGE
 
@@ -41,10 +47,15 @@ class BackendZygote:
     """The zygote of one BackendSandbox, on its exec channel (opened in the background)."""
 
     def __init__(
-        self, open_channel: Callable[[list[str]], Channel], python: str, remote_dir: str, passthrough: list[str]
+        self, open_channel: Callable[[list[str]], Channel], python: str, remote_dir: str, passthrough: list[str],
+        isolation: dict[str, Any] | None = None,
     ) -> None:
+        """`isolation`: the spec (isolation.Isolation.wire) the zygote confines itself, and so
+        every script it forks, by: under bwrap it binds its socket, then starts again inside."""
         self.path = posixpath.join(remote_dir, SOCKET_NAME)
-        self._argv = [python, "-I", "-B", "-c", ZYGOTE_LOADER, remote_dir, LISTEN_FLAG, self.path, *passthrough]
+        confined = [ISOLATION_FLAG, json.dumps(isolation)] if isolation else []
+        self._argv = [python, "-I", "-B", "-c", ZYGOTE_LOADER, remote_dir, LISTEN_FLAG, self.path, *confined,
+                      *passthrough]
         self._open_channel = open_channel
         self._lock = threading.Lock()
         self._channel: Channel | None = None
