@@ -189,8 +189,9 @@ def test_cold_start_and_many_runs(backend_runtime: RuntimeFactory) -> None:
 
 def test_script_that_kills_its_supervisor_gets_a_clear_error(backend_runtime: RuntimeFactory) -> None:
     # A spawned script's parent is its supervisor; a forked one's is the zygote (see
-    # test_backend_mode_fork.py for the same with the fork server).
-    runtime = backend_runtime(overrides={"sandbox.fork_server": False})
+    # test_backend_mode_fork.py for the same with the fork server). The script plays a crash of
+    # the supervisor, which it must see to kill: unconfined (isolation hides it, tests/security/).
+    runtime = backend_runtime(overrides={"sandbox.fork_server": False, "sandbox.isolation": "none"})
     result = runtime.execute(
         script(
             """

@@ -21,6 +21,9 @@ from ._helpers import run_ok, script, wait_for
 from .test_backend_mode_limits import _interpreter
 
 __all__ = ["backend_runtime", "exec_backend"]  # fixtures, used by name
+# The tests that kill the zygote or a supervisor find it by the pid a script sees: unconfined,
+# since under bwrap (tests/security/test_backend_isolation.py) the script sees neither.
+UNCONFINED = {"sandbox.isolation": "none"}
 
 RuntimeFactory = Callable[..., Runtime]
 
@@ -117,7 +120,7 @@ def test_timeout_kills_the_forked_tree(exec_backend: Backend, backend_runtime: R
 def test_killing_the_zygote_falls_back_to_spawning_and_recovers(
     exec_backend: Backend, backend_runtime: RuntimeFactory
 ) -> None:
-    runtime = backend_runtime()
+    runtime = backend_runtime(overrides=UNCONFINED)
     before = first_forked(runtime)
     exec_backend.run(f"kill -9 {before['ppid']}", timeout=30)
     # By pid: a new zygote (same command line) may already be starting if a spawn saw it die.
@@ -180,7 +183,7 @@ def test_a_run_handed_to_a_child_that_died_with_its_zygote_goes_to_a_fresh_one(
 ) -> None:
     # The race of the test above, made certain: the waiting child's supervisor is stopped while
     # the zygote (and with it the child) dies and the run's start frame reaches it; then it goes on.
-    runtime = backend_runtime()
+    runtime = backend_runtime(overrides=UNCONFINED)
     found = first_forked(runtime)
     zygote = found["ppid"]
     runtime.wait_warm()  # the next run's child waits, forked by the zygote
@@ -247,7 +250,7 @@ time.sleep(30)
 
 
 def test_a_killed_supervisor_takes_its_forked_tree_with_it(exec_backend: Backend, backend_runtime: RuntimeFactory) -> None:
-    runtime = backend_runtime()
+    runtime = backend_runtime(overrides=UNCONFINED)
     first_forked(runtime)
     marker = unique_sleep()
     result = runtime.execute(script(KILL_MY_SUPERVISOR.replace("{marker}", marker)), timeout=60)

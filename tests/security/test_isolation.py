@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,29 +62,6 @@ print(json.dumps(found))
 
 def _probe(secret: str, paths: dict[str, str], port: int) -> str:
     return f"SECRET = {secret!r}\nPATHS = {paths!r}\nPORT = {port}\n" + PROBE
-
-
-@pytest.fixture
-def listener() -> Iterator[int]:
-    """A TCP service on 127.0.0.1, as a database or a metadata proxy would be."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-                conn.close()
-            except OSError:
-                return
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    stop.set()
-    server.close()
 
 
 @pytest.fixture
