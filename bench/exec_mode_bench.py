@@ -153,7 +153,8 @@ def _measure(kind: str, backend: Backend, settings: Settings) -> list[Metric]:
                 ))
                 metric.samples.append(seconds * 1000 / calls)
     backend.run("rm -f bench-small.txt")
-    return [start, back_to_back, read, term, _terminal_via_herald(kind, backend, settings, calls), *extra]
+    return [start, back_to_back, read, term, _terminal_via_herald(kind, backend, settings, calls),
+            *isolation_on_off(kind, backend, settings), *extra]
 
 
 def _terminal_via_herald(kind: str, backend: Backend, settings: Settings, calls: int) -> Metric:
@@ -209,11 +210,21 @@ def _ssh_at_rtt(settings: Settings) -> list[Metric]:
     return metrics
 
 
-def _warm(kind: str, backend: Backend, settings: Settings) -> Metric:
-    metric = Metric(f"in-backend ({kind}): script start print(1), warm", "ms", WARM_TARGET_MS,
+def isolation_on_off(kind: str, backend: Backend, settings: Settings, runs: int = 30) -> list[Metric]:
+    """Warm print(1) with the script confined on the backend (bwrap there, by default) and
+    with sandbox.isolation = "none": what the isolation costs a run."""
+    on = _warm(kind, backend, settings, runs, label=", isolation on")
+    off = _warm(kind, backend, settings.with_overrides({"sandbox.isolation": "none"}), runs, label=", isolation off")
+    return [on, off]
+
+
+def _warm(kind: str, backend: Backend, settings: Settings, runs: int = 20, label: str = "") -> Metric:
+    metric = Metric(f"in-backend ({kind}): script start print(1), warm{label}", "ms", WARM_TARGET_MS,
                     note="end-to-end execute()")
     with Runtime(backend, settings=settings, exec_mode="backend", transcript=False) as runtime:
-        for _ in range(20):
+        if label:
+            metric.note += f"; {runtime.execute('print(1)').isolation}"
+        for _ in range(runs):
             runtime.wait_warm()
             started = time.perf_counter()
             runtime.execute("print(1)")

@@ -120,6 +120,9 @@ def _isolation_row(settings: Settings) -> Row:
     """What confines a script here (host mode), from the same decision a Runtime makes."""
     from ..runtime.sandbox import isolation
 
+    if settings.sandbox.exec_mode == "backend":
+        return _backend_isolation_row(settings)
+
     try:
         chosen = isolation.resolve(settings, os.getcwd(), settings.sandbox.python)
     except ValueError as exc:
@@ -131,6 +134,28 @@ def _isolation_row(settings: Settings) -> Row:
     seen = ", ".join(chosen.read_write) or "nothing"
     return _row("isolation", True if chosen.mode == "bwrap" else None,
                 f"{chosen.describe}; read-write: {seen}; home, Herald's config and data hidden")
+
+
+def _backend_isolation_row(settings: Settings) -> Row:
+    """In-backend execution: what confines a script on the configured backend, as its probe
+    answers in a real run's setup (bwrap there, else Landlock, else none; a container)."""
+    import contextlib
+
+    from ..backends.factory import open_backend
+    from ..runtime import Runtime
+
+    where = settings.backend or "local"
+    try:
+        with contextlib.closing(open_backend(where, settings=settings)) as backend, \
+                Runtime(backend, settings=settings, transcript=False, exec_mode="backend") as runtime:
+            result = runtime.execute("print('ok')", timeout=60)
+    except Exception as exc:
+        return _row("isolation", False, f"in-backend on {where}: {type(exc).__name__}: {exc}")
+    if not result.ok:
+        return _row("isolation", False, f"in-backend on {where}: {result.isolation}; the run failed: {result.error[:200]}")
+    confined = result.isolation.split(" ", 1)[0] in ("bwrap", "container")
+    hint = "" if confined else "; install bubblewrap on the backend to hide its files, processes and network"
+    return _row("isolation", True if confined else None, f"in-backend on {where}: {result.isolation}{hint}")
 
 
 def _local_backend_row(settings: Settings) -> Row:
