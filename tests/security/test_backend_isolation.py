@@ -15,6 +15,8 @@ import json
 import os
 import pwd
 import shutil
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from herald.backends.local import LocalBackend
 from herald.runtime.sandbox import isolation
 from tests.fixtures.users import User
 from tests.runtime._backend_mode import gone_on_backend, remote_pids, unique_sleep
-from tests.runtime._helpers import run_ok
+from tests.runtime._helpers import run_ok, wait_for
 from tests.security.test_run_containment import _escapes
 
 SECRET = "herald-backend-isolation-secret"
@@ -242,3 +244,47 @@ def test_a_non_root_user_is_confined_on_the_local_backend(nonroot: User, listene
     result = json.loads(done.stdout)
     assert result["isolation"] == "bwrap (no network)", result
     _assert_confined(json.loads(result["output"]), home, workspace_is_home=False)
+
+
+def _supervisors_of(sandbox_dir: str) -> list[int]:
+    """The supervisors (outside the sandbox) serving runs from `sandbox_dir`, found on this machine."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if any(b"supervisor import main" in arg for arg in argv) and sandbox_dir.encode() in argv:
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.parametrize("fork_server", [True, False], ids=["forked", "spawned"])
+@pytest.mark.parametrize("kind", ["local", "ssh"])
+def test_a_killed_supervisor_takes_the_confined_tree_with_it(
+    request: pytest.FixtureRequest, kind: str, settings: Settings, runtimes: list[Runtime], fork_server: bool,
+) -> None:
+    backend: Backend = request.getfixturevalue(f"{kind}_backend")
+    runtime = _runtime(backend, settings, runtimes, **{"sandbox.fork_server": fork_server})
+    run_ok(runtime, "print('warm')")
+    marker = unique_sleep()
+    code = ("import hermes_tools, os\n"
+            "open('sandbox-dir.txt', 'w').write(os.path.dirname(hermes_tools.__file__))\n"
+            + _escapes(marker) + "time.sleep(300)\n")
+    results: list[Any] = []
+    runner = threading.Thread(target=lambda: results.append(runtime.execute(code, timeout=120)))
+    runner.start()
+    try:
+        assert wait_for(lambda: len(remote_pids(backend, marker)) >= 3, timeout=60, step=0.1)
+        sandbox_dir = backend.read_bytes("sandbox-dir.txt").decode()
+        supervisors = _supervisors_of(sandbox_dir)
+        assert supervisors, f"no supervisor of {sandbox_dir} found"
+        for pid in supervisors:  # the run's, and its warm successor's
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        runner.join(timeout=150)
+    assert results and results[0].status == "error", results
+    assert gone_on_backend(backend, marker), f"left running: {remote_pids(backend, marker)}"
+    runtime.execute("print(1)")  # its warm child lost its supervisor too: this run may say so
+    assert run_ok(runtime, "print('next run works')").output == "next run works\n"
