@@ -201,22 +201,14 @@ class Runtime:
 
     @property
     def isolation(self) -> Isolation:
-        """The isolation in force. In backend mode: what the backend's probe found, once the
-        backend has been reached (the first run, or the warm child's start)."""
+        """The isolation in force; in backend mode as the backend's probe settled it, once reached."""
         return self._remote.isolation if self._remote is not None else self._isolation_here
 
     def _backend_isolation(self) -> Callable[[], Isolation] | None:
-        """What the settings ask of the backend, for the workspace its shell is in once it is
-        reached (settled by its probe, backend_sandbox.py); None where the container is the
-        boundary (Docker, Modal)."""
-        if self.backend.name in ("docker", "modal"):
-            return None
         try:
-            isolation.check(self.settings)
+            return isolation.backend_request(self.settings, self.backend, self.dispatcher.policy.profile != "read-only")
         except ValueError as exc:
             raise SandboxStartError(str(exc)) from None
-        writable = self.dispatcher.policy.profile != "read-only"
-        return lambda: isolation.request(self.settings, self.backend.cwd, writable_workspace=writable)
 
     def _isolation(self) -> Isolation:
         if self._remote is not None:  # settled by the backend's probe (backend_sandbox.py)

@@ -35,11 +35,12 @@ import functools
 import os
 import shutil
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..._sandbox import isolate
+from ...backends.base import Backend
 from ...config import Settings
 from ..owned import owned_tempdir
 
@@ -127,6 +128,16 @@ def request(settings: Settings, workspace: str, *, writable_workspace: bool = Tr
     read_write = tuple(dict.fromkeys([*workspace_binds[1], *sandbox.rw_binds]))
     return Isolation(mode, read_only=read_only, read_write=read_write, masked=(str(settings.data_dir),),
                      network=sandbox.network)
+
+
+def backend_request(settings: Settings, backend: Backend, writable_workspace: bool) -> Callable[[], Isolation] | None:
+    """In-backend execution: what `settings` ask of `backend` for a script working in its shell's
+    directory, made once the backend is reached (backend_sandbox.py settles it by the backend's
+    probe); None where the container is the boundary (Docker, Modal). ValueError on unknown settings."""
+    if backend.name in ("docker", "modal"):
+        return None
+    check(settings)
+    return lambda: request(settings, backend.cwd, writable_workspace=writable_workspace)
 
 
 def check(settings: Settings) -> None:
