@@ -50,6 +50,7 @@ from typing import Any, Dict, List, Optional, Set
 from . import frames, isolate
 
 # The /proc walk finds descendants that left the script's process group.
+from .client import at_unix_path
 from .environ import sandbox_environ
 from .localtools import LocalTools
 from .procs import KillClock, alive, descendants, signal_pids
@@ -102,10 +103,13 @@ class Supervisor:
 
     def prepare(self, message: Dict[str, Any]) -> None:
         path = os.path.join(self.sandbox_dir, "rpc-%s.sock" % secrets.token_hex(6))
-        if len(path.encode()) > AF_UNIX_PATH_MAX and sys.platform.startswith("linux"):
+        # A script in its own network namespace (bwrap) cannot see an abstract name: it reaches
+        # a long path through its directory instead (client.at_unix_path), as the bind does.
+        confined = (message.get("isolation") or {}).get("mode") == "bwrap"
+        if len(path.encode()) > AF_UNIX_PATH_MAX and sys.platform.startswith("linux") and not confined:
             path = "\0herald-rpc-%s" % secrets.token_hex(12)  # abstract: the token guards it
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(path)
+        at_unix_path(path, listener.bind)
         if not path.startswith("\0"):
             os.chmod(path, 0o600)
         listener.listen(64)

@@ -288,3 +288,18 @@ def test_a_killed_supervisor_takes_the_confined_tree_with_it(
     assert gone_on_backend(backend, marker), f"left running: {remote_pids(backend, marker)}"
     runtime.execute("print(1)")  # its warm child lost its supervisor too: this run may say so
     assert run_ok(runtime, "print('next run works')").output == "next run works\n"
+
+
+def test_a_deep_sandbox_directory_still_reaches_herald_from_inside_bwrap(
+    tmp_path: Path, workspace: Path, settings: Settings, runtimes: list[Runtime], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A TMPDIR too deep for a socket path: the RPC socket is reached through its directory, not
+    an abstract name, which the script's own network namespace would not see."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setenv("TMPDIR", str(deep))
+    with LocalBackend(str(workspace), settings=settings) as backend:
+        runtime = _runtime(backend, settings, runtimes)
+        result = run_ok(runtime, "from hermes_tools import terminal\nprint(terminal('echo reached')['output'])")
+        assert (result.output, result.isolation) == ("reached\n", "bwrap (no network)")
+        runtime.close()
