@@ -30,7 +30,7 @@ SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/li
 # Secret stores a root-in-namespace script could read (it owns root-owned files): masked.
 MASKED_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers")
 MASKED_DIRS = ("/etc/ssh", "/etc/sudoers.d", "/etc/ssl/private", "/etc/herald")
-# A user's credential stores, hidden in-backend when a bind (a workspace that is the home) holds them.
+# A user's credential stores, hidden when a bind (a workspace that is the home) holds them.
 HOME_SECRETS = (".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".config/gcloud", ".config/herald",
                 ".local/share/herald", ".netrc", ".git-credentials", ".pgpass")
 LANDLOCK_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")

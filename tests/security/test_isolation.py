@@ -18,6 +18,7 @@ import pytest
 
 from herald import Runtime
 from herald._sandbox import landlock
+from herald.backends.local import LocalBackend
 from herald.runtime.sandbox import isolation
 from tests.fixtures.users import User
 from tests.runtime._helpers import run_ok
@@ -110,6 +111,33 @@ def test_herald_data_inside_the_workspace_stays_hidden(make_runtime: Callable[..
     assert any(data.rglob("*.jsonl"))
     result = run_ok(runtime, "import os\nprint(sorted(os.listdir('.herald-data')))")
     assert result.output == "[]\n"
+
+
+@needs_bwrap
+def test_a_workspace_that_is_the_home_keeps_its_credential_stores_hidden(
+    make_runtime: Callable[..., Runtime], tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY " + SECRET)
+    (home / ".netrc").write_text(f"machine example.com password {SECRET}\n")
+    (home / "notes.txt").write_text("the user's own file")
+    monkeypatch.setenv("HOME", str(home))
+    runtime = make_runtime(backend=LocalBackend(str(home), settings=settings))
+    result = run_ok(runtime, (
+        "import os\n"
+        "try:\n"
+        "    netrc = repr(open('.netrc').read())\n"
+        "except OSError as exc:\n"
+        "    netrc = type(exc).__name__\n"
+        "print(sorted(os.listdir('.ssh')), netrc, open('notes.txt').read())\n"
+        "open('made.txt', 'w').write('ok')\n"
+    ))
+    assert result.isolation == "bwrap (no network)"
+    assert SECRET not in result.output
+    assert result.output in ("[] '' the user's own file\n", "[] PermissionError the user's own file\n")
+    assert (home / "made.txt").read_text() == "ok"
+    assert (home / ".ssh" / "id_ed25519").read_text().startswith("PRIVATE KEY")
 
 
 @needs_bwrap

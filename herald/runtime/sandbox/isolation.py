@@ -107,7 +107,10 @@ def resolve(settings: Settings, workspace: str, python: str, *, writable_workspa
         return asked
     read_only = tuple(dict.fromkeys([shared_root(), *interpreter_dirs(python), *map(_real, asked.read_only)]))
     read_write = tuple(map(_real, asked.read_write))
-    masked = tuple(p for p in map(_real, asked.masked) if isolate.inside_any(p, read_only + read_write))
+    # Herald's data, and the home's credential stores when a bind (a workspace that is the home) holds them.
+    secrets = [os.path.join(_real("~"), name) for name in isolate.HOME_SECRETS]
+    masked = tuple(p for p in dict.fromkeys(map(_real, [*asked.masked, *secrets]))
+                   if isolate.inside_any(p, read_only + read_write))
     from ..._sandbox import landlock
 
     found = {"bwrap": bwrap_path() or "", "bwrap_problem": bwrap_problem(), "landlock": landlock.abi_version()}
