@@ -201,7 +201,7 @@ def _valid(grant: Any) -> bool:
             isinstance(g["shell"].get(k), (int, float)) for k in ("max_output_bytes", "timeout"))),
         lambda g: "search_files" not in g["local"] or (isinstance(g.get("search"), dict) and all(
             isinstance(g["search"].get(k), t) for k, t in (("python_only", bool), ("bin", str), ("max_output_bytes", int),
-                                                           ("timeout", (int, float))))),
+                                                           ("timeout", (int, float)), ("time_left", (int, float, type(None)))))),
         lambda g: g.get("roots") is None or (isinstance(g["roots"], dict) and all(
             isinstance(g["roots"].get(k), list) and all(isinstance(p, str) and p.startswith("/") for p in g["roots"][k])
             for k in ("write", "read"))),

@@ -13,8 +13,14 @@ import pytest
 
 from herald import Runtime, Settings
 from herald.backends import Backend
+from herald.runtime.sandbox.stubgen import RUNTIME_PACKAGE
 from herald.tools import ToolError
-from tests.runtime._backend_mode import in_backend_settings, script_call_records, script_caller
+from tests.runtime._backend_mode import (
+    gone_on_backend,
+    in_backend_settings,
+    script_call_records,
+    script_caller,
+)
 from tests.tools.conftest import caller
 
 TREE = {
@@ -147,3 +153,20 @@ def test_search_in_the_supervisor_keeps_the_policy_and_the_call_budget(
     # ones, those within the budget ran in the backend, Herald refused the rest.
     assert [r.get("in_backend", False) for r in records[:3]] == [True, False, False]
     assert sorted(r.get("in_backend", False) for r in records[3:]) == [False] * 3 + [True] * 3
+
+
+BOMB = "(a+)+$"  # exponential time on "aaa...!" in Python's re
+
+
+def test_a_regex_bomb_in_the_supervisor_ends_with_the_run(any_backend: Backend, settings: Settings) -> None:
+    # The supervisor's regex worker is bound by the run's time: the run ends as a timeout, the
+    # worker does not outlive it, and the next run's search works.
+    backend = any_backend
+    backend.write_bytes("bomb.txt", b"a" * 60 + b"!\n")
+    tuned = in_backend_settings(settings.with_overrides({"files.search": "python"}))
+    with Runtime(backend, settings=tuned, exec_mode="backend", transcript=False, policy="full") as runtime:
+        result = runtime.execute(f"from hermes_tools import search_files\nsearch_files({BOMB!r})\n", timeout=3)
+        assert result.status == "timeout", result
+        assert gone_on_backend(backend, f"{RUNTIME_PACKAGE}/regex_worker.py"), "the regex worker is still running"
+        again = runtime.execute("from hermes_tools import search_files\nprint(search_files('a!')['matches'])\n", timeout=60)
+        assert again.output == "[{'path': 'bomb.txt', 'line': 1, 'text': '" + "a" * 60 + "!'}]\n", again
