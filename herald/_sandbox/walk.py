@@ -45,7 +45,7 @@ class OsTree(OsFiles):
         return entries
 
 
-def walk_files(tree: Tree, root: str, ignore_files: bool = False, max_entries: int = 200_000) -> Iterator[str]:
+def walk_files(tree: Tree, root: str, *, ignore_files: bool = False, max_entries: int = 200_000) -> Iterator[str]:
     """Absolute paths of regular files under `root` (or `root` itself if it is a file).
 
     The order is ripgrep's `--sort=path`: depth first, each directory's entries by name, files
