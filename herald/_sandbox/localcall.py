@@ -18,8 +18,6 @@ from .fileaccess import OsFiles, resolve_path
 from .localshell import EMPTY_COMMAND, LocalShell, Overflow, ShellGone
 from .localtools import Done
 from .protocol import HEADER, ProtocolError, encode_frame
-from .search import search_files
-from .searchplace import SupervisorPlace, time_limit
 from .textfiles import TOOLS, FileMissing
 from .toolcore import ToolError, bind_arguments, preview
 
@@ -131,6 +129,11 @@ class Workers:
 
     def _search(self, bound: Dict[str, Any], grant: Dict[str, Any], read_max_bytes: int, cwd: str) -> Dict[str, Any]:
         """search_files, as Herald's handler and dispatcher run it (timeout cut to the run's time)."""
+        # Imported at the first search, not with the workers: most runs never search, and the
+        # search modules (globs, ignore files, dataclasses) would add to every supervisor's start.
+        from .search import search_files
+        from .searchplace import SupervisorPlace, time_limit
+
         spec = grant["search"]
         limit = time_limit(bound, spec)
         if limit is None:
