@@ -26,8 +26,8 @@ Policy, in the Dispatcher's order (herald/runtime/dispatcher.py):
 - A tool in "local" has its arguments bound here (toolcore.bind_arguments, the same messages),
   then runs on a worker thread with the tool core (textfiles.py) over OsFiles; calls touching
   the same path take turns; `search_files` runs the search core (search.py) over the same files,
-  ripgrep in a bash of its own when the backend has it. Its reply goes straight to the script, and a "record" frame to
-  Herald, which logs it to the transcript and counts it:
+  ripgrep in a bash of its own when the backend has it. Its reply goes straight to the script,
+  and a "record" frame to Herald, which logs it to the transcript and counts it:
       {"type": "record", "tool", "args": preview, "error"?: {...}, "duration_ms", "reply_bytes"}
 - `terminal` runs in the supervisor's shell (localshell.py), one command at a time; its record
   carries the directory after it ("cwd"), which Herald's session shell takes up. Output past the

@@ -15,9 +15,9 @@ them, as written or through symlinks, is handed to Herald, whose Gate refuses it
 Why it is safe: the script runs in the backend too, where `open()` already reads and writes
 what these tools do (and `subprocess` runs what terminal and search_files run), so answering
 them there gives it nothing new; every other tool (web, browser, MCP, anything with secrets)
-still comes back to Herald and its Dispatcher. The
-budget is kept by both sides (the supervisor counts every call; Herald counts the calls it serves
-and the records), so a forged record can only use up the run's own budget.
+still comes back to Herald and its Dispatcher. The budget is kept by both sides (the supervisor
+counts every call; Herald counts the calls it serves and the records), so a forged record can
+only use up the run's own budget.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from .grants import Grant
 
 # Budgets the supervisor does not keep: a run with one of them has its file calls served by Herald.
 HERALD_KEPT_BUDGETS = frozenset({"reply_bytes", "tool_seconds", "bytes_written"})
-# The tools the supervisor can run (the sandbox package's tool core, textfiles.py), by handler.
+# The tools the supervisor can run (the sandbox package's tool core: textfiles.py, localshell.py,
+# search.py), by handler.
 LOCAL_HANDLERS = {
     "read_file": files.read_file, "write_file": files.write_file, "patch": files.patch, "terminal": terminal.terminal,
     "search_files": search.search_files,
