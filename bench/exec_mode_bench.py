@@ -204,9 +204,41 @@ def _ssh_at_rtt(settings: Settings) -> list[Metric]:
                     metrics.append(metric)
                 kind = f"ssh, {RTT * 1000:.0f} ms RTT"
                 metrics += [_warm(kind, backend, tuned), _cold(kind, backend, tuned),
-                            *_edit_loop(kind, backend, tuned, modes=(True,))]
+                            *_edit_loop(kind, backend, tuned, modes=(True,)), *_search(kind, backend, tuned)]
         finally:
             server.remove_workspace(workspace)
+    return metrics
+
+
+SEARCH_DIRS, SEARCH_FILES, SEARCH_CALLS = 3, 20, 10
+# The search in the supervisor (next to the script, on the backend's own files) against the way
+# it went before: back over the exec stream to Herald, which searches through the backend (rg in
+# the session's shell, or the Python walk over SFTP).
+SEARCH_SCRIPT = (
+    "import time\nfrom hermes_tools import search_files\nsearch_files('needle', path='bench-search')\n"
+    f"t = time.perf_counter()\nfor _ in range({SEARCH_CALLS}): search_files('needle', path='bench-search')\n"
+    "print(time.perf_counter() - t)"
+)
+
+
+def _search(kind: str, backend: Backend, settings: Settings) -> list[Metric]:
+    """search_files('needle') over SEARCH_DIRS x SEARCH_FILES files from a script, both engines,
+    in the supervisor and via Herald."""
+    backend.run(f"rm -rf bench-search && for d in $(seq {SEARCH_DIRS}); do mkdir -p bench-search/d$d; "
+                f"for i in $(seq {SEARCH_FILES}); do printf 'one\\nneedle %s\\nthree\\n' $i > bench-search/d$d/f$i.py; "
+                "done; done")
+    metrics = []
+    for engine, name in (("auto", "ripgrep"), ("python", "Python walk")):
+        for in_backend in (True, False):
+            where = "in the supervisor" if in_backend else "via Herald (before)"
+            metric = Metric(f"in-backend ({kind}): search_files, {name}, {where}", "ms", None,
+                            note=f"per call, {SEARCH_CALLS} calls per run, {SEARCH_DIRS * SEARCH_FILES} files")
+            tuned = settings.with_overrides({"sandbox.backend_tools": in_backend, "files.search": engine})
+            with Runtime(backend, settings=tuned, exec_mode="backend", transcript=False) as runtime:
+                for _ in range(3):
+                    metric.samples.append(_in_script(runtime, SEARCH_SCRIPT) * 1000 / SEARCH_CALLS)
+            metrics.append(metric)
+    backend.run("rm -rf bench-search")
     return metrics
 
 

@@ -2,7 +2,8 @@
 
 Stdlib only, Python >= 3.8 (the sandbox package). Each call runs on a worker thread: its
 arguments bound (toolcore.py), the tool core (textfiles.py) over the backend's own files, calls
-touching one path taking turns; the outcome is reported as a `Done` (see localtools.py).
+touching one path taking turns, or the search (search.py, in searchplace.py's place), which only
+reads and takes no turns; the outcome is reported as a `Done` (see localtools.py).
 """
 
 from __future__ import annotations
@@ -44,11 +45,15 @@ class Workers:
         self._lock = threading.Lock()
         self._paths: Dict[str, List[Any]] = {}  # path -> [its lock, calls using it]
         self.shell: Optional[LocalShell] = None  # the terminal's, once a call needs it
+        self._search_cache: Dict[str, Any] = {}  # whether ripgrep is here, once a search asked
+        self._search_lock = threading.Lock()
+        self._closed = threading.Event()  # stops the searches still running
 
     def submit(self, call: Dict[str, Any], spec: Dict[str, Any], grant: Dict[str, Any], cwd: str) -> None:
         self._pool.submit(self._run, call, spec, grant, cwd)
 
     def close(self) -> None:
+        self._closed.set()
         self._pool.shutdown(wait=False)
         if self.shell is not None:
             self.shell.close()
@@ -63,17 +68,20 @@ class Workers:
         try:
             try:
                 bound = bind_arguments(name, spec["properties"], spec["required"], call.get("args"), spec["refused"])
-                key = resolve_path(cwd, bound["path"]) if isinstance(bound.get("path"), str) and bound["path"].strip() else ""
-                lock = self._hold(key)
-                try:
-                    with lock:  # terminal calls (no path) take turns in the one shell
-                        if name == "terminal":
-                            reply: Dict[str, Any] = {"result": self._terminal(bound, grant)}
-                            extra["cwd"] = self.shell.cwd if self.shell is not None else cwd
-                        else:
-                            reply = {"result": TOOLS[name](files, cwd, grant["files"], bound)}
-                finally:
-                    self._release(key)
+                if name == "search_files":  # it only reads, and may take long: no path takes turns for it
+                    reply: Dict[str, Any] = {"result": self._search(bound, grant, files.default_max_bytes, cwd)}
+                else:
+                    key = resolve_path(cwd, bound["path"]) if isinstance(bound.get("path"), str) and bound["path"].strip() else ""
+                    lock = self._hold(key)
+                    try:
+                        with lock:  # terminal calls (no path) take turns in the one shell
+                            if name == "terminal":
+                                reply = {"result": self._terminal(bound, grant)}
+                                extra["cwd"] = self.shell.cwd if self.shell is not None else cwd
+                            else:
+                                reply = {"result": TOOLS[name](files, cwd, grant["files"], bound)}
+                    finally:
+                        self._release(key)
             except ToolError as exc:
                 reply = {"error": {"type": exc.error_type, "message": str(exc)}}
             frame = encode_frame(dict(reply, id=call.get("id")))
@@ -118,6 +126,20 @@ class Workers:
         if workdir and (workdir == "~" or workdir.startswith("~/")):
             raise HandOver()  # the backend's HOME: Herald's backend expands it
         return self.shell.run(bound["command"], float(limit), resolve_path(self.shell.cwd, workdir) if workdir else None)
+
+    def _search(self, bound: Dict[str, Any], grant: Dict[str, Any], read_max_bytes: int, cwd: str) -> Dict[str, Any]:
+        """search_files, as Herald's handler and dispatcher run it (timeout cut to the run's time)."""
+        # Imported at the first search, not with the workers: most runs never search, and the
+        # search modules (globs, ignore files, dataclasses) would add to every supervisor's start.
+        from .search import search_files
+        from .searchplace import SupervisorPlace, time_limit
+
+        spec = grant["search"]
+        limit = time_limit(bound, spec)
+        if limit is None:
+            raise HandOver()  # no run deadline and no timeout: Herald decides what that means
+        place = SupervisorPlace(spec, read_max_bytes, cwd, self._search_cache, self._search_lock, self._closed)
+        return search_files(place, dict(bound, timeout=limit))
 
     def follow(self, cwd: str) -> None:
         """Herald's shell ran a command: ours takes up its state and `cwd` before the next one."""

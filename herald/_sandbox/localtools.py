@@ -9,8 +9,10 @@ frame (and each kernel cell's code frame), under the key "tools":
      "cwd": "/dir",                the session's current directory (updated by CWD frames)
      "files": {"read_max_bytes", "read_max_line_chars", "read_max_chars"},
      "roots"?: {"write": ["/dir/"], "read": [...]},   under a confining profile: the workspace
-     "shell"?: {"state_path", "cwd", "has_state", "bin", "max_output_bytes", "timeout", "time_left"}}
+     "shell"?: {"state_path", "cwd", "has_state", "bin", "max_output_bytes", "timeout", "time_left"},
                                    with "terminal" in "local": the session shell to share (localshell.py)
+     "search"?: {"python_only", "bin", "max_output_bytes", "timeout", "time_left"}}
+                                   with "search_files" in "local": what its place needs (searchplace.py)
 
 Policy, in the Dispatcher's order (herald/runtime/dispatcher.py):
 - A call of a tool not in "allowed" goes to Herald uncounted: Herald refuses it, as always.
@@ -18,12 +20,14 @@ Policy, in the Dispatcher's order (herald/runtime/dispatcher.py):
   running here have reported, then goes to Herald, whose count then matches this one and which
   refuses it with its usual message. (Herald counts each call it serves and each record below,
   so its count never runs ahead of this one and it never refuses what was counted here.)
-- Under a confining profile ("roots"), a call whose path lies outside the workspace, as written
-  or where its symlinks lead, goes to Herald, whose policy decides (and refuses in its words).
+- Under a confining profile ("roots"), a call whose path (or its schema's default path, for
+  search_files ".") lies outside the workspace, as written or where its symlinks lead, goes to
+  Herald, whose policy decides (and refuses in its words).
 - A tool in "local" has its arguments bound here (toolcore.bind_arguments, the same messages),
   then runs on a worker thread with the tool core (textfiles.py) over OsFiles; calls touching
-  the same path take turns. Its reply goes straight to the script, and a "record" frame to
-  Herald, which logs it to the transcript and counts it:
+  the same path take turns; `search_files` runs the search core (search.py) over the same files,
+  ripgrep in a bash of its own when the backend has it. Its reply goes straight to the script,
+  and a "record" frame to Herald, which logs it to the transcript and counts it:
       {"type": "record", "tool", "args": preview, "error"?: {...}, "duration_ms", "reply_bytes"}
 - `terminal` runs in the supervisor's shell (localshell.py), one command at a time; its record
   carries the directory after it ("cwd"), which Herald's session shell takes up. Output past the
@@ -44,9 +48,10 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-# The tools the core can run (textfiles.TOOLS): that module and the workers (localcall.py) are
-# imported by `load`, once the script is starting, so that a supervisor starts as fast as before.
-TOOL_NAMES = ("read_file", "write_file", "patch", "terminal")
+# The tools the core can run (textfiles.TOOLS, the terminal, the search): those modules and the
+# workers (localcall.py) are imported by `load`, once the script is starting, so that a
+# supervisor starts as fast as before.
+TOOL_NAMES = ("read_file", "write_file", "patch", "terminal", "search_files")
 
 
 # A finished local call: (connection number, reply frame, record) or, handed over, (None, call, None).
@@ -75,9 +80,9 @@ class LocalTools:
         self.calls = 0
         if self.grant is not None:
             self.cwd = self.grant["cwd"]
-            shell = self.grant.get("shell")
-            if shell is not None and shell.get("time_left") is not None:
-                shell["deadline"] = time.monotonic() + shell["time_left"]
+            for timed in (self.grant.get("shell"), self.grant.get("search")):
+                if timed is not None and timed.get("time_left") is not None:
+                    timed["deadline"] = time.monotonic() + timed["time_left"]
 
     def load(self) -> None:
         """Import the tool core and start the workers (the supervisor calls this while the
@@ -111,6 +116,8 @@ class LocalTools:
         if spec is None:
             return False
         path = call["args"].get("path") if isinstance(call.get("args"), dict) else None
+        if path is None:  # search_files' path is optional: the policy looks at its default
+            path = spec["properties"].get("path", {}).get("default")
         if isinstance(path, str) and path.startswith("~"):
             return False  # the backend's HOME: Herald's backend expands it
         roots = grant.get("roots")
@@ -192,6 +199,9 @@ def _valid(grant: Any) -> bool:
         lambda g: "terminal" not in g["local"] or (isinstance(g.get("shell"), dict) and all(
             isinstance(g["shell"].get(k), str) for k in ("state_path", "cwd", "bin")) and all(
             isinstance(g["shell"].get(k), (int, float)) for k in ("max_output_bytes", "timeout"))),
+        lambda g: "search_files" not in g["local"] or (isinstance(g.get("search"), dict) and all(
+            isinstance(g["search"].get(k), t) for k, t in (("python_only", bool), ("bin", str), ("max_output_bytes", int),
+                                                           ("timeout", (int, float)), ("time_left", (int, float, type(None)))))),
         lambda g: g.get("roots") is None or (isinstance(g["roots"], dict) and all(
             isinstance(g["roots"].get(k), list) and all(isinstance(p, str) and p.startswith("/") for p in g["roots"][k])
             for k in ("write", "read"))),

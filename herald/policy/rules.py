@@ -23,7 +23,7 @@ import fnmatch
 from dataclasses import dataclass
 from typing import Literal
 
-from ..tools.globs import GlobError, compile_glob
+from .._sandbox.globs import GlobError, compile_glob
 from .shell import split_commands
 
 Action = Literal["allow", "deny", "ask"]

@@ -13,10 +13,11 @@ a confining profile the grant carries the workspace roots, and a call whose path
 them, as written or through symlinks, is handed to Herald, whose Gate refuses it in its words.
 
 Why it is safe: the script runs in the backend too, where `open()` already reads and writes
-what these tools do, so answering them there gives it nothing new; every other tool (terminal,
-web, browser, MCP, anything with secrets) still comes back to Herald and its Dispatcher. The
-budget is kept by both sides (the supervisor counts every call; Herald counts the calls it serves
-and the records), so a forged record can only use up the run's own budget.
+what these tools do (and `subprocess` runs what terminal and search_files run), so answering
+them there gives it nothing new; every other tool (web, browser, MCP, anything with secrets)
+still comes back to Herald and its Dispatcher. The budget is kept by both sides (the supervisor
+counts every call; Herald counts the calls it serves and the records), so a forged record can
+only use up the run's own budget.
 """
 
 from __future__ import annotations
@@ -31,15 +32,17 @@ from .._sandbox.toolcore import preview
 from ..backends.shell import PersistentShell
 from ..capture import CappedCapture
 from ..policy import FULL, READ_ONLY
-from ..tools import files, terminal
+from ..tools import files, search, terminal
 from .dispatcher import CallScope, Dispatcher
 from .grants import Grant
 
 # Budgets the supervisor does not keep: a run with one of them has its file calls served by Herald.
 HERALD_KEPT_BUDGETS = frozenset({"reply_bytes", "tool_seconds", "bytes_written"})
-# The tools the supervisor can run (the sandbox package's tool core, textfiles.py), by handler.
+# The tools the supervisor can run (the sandbox package's tool core: textfiles.py, localshell.py,
+# search.py), by handler.
 LOCAL_HANDLERS = {
-    "read_file": files.read_file, "write_file": files.write_file, "patch": files.patch, "terminal": terminal.terminal
+    "read_file": files.read_file, "write_file": files.write_file, "patch": files.patch, "terminal": terminal.terminal,
+    "search_files": search.search_files,
 }
 # The supervisor's shell keeps 8 MiB of a command's output for Herald (localshell.py): a larger
 # cap than this keeps terminal with Herald.
@@ -94,6 +97,8 @@ class BackendTools:
         }
         if shell is not None:
             grant["shell"] = shell
+        if "search_files" in local:
+            grant["search"] = self._search_grant(scope)
         if self._dispatcher.policy.profile != FULL:
             workspace = self._dispatcher.gate.workspace
             grant["roots"] = {"write": list(workspace.prefixes()), "read": list(workspace.prefixes(reading=True))}
@@ -113,6 +118,19 @@ class BackendTools:
         return {
             "state_path": shell.state_path, "cwd": shell.cwd, "has_state": True, "bin": settings.shell,
             "max_output_bytes": shell.max_output_bytes, "timeout": settings.timeout, "time_left": left,
+        }
+
+    def _search_grant(self, scope: CallScope) -> dict[str, Any]:
+        """What search_files' place in the supervisor reads where Herald's reads its settings
+        (herald/_sandbox/searchplace.py): ripgrep's output is captured up to the session shell's cap."""
+        settings = self._dispatcher.ctx.settings
+        shell = self._session_shell()
+        return {
+            "python_only": settings.files.search == "python",
+            "bin": settings.terminal.shell,
+            "max_output_bytes": shell.max_output_bytes if shell is not None else settings.terminal.max_output_bytes,
+            "timeout": settings.terminal.timeout,
+            "time_left": None if scope.deadline is None else max(0.0, scope.deadline - time.monotonic()),
         }
 
     def follow(self, cwd: Any) -> None:

@@ -13,9 +13,9 @@ from typing import Any
 
 from .._sandbox import textfiles
 from .._sandbox.textfiles import FileMissing, looks_binary, split_lines
+from .._sandbox.walk import SKIP_DIRS, walk_files
 from .registry import Tool, ToolContext, ToolError
 from .resources import path_argument
-from .walk import SKIP_DIRS, walk_files
 
 
 def display_path(ctx: ToolContext, absolute: str) -> str:

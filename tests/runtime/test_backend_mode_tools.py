@@ -1,7 +1,8 @@
 """Backend mode runs read_file, write_file and patch inside the backend's supervisor, next to the
 script: the same answers as Herald's own tools, byte for byte, with the allow-list, argument
 checks and call budget kept there, the calls recorded in Herald's transcript, and everything
-else (search_files, a missing file's suggestions) still served by Herald; terminal there too."""
+else (a missing file's suggestions, web, browser) still served by Herald; terminal and
+search_files there too (search_files: tests/backends/conformance/test_conformance_search_in_backend.py)."""
 
 from __future__ import annotations
 
@@ -281,7 +282,7 @@ def test_paths_follow_the_session_directory_across_cells_and_calls(
 def test_malformed_records_are_ignored(backend_runtime: RuntimeFactory) -> None:
     runtime = backend_runtime(overrides={"sandbox.warm": False})
     tools = BackendTools(runtime.dispatcher)
-    assert tools.names == ["patch", "read_file", "terminal", "write_file"]
+    assert tools.names == ["patch", "read_file", "search_files", "terminal", "write_file"]
     scope = runtime.dispatcher.new_scope(5)
     grant = Grant(scope)
     for bad in (

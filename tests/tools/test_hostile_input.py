@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from herald import Runtime
-from herald.tools.pysearch import WORKER
+from herald._sandbox.pysearch import WORKER
 from tests.runtime._helpers import pids_with_marker, script, wait_for
 
 MB = 1 << 20

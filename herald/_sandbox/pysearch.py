@@ -1,9 +1,11 @@
-"""search_files' pure-Python engine: a walk over the Backend protocol, bounded by a Deadline.
+"""search_files' pure-Python engine: a walk over a Tree (a Backend, or walk.OsTree), bounded by a
+Deadline. Stdlib only, Python >= 3.8 (the sandbox package).
 
-Herald walks and reads the files (through the backend, wherever they are); the regex runs in a
-worker process (regex_worker.py), which is killed when the search's time is up, so a
-catastrophic pattern costs a search its time limit and never stalls Herald. Files the backend
-refuses to read (devices, FIFOs, over files.read_max_bytes) are skipped, like unreadable ones.
+Herald, or in backend mode the supervisor, walks and reads the files; the regex runs in a worker
+process (regex_worker.py), which is killed when the search's time is up, so a catastrophic
+pattern costs a search its time limit and never stalls the process that searches (Python's `re`
+holds the GIL). Files the reader refuses (devices, FIFOs, over files.read_max_bytes) are
+skipped, like unreadable ones.
 """
 
 from __future__ import annotations
@@ -14,17 +16,17 @@ import os
 import select
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from typing import Any, Callable, Iterator, List, Optional, Tuple
 
-from ..backends.base import Backend
-from ..runtime.sandbox import spawner
 from .deadline import Deadline
-from .files import looks_binary, split_lines
-from .registry import ToolError
+from .ignorefiles import Tree
+from .textfiles import looks_binary, split_lines
+from .toolcore import ToolError
 from .walk import walk_files
 
-WORKER = Path(__file__).with_name("regex_worker.py")
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "regex_worker.py")
+# How the worker is started: subprocess.Popen's signature (Herald passes its spawner thread's).
+Popen = Callable[..., "subprocess.Popen[bytes]"]
 POLL_SECONDS = 0.05  # how often a wait for the worker looks at the call's cancel event
 BATCH_BYTES = 1 << 20  # files go to the worker together up to this size or count
 BATCH_FILES = 256
@@ -34,20 +36,20 @@ def relative(base: str, absolute: str) -> str:
     return absolute[len(base.rstrip("/")) + 1 :]
 
 
-def _files(backend: Backend, root: str, base: str, keep: Callable[[str], bool], deadline: Deadline) -> Iterator[str]:
+def _files(tree: Tree, root: str, base: str, keep: Callable[[str], bool], deadline: Deadline) -> Iterator[str]:
     """Absolute paths of the files under `root` that `keep` (given paths relative to `base`) keeps."""
-    for path in walk_files(backend, root, ignore_files=True):
+    for path in walk_files(tree, root, ignore_files=True):
         deadline.check()
         if keep(relative(base, path)):
             yield path
 
 
 def find_files(
-    backend: Backend, root: str, base: str, keep: Callable[[str], bool], wanted: int, deadline: Deadline
-) -> list[str]:
+    tree: Tree, root: str, base: str, keep: Callable[[str], bool], wanted: int, deadline: Deadline
+) -> List[str]:
     """The first `wanted` kept files under `root`, relative to `base`."""
     found = []
-    for path in _files(backend, root, base, keep, deadline):
+    for path in _files(tree, root, base, keep, deadline):
         found.append(relative(base, path))
         if len(found) >= wanted:
             break
@@ -55,12 +57,12 @@ def find_files(
 
 
 def find_matches(
-    backend: Backend, root: str, base: str, keep: Callable[[str], bool], pattern: str, wanted: int,
-    deadline: Deadline,
-) -> list[tuple[str, int, str]]:
+    tree: Tree, root: str, base: str, keep: Callable[[str], bool], pattern: str, wanted: int,
+    deadline: Deadline, popen: Popen = subprocess.Popen,
+) -> List[Tuple[str, int, str]]:
     """The first `wanted` (absolute path, line number, line) whose line `pattern` matches."""
-    found: list[tuple[str, int, str]] = []
-    batch: list[tuple[str, list[str]]] = []  # files not yet sent: one round trip for many small files
+    found: List[Tuple[str, int, str]] = []
+    batch: List[Tuple[str, List[str]]] = []  # files not yet sent: one round trip for many small files
     batch_chars = 0
 
     def send() -> None:
@@ -74,10 +76,10 @@ def find_matches(
         batch.clear()
         batch_chars = 0
 
-    with _RegexWorker(pattern, deadline) as worker:
-        for path in _files(backend, root, base, keep, deadline):
+    with _RegexWorker(pattern, deadline, popen) as worker:
+        for path in _files(tree, root, base, keep, deadline):
             try:
-                data = backend.read_bytes(path)
+                data = tree.read_bytes(path)
             except OSError:
                 continue
             if looks_binary(data):
@@ -98,15 +100,16 @@ def find_matches(
 class _RegexWorker:
     """One regex_worker.py process for one search, started at its first file."""
 
-    def __init__(self, pattern: str, deadline: Deadline) -> None:
+    def __init__(self, pattern: str, deadline: Deadline, popen: Popen) -> None:
         self._pattern = pattern.encode("utf-8", "surrogatepass")
         self._deadline = deadline
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._popen = popen
+        self._proc: Optional["subprocess.Popen[bytes]"] = None
 
-    def __enter__(self) -> _RegexWorker:
+    def __enter__(self) -> "_RegexWorker":
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         if self._proc is not None:
             self._proc.kill()  # it holds nothing worth a graceful stop
             self._proc.wait()
@@ -114,17 +117,17 @@ class _RegexWorker:
             self._proc.stdin.close()
             self._proc.stdout.close()
 
-    def _start(self) -> subprocess.Popen[bytes]:
+    def _start(self) -> "subprocess.Popen[bytes]":
         # Its own session: a terminal's Ctrl-C is for Herald, which stops the worker itself.
-        proc = spawner.popen(
-            [sys.executable, "-I", "-S", str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        proc = self._popen(
+            [sys.executable, "-I", "-S", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, env={}, start_new_session=True,
         )
         assert proc.stdin is not None
         proc.stdin.write(b"%d\n%s" % (len(self._pattern), self._pattern))
         return proc
 
-    def matching(self, lines: list[str], most: int) -> list[int]:
+    def matching(self, lines: List[str], most: int) -> List[int]:
         """The numbers (from 1) of the first `most` lines that match."""
         if self._proc is None:
             self._proc = self._start()

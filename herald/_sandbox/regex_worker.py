@@ -1,10 +1,11 @@
 """Match search_files' regex against text in a process of its own (started by pysearch.py).
 
 A regex with nested repeats (`(a+)+$`) can take exponential time, and Python's `re` holds the
-GIL while it runs: inside Herald it would stall every thread, the timers that end a run
-included. Here it runs outside Herald's process, which kills this one when the search's time is
-up. Stdlib only, run as a script (`python -I -S regex_worker.py`): importing the herald package
-would cost more than most searches.
+GIL while it runs: inside Herald (or a backend's supervisor) it would stall every thread, the
+timers that end a run included. Here it runs in a process of its own, which the searcher kills
+when the search's time is up. Stdlib only, Python >= 3.8, run as a script (`python -I -S
+regex_worker.py`), never imported: importing the herald package would cost more than most
+searches.
 
 Protocol, bytes on stdin and stdout:
     Herald -> worker   b"<n>\\n" + the pattern, n bytes of UTF-8 (lone surrogates passed through)

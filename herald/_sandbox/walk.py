@@ -1,4 +1,7 @@
-"""Walking a backend's directory tree the way a developer expects a search to.
+"""Walking a directory tree the way a developer expects a search to.
+
+Stdlib only, Python >= 3.8 (the sandbox package): Herald walks a session's Backend with it, and
+a backend-mode supervisor walks its own file system (`OsTree`) with the same code.
 
 Hidden entries and the usual bulky, generated directories are skipped, and (when asked) what
 .gitignore and ripgrep's other ignore files exclude, as ripgrep does; the walk is bounded so a
@@ -7,24 +10,50 @@ search from `/` cannot run away.
 
 from __future__ import annotations
 
+import os
 import posixpath
-from collections.abc import Iterator
+from typing import Any, Iterator, List, NamedTuple, Optional, Tuple
 
-from ..backends.base import Backend, DirEntry
-from .ignore import IgnoreDir, descend, rules_above
+from .fileaccess import OsFiles
+from .ignorefiles import IgnoreDir, Tree, descend, rules_above
 
 SKIP_DIRS = frozenset({"node_modules", "__pycache__", ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".mypy_cache"})
 
 
-def walk_files(backend: Backend, root: str, *, ignore_files: bool = False, max_entries: int = 200_000) -> Iterator[str]:
+class OsEntry(NamedTuple):
+    """A directory entry as the Backend protocol's DirEntry describes one."""
+
+    name: str
+    is_dir: bool
+    is_file: bool
+    is_symlink: bool = False
+
+
+class OsTree(OsFiles):
+    """OsFiles that can list directories too: what a search walks inside a backend."""
+
+    def list_dir(self, path: str) -> List[OsEntry]:
+        entries = []
+        with os.scandir(path) as it:
+            for entry in it:
+                try:  # as Herald's local backend lists (herald/backends/local.py)
+                    is_dir = entry.is_dir()
+                    is_file = entry.is_file()
+                except OSError:
+                    is_dir = is_file = False
+                entries.append(OsEntry(entry.name, is_dir, is_file, entry.is_symlink()))
+        return entries
+
+
+def walk_files(tree: Tree, root: str, *, ignore_files: bool = False, max_entries: int = 200_000) -> Iterator[str]:
     """Absolute paths of regular files under `root` (or `root` itself if it is a file).
 
     The order is ripgrep's `--sort=path`: depth first, each directory's entries by name, files
     and subdirectories interleaved. Symlinks are not followed (ripgrep's default either).
-    `ignore_files` also skips what ignore files exclude (see ignore.py); `root` itself is
+    `ignore_files` also skips what ignore files exclude (see ignorefiles.py); `root` itself is
     always walked, as ripgrep walks a path it is given.
     """
-    info = backend.stat(root)
+    info = tree.stat(root)
     if info is None:
         return
     if not info.is_dir:
@@ -34,18 +63,18 @@ def walk_files(backend: Backend, root: str, *, ignore_files: bool = False, max_e
     # One frame per directory being listed: its entries, its path and the ignore rules in
     # force inside it. Entries are consumed one at a time so files and subdirectories come
     # out in one name order (a/x before a.txt, as ripgrep sorts).
-    stack: list[tuple[Iterator[DirEntry], str, IgnoreDir | None]] = []
+    stack: List[Tuple[Iterator[Any], str, Optional[IgnoreDir]]] = []
 
-    def enter(directory: str, rules: IgnoreDir | None) -> None:
+    def enter(directory: str, rules: Optional[IgnoreDir]) -> None:
         try:
-            entries = backend.list_dir(directory)
+            entries = tree.list_dir(directory)
         except OSError:
             entries = []
         if ignore_files:
-            rules = descend(rules, backend, directory, entries)
+            rules = descend(rules, tree, directory, entries)
         stack.append((iter(sorted(entries, key=lambda e: e.name)), directory, rules))
 
-    enter(root, rules_above(backend, root) if ignore_files else None)
+    enter(root, rules_above(tree, root) if ignore_files else None)
     while stack:
         entries, directory, rules = stack[-1]
         entry = next(entries, None)
