@@ -4,8 +4,15 @@ The roots are the session's directory when the policy starts (the backend's cwd)
 configured `policy.roots`. A path is resolved the way the tool will open it: relative to the
 backend's current directory, `..` collapsed, and on the local backend with symlinks followed
 (`os.path.realpath`), so a link inside the workspace that points out of it is outside. A remote
-backend that offers `realpath(path)` resolves there; one that does not is checked lexically
-(`..` and absolute paths only): see `Workspace.exact`.
+backend that offers `realpath(path)` (SSH, Docker, Modal) resolves there, links followed the
+same way; one that does not is checked lexically (`..` and absolute paths only): see
+`Workspace.exact`.
+
+The check and the tool's own file operation are two steps, and a link may change in between
+(a command, a process left running). Locally the window is two system calls. A remote backend
+pins what its `realpath` answered and has the operation itself check, in the same request
+flight or command, that the path still leads there (herald/backends/realpath.py): the rule
+lives here, the backend only keeps its answer.
 """
 
 from __future__ import annotations

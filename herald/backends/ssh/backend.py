@@ -28,6 +28,7 @@ import paramiko
 
 from ...config import Settings
 from ..base import BackendError, CommandResult, DirEntry, FileStat, resolve_path
+from ..realpath import Pins
 from ..shell import PersistentShell, shell_quote
 from . import files
 from .channel import SSHChannel
@@ -80,11 +81,16 @@ class SSHBackend:
         self._closed = False
         # Attributes this backend saw last per path, so that a read right after a stat need not
         # look again (`_fresh`); commands running and processes started make them stale.
-        self._seen: dict[str, tuple[float, Attrs]] = {}
+        self._seen: dict[str, tuple[float, Attrs | None]] = {}  # None: a look found nothing there
         self._running = 0
         self._channels: list[SSHChannel] = []
         self._epoch = 0  # counts changes that make what was seen stale
         self._silent_at = -1e9  # when a connection was last given up because the host went silent
+        # Where paths lead (`realpath`): fresh ones answer the next check like `_seen`, and the
+        # last answer per path is pinned: a read or write of it verifies, in its own first
+        # flight, that it still leads there.
+        self._resolved: dict[str, tuple[float, str]] = {}
+        self._pins = Pins()
 
     # -- the connection ----------------------------------------------------------------------
 
@@ -286,47 +292,85 @@ class SSHBackend:
             self._epoch += 1
             if path is None:
                 self._seen.clear()
+                self._resolved.clear()
             else:
                 self._seen.pop(path, None)
             return self._epoch
 
-    def _saw(self, path: str, attrs: Attrs | None, epoch: int) -> None:
-        """Remember `attrs` at `path`, unless something changed since the call began (`epoch`)."""
+    def _saw(self, path: str, attrs: Attrs | None, epoch: int, *, looked: bool = False) -> None:
+        """Remember `attrs` at `path`, unless something changed since the call began (`epoch`);
+        None forgets the path, or with `looked` remembers that nothing is there."""
         with self._lock:
             if epoch != self._epoch:
                 return
-            if attrs is None:
+            if attrs is None and not looked:
                 self._seen.pop(path, None)
             else:
                 if len(self._seen) > 1024:
                     self._seen.clear()
                 self._seen[path] = (time.monotonic(), attrs)
 
-    def _fresh(self, path: str, *, regular: bool) -> Attrs | None:
-        """Attributes this backend saw at `path` within SEEN_SECONDS (by a stat, a read's fstat,
-        a write), with no command run and no process started since (they could change
-        anything); `regular`: only a regular file's. Changes made on the host by anything
-        else within that second are not seen."""
+    def _busy(self) -> bool:
+        """A command runs or a process started here still runs: anything may change."""
+        return bool(self._running) or any(not channel.closed for channel in self._channels)
+
+    def _recent(self, path: str) -> tuple[bool, Attrs | None]:
+        """(known, attributes) this backend saw at `path` within SEEN_SECONDS (by a stat, a
+        realpath, a read's fstat, a write), with no command run and no process started since
+        (they could change anything); attributes None: nothing was there. Changes made on the
+        host by anything else within that second are not seen."""
         with self._lock:
             seen = self._seen.get(path)
-            busy = self._running or any(not channel.closed for channel in self._channels)
-            if seen is None or time.monotonic() - seen[0] > SEEN_SECONDS or busy:
-                return None
-            return seen[1] if not regular or stat_mod.S_ISREG(seen[1].st_mode) else None
+            if seen is None or time.monotonic() - seen[0] > SEEN_SECONDS or self._busy():
+                return False, None
+            return True, seen[1]
+
+    def _fresh(self, path: str) -> Attrs | None:
+        """A regular file's attributes seen at `path` just now (see `_recent`), else None."""
+        attrs = self._recent(path)[1]
+        return attrs if attrs is not None and stat_mod.S_ISREG(attrs.st_mode) else None
+
+    def realpath(self, path: str) -> str:
+        """Where `path` leads on the host, every symlink followed (a missing tail as written):
+        the workspace check's resolution (policy/paths.py). One round trip that also stats the
+        path for the tool's own stat right after; none when resolved within SEEN_SECONDS with no
+        command run or process started since. The answer is pinned (see read_bytes)."""
+        target = self._path(path)
+        with self._lock:
+            hit = self._resolved.get(target)
+            if hit is not None and time.monotonic() - hit[0] <= SEEN_SECONDS and not self._busy():
+                self._pins.pin(target, hit[1])
+                return hit[1]
+            epoch = self._epoch
+        resolved, attrs = self._files(lambda _, s: files.realpath(s, target))
+        self._saw(target, attrs, epoch, looked=True)
+        with self._lock:
+            self._pins.pin(target, resolved)
+            if epoch == self._epoch:  # nothing could have moved a link since the call began
+                if len(self._resolved) > 1024:
+                    self._resolved.clear()
+                self._resolved[target] = (time.monotonic(), resolved)
+        return resolved
 
     def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
+        """See Backend.read_bytes; a path `realpath` answered for is read only if it still
+        leads where that answer said (checked in the read's own flight)."""
         target = self._path(path)
         limit = self.settings.files.read_max_bytes if max_bytes is None else max_bytes
-        known, epoch = self._fresh(target, regular=True), self._epoch
-        data, attrs = self._files(lambda _, s: files.read_bytes(s, target, limit, known))
+        with self._lock:
+            known, epoch, pinned = self._fresh(target), self._epoch, self._pins.get(target)
+        data, attrs = self._files(lambda _, s: files.read_bytes(s, target, limit, known, pinned))
         self._saw(target, attrs, epoch)
         return data
 
     def write_bytes(self, path: str, data: bytes) -> None:
+        """See Backend.write_bytes; like read_bytes, a pinned path is written only where it led."""
         target = self._path(path)
+        with self._lock:
+            pinned = self._pins.get(target)
 
         def write(conn: SSHConnection, s: SFTPSession) -> files.Written:
-            written = files.write_bytes(s, target, data, conn.default_mode)
+            written = files.write_bytes(s, target, data, conn.default_mode, pinned)
             conn.default_mode = written.default_mode
             return written
 
@@ -336,10 +380,11 @@ class SSHBackend:
 
     def stat(self, path: str) -> FileStat | None:
         target = self._path(path)
-        attrs, epoch = self._fresh(target, regular=False), self._epoch
-        if attrs is None:
+        with self._lock:
+            (known, attrs), epoch = self._recent(target), self._epoch
+        if not known:
             attrs = self._files(lambda _, s: files.stat(s, target))
-            self._saw(target, attrs, epoch)
+            self._saw(target, attrs, epoch, looked=True)
         return files.to_filestat(target, attrs) if attrs is not None else None
 
     def list_dir(self, path: str) -> list[DirEntry]:
