@@ -118,7 +118,7 @@ def test_links_that_stay_inside_are_allowed(make_runtime: MakeRuntime, remote: A
 
 
 def test_a_link_swapped_between_two_calls_is_refused(make_runtime: MakeRuntime, remote: Any) -> None:
-    runtime, work, outside = _setup(make_runtime, remote)
+    runtime, _, outside = _setup(make_runtime, remote)
     _sh(runtime, "mkdir -p d && printf 'inside\\n' > d/secret.txt && printf 'inside\\n' > f.txt")
     for _ in range(2):  # the second time from what the backend remembers
         assert both(runtime, "read_file", {"path": "d/secret.txt"}).ok
@@ -143,7 +143,7 @@ def test_a_link_swapped_after_the_check_is_caught_by_the_operation(remote: Any) 
     work = backend.cwd
     outside = f"{work}-outside-{uuid.uuid4().hex[:6]}"
     backend.run(f"mkdir -p {outside} d && printf 'secret\\n' > {outside}/secret.txt && printf 'in\\n' > d/f.txt")
-    realpath = backend.realpath  # type: ignore[attr-defined]
+    realpath = backend.realpath
     assert realpath(f"{work}/d/f.txt") == f"{work}/d/f.txt"
     assert realpath(f"{work}/d/new.txt") == f"{work}/d/new.txt"
     backend.run(f"rm -r d && ln -s {outside} d && cp {outside}/secret.txt {outside}/f.txt")

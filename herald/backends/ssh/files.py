@@ -4,9 +4,12 @@ Round trips (each a batch of pipelined requests, sftp.py), once the session pred
 - read: OPEN + FSTAT + READs of the whole expected size (one more byte shows the end) -> 1;
   a STAT before it (a FIFO's OPEN would block the server) unless the caller just saw a
   regular file there -> 2 at most. The CLOSE is not awaited.
-- write: LSTAT + OPEN of a private temp file + WRITEs + CLOSE -> 1; SETSTAT (the target's
-  mode) + rename over the target -> 1. The rename waits for the writes' answers, so a failed
-  write never replaces the target.
+- write: REALPATH + LSTAT + OPEN of a private temp file + WRITEs + CLOSE -> 1; SETSTAT (the
+  target's mode) + rename over the target -> 1. The rename waits for the writes' answers, so a
+  failed write never replaces the target.
+- where a path leads (the workspace check): REALPATH + STAT -> 1, the STAT answering the
+  tool's own stat right after. A read or write of a path so checked carries a REALPATH in its
+  first flight (no extra round trip) and goes no further unless the path still leads there.
 
 SFTP servers report many failures as a bare "Failure" without an errno (reading a directory,
 listing a file); where that matters the path is looked at to raise the error a local call would.
