@@ -46,7 +46,7 @@ class ExecSessionBackend:
         env = herald_environ()
         self._env = {n: env[n] for n in settings.sandbox.env_passthrough if n in env}
         self._cwd = cwd
-        self._pins = Pins()  # where `realpath` said paths lead: their reads and writes check it
+        self._pins = Pins()  # where the workspace check allowed paths to lead (`pin`)
 
     # -- for subclasses --------------------------------------------------------------------
 
@@ -216,14 +216,15 @@ class ExecSessionBackend:
 
     def realpath(self, path: str) -> str:
         """Where `path` leads in the sandbox, every symlink followed (a missing tail as
-        written): the workspace check's resolution (policy/paths.py), one file command. The
-        answer is pinned: a read or write of the path then runs only if it still leads there,
-        checked by the operation's own command."""
-        target = self._path(path)
-        resolved = self._files.realpath(target)
+        written): the workspace check's resolution (policy/paths.py), one file command."""
+        return self._files.realpath(self._path(path))
+
+    def pin(self, path: str, resolved: str) -> None:
+        """The workspace check allowed `path` because it leads to `resolved`: from now on it is
+        read or written only while it still leads there (checked by the operation's own
+        command; PermissionError otherwise)."""
         with self._lock:
-            self._pins.pin(target, resolved)
-        return resolved
+            self._pins.pin(self._path(path), resolved)
 
     def _pinned(self, target: str) -> str | None:
         with self._lock:

@@ -64,9 +64,11 @@ def moved(path: str, now: str, pinned: str) -> PermissionError:
 
 
 class Pins:
-    """The last resolution a backend's `realpath` gave per path: a later read or write of the
-    path checks, as part of the operation, that it still leads there (a link swapped between
-    the workspace check and the operation is caught). Not thread-safe: the backend's lock.
+    """Where the workspace check last allowed each path to lead (a backend's `pin`): a later
+    read or write of the path checks, as part of the operation, that it still leads there (a
+    link swapped between the check and the operation is caught). Only allowed resolutions are
+    pinned, so whatever passes the operation's check leads inside. Not thread-safe: the
+    backend's lock.
 
     Kept until `LIMIT` paths are pinned, then the older half is dropped: a check and its
     operation follow each other within one tool call, far fewer than LIMIT resolutions apart."""

@@ -136,16 +136,16 @@ def test_a_link_swapped_between_two_calls_is_refused(make_runtime: MakeRuntime, 
 
 
 def test_a_link_swapped_after_the_check_is_caught_by_the_operation(remote: Any) -> None:
-    """The backend pins where `realpath` said a path leads; the read or write itself checks
+    """The workspace check pins where it allowed a path to lead; the read or write itself checks
     that it still leads there (SSH: a REALPATH in the operation's first flight; Docker: the
-    operation's own command), so a swap between the workspace check and the operation fails."""
+    operation's own command), so a swap between the check and the operation fails."""
     backend, _ = remote
     work = backend.cwd
     outside = f"{work}-outside-{uuid.uuid4().hex[:6]}"
     backend.run(f"mkdir -p {outside} d && printf 'secret\\n' > {outside}/secret.txt && printf 'in\\n' > d/f.txt")
-    realpath = backend.realpath
-    assert realpath(f"{work}/d/f.txt") == f"{work}/d/f.txt"
-    assert realpath(f"{work}/d/new.txt") == f"{work}/d/new.txt"
+    for path in (f"{work}/d/f.txt", f"{work}/d/new.txt"):
+        assert backend.realpath(path) == path
+        backend.pin(path, path)  # as the check does when it allows a path
     backend.run(f"rm -r d && ln -s {outside} d && cp {outside}/secret.txt {outside}/f.txt")
     with pytest.raises(PermissionError, match=f"now leads to {outside}/f.txt"):
         backend.read_bytes(f"{work}/d/f.txt")
@@ -155,6 +155,19 @@ def test_a_link_swapped_after_the_check_is_caught_by_the_operation(remote: Any) 
         backend.write_bytes(f"{work}/d/new.txt", b"leaked\n")
     listing = backend.run(f"cat {outside}/f.txt; ls -A {outside}").output.split()
     assert listing == ["secret", "f.txt", "secret.txt"], listing  # no temp file left behind either
-    # Checked anew, the path resolves where it leads now, and the operation follows.
-    assert realpath(f"{work}/d/f.txt") == f"{outside}/f.txt"
+    # Resolved and allowed anew, the path is followed where it leads now.
+    assert backend.realpath(f"{work}/d/f.txt") == f"{outside}/f.txt"
+    backend.pin(f"{work}/d/f.txt", f"{outside}/f.txt")
     assert backend.read_bytes(f"{work}/d/f.txt") == b"secret\n"
+
+
+def test_a_refused_check_does_not_unpin_an_allowed_call(make_runtime: MakeRuntime, remote: Any) -> None:
+    """A call allowed, then its link swapped out and a second call on the same path refused
+    (as parallel calls of a script could interleave): the first call's operation still fails."""
+    runtime, work, outside = _setup(make_runtime, remote)
+    backend = remote[0]
+    assert direct(runtime, "read_file", {"path": "inside.txt"}).ok  # allowed: pinned inside
+    _sh(runtime, f"rm inside.txt && ln -s {outside}/secret.txt inside.txt")
+    _refused(runtime, "read_file", {"path": "inside.txt"}, f"{outside}/secret.txt")
+    with pytest.raises(PermissionError, match=f"now leads to {outside}/secret.txt"):
+        backend.read_bytes(f"{work}/inside.txt")  # the first call's read, had it come only now

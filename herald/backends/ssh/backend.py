@@ -86,9 +86,9 @@ class SSHBackend:
         self._channels: list[SSHChannel] = []
         self._epoch = 0  # counts changes that make what was seen stale
         self._silent_at = -1e9  # when a connection was last given up because the host went silent
-        # Where paths lead (`realpath`): fresh ones answer the next check like `_seen`, and the
-        # last answer per path is pinned: a read or write of it verifies, in its own first
-        # flight, that it still leads there.
+        # Where paths lead (`realpath`): fresh ones answer the next check like `_seen`. Where
+        # the workspace check allowed a path to lead is pinned (`pin`): a read or write of it
+        # verifies, in its own first flight, that it still leads there.
         self._resolved: dict[str, tuple[float, str]] = {}
         self._pins = Pins()
 
@@ -334,27 +334,32 @@ class SSHBackend:
         """Where `path` leads on the host, every symlink followed (a missing tail as written):
         the workspace check's resolution (policy/paths.py). One round trip that also stats the
         path for the tool's own stat right after; none when resolved within SEEN_SECONDS with no
-        command run or process started since. The answer is pinned (see read_bytes)."""
+        command run or process started since (a link changed by anything else is caught by the
+        operation: see `pin`)."""
         target = self._path(path)
         with self._lock:
             hit = self._resolved.get(target)
             if hit is not None and time.monotonic() - hit[0] <= SEEN_SECONDS and not self._busy():
-                self._pins.pin(target, hit[1])
                 return hit[1]
             epoch = self._epoch
         resolved, attrs = self._files(lambda _, s: files.realpath(s, target))
         self._saw(target, attrs, epoch, looked=True)
         with self._lock:
-            self._pins.pin(target, resolved)
             if epoch == self._epoch:  # nothing could have moved a link since the call began
                 if len(self._resolved) > 1024:
                     self._resolved.clear()
                 self._resolved[target] = (time.monotonic(), resolved)
         return resolved
 
+    def pin(self, path: str, resolved: str) -> None:
+        """The workspace check allowed `path` because it leads to `resolved`: from now on it is
+        read or written only while it still leads there (a REALPATH in the operation's first
+        flight; PermissionError otherwise)."""
+        with self._lock:
+            self._pins.pin(self._path(path), resolved)
+
     def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
-        """See Backend.read_bytes; a path `realpath` answered for is read only if it still
-        leads where that answer said (checked in the read's own flight)."""
+        """See Backend.read_bytes; a pinned path only where it was allowed to lead (`pin`)."""
         target = self._path(path)
         limit = self.settings.files.read_max_bytes if max_bytes is None else max_bytes
         with self._lock:
@@ -364,7 +369,7 @@ class SSHBackend:
         return data
 
     def write_bytes(self, path: str, data: bytes) -> None:
-        """See Backend.write_bytes; like read_bytes, a pinned path is written only where it led."""
+        """See Backend.write_bytes; a pinned path only where it was allowed to lead (`pin`)."""
         target = self._path(path)
         with self._lock:
             pinned = self._pins.get(target)
