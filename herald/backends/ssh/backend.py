@@ -381,7 +381,8 @@ class SSHBackend:
 
         epoch = self._changed(target)
         written = self._files(write)
-        self._saw(written.target, written.attrs, epoch)
+        for seen in {target, written.target}:  # the path as given, and the file it leads to
+            self._saw(seen, written.attrs, epoch)
 
     def stat(self, path: str) -> FileStat | None:
         target = self._path(path)

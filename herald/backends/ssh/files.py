@@ -278,24 +278,26 @@ def write_bytes(s: SFTPSession, path: str, data: bytes, default_mode: int | None
     into a separate copy): where the server resolves it, `..` in the link followed physically;
     missing parent directories are created (looked for only when the temp file cannot be made:
     the common case costs no extra round trips). `pinned`: where the path led when the call
-    was allowed; a REALPATH in the first flight tells where it leads now, and nothing is made
-    or replaced unless that is the same place.
+    was allowed. Then that place is written (its temp file made in its directory, never in
+    one a swapped link leads to), a REALPATH of `path` in the first flight tells where `path`
+    leads now, and nothing is replaced unless that is the same place.
     """
-    target, resolved = path, False
+    target, resolved = (pinned, True) if pinned is not None else (path, False)
     for _ in range(3):
         try:
-            return _write(s, target, data, default_mode, resolved, pinned)
+            return _write(s, target, data, default_mode, resolved, pinned, path)
         except _Retry as retry:
             target, resolved = retry.target, retry.resolved
     raise _error(errno.ELOOP, path)
 
 
 def _write(s: SFTPSession, target: str, data: bytes, default_mode: int | None, resolved: bool,
-           pinned: str | None) -> Written:
+           pinned: str | None, path: str) -> Written:
     parent = posixpath.dirname(target)
     temp = posixpath.join(parent, f".herald-{secrets.token_hex(6)}.tmp")
     learning = default_mode is None
-    where_id = s.send_path(REALPATH, target)
+    checked = path if pinned is not None else target  # the path whose resolution decides
+    where_id = s.send_path(REALPATH, checked)
     lstat_id = s.send_path(LSTAT, target)
     predicted = None if learning else s.predicted_handle()
     open_id = s.send_open(temp, FLAG_WRITE | FLAG_CREAT | FLAG_EXCL, None if learning else PRIVATE)
@@ -315,8 +317,8 @@ def _write(s: SFTPSession, target: str, data: bytes, default_mode: int | None, r
             raise _with_path(lstat_error, target)
         now = target
         if pinned is not None or (lstat_error is None and st_mod.S_ISLNK((looked.attrs or Attrs()).st_mode)):
-            now = leads_to(s, target, answer)
-            _check_pin(target, now, pinned)
+            now = leads_to(s, checked, answer)
+            _check_pin(path, now, pinned)
         if lstat_error is None:
             existing = looked.attrs or Attrs()
             if st_mod.S_ISLNK(existing.st_mode) and not resolved:
