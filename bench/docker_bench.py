@@ -90,3 +90,9 @@ def _measure(settings: Settings) -> list[Metric]:
                         raise RuntimeError(f"benchmark script failed: {result.error}")
                     metric.samples.append(float(result.output.strip()) * 1000 / 200)
     return [round_trip, read, write, realpath, *checked.values(), start, remove]
+
+
+if __name__ == "__main__":
+    from .report import print_table
+
+    print_table("Docker backend", run())

@@ -157,8 +157,8 @@ class ModalBackend(ExecSessionBackend):
             return self._sandbox.filesystem
 
     def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
-        # A path the workspace check resolved (`realpath`) is read where it led then: the SDK
-        # cannot check where a path leads in the same request, and that place had no link on it.
+        # A path the workspace check allowed (`pin`) is read where it led then: the SDK cannot
+        # check where a path leads in the same request, and that place had no link on it.
         target = self._pinned(self._path(path)) or self._path(path)
         limit = self.settings.files.read_max_bytes if max_bytes is None else max_bytes
         # The SDK reads a whole file and cannot open one without blocking: what is read is
