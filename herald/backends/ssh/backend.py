@@ -18,7 +18,6 @@ import dataclasses
 import getpass
 import logging
 import posixpath
-import stat as stat_mod
 import threading
 import time
 from collections.abc import Callable
@@ -34,16 +33,12 @@ from . import files
 from .channel import SSHChannel
 from .connection import HOUSEKEEPING_SECONDS, SSHConnection, connect
 from .scripts import RESTORE, SETUP
-from .sftp import Attrs, SFTPCancelled, SFTPSession, SFTPTimeout
+from .seen import Seen
+from .sftp import SFTPCancelled, SFTPSession, SFTPTimeout
 from .target import DEFAULT_PORT, SSHTarget, parse_ssh_spec
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-# How long what this backend saw of a file (a stat, a read's fstat, the file it just wrote) may
-# answer the next stat, and stand in for the look a read takes before it opens the file: the
-# file tools stat, then read or write, so a read -> patch -> verify costs no repeated stat.
-SEEN_SECONDS = 1.0
 
 
 class SSHBackend:
@@ -79,17 +74,14 @@ class SSHBackend:
         self._state_dir = ""
         self._notes: list[str] = []
         self._closed = False
-        # Attributes this backend saw last per path, so that a read right after a stat need not
-        # look again (`_fresh`); commands running and processes started make them stale.
-        self._seen: dict[str, tuple[float, Attrs | None]] = {}  # None: a look found nothing there
+        # What calls saw of paths a moment ago (seen.py); commands running and processes
+        # started make it stale.
         self._running = 0
         self._channels: list[SSHChannel] = []
-        self._epoch = 0  # counts changes that make what was seen stale
+        self._seen = Seen(self._lock, self._busy)
         self._silent_at = -1e9  # when a connection was last given up because the host went silent
-        # Where paths lead (`realpath`): fresh ones answer the next check like `_seen`. Where
-        # the workspace check allowed a path to lead is pinned (`pin`): a read or write of it
-        # verifies, in its own first flight, that it still leads there.
-        self._resolved: dict[str, tuple[float, str]] = {}
+        # Where the workspace check allowed paths to lead (`pin`): a read or write of such a
+        # path verifies, in its own first flight, that it still leads there.
         self._pins = Pins()
 
     # -- the connection ----------------------------------------------------------------------
@@ -208,19 +200,19 @@ class SSHBackend:
         channel = SSHChannel(self._connection(), argv, cwd=directory, grace=self._grace)
         with self._lock:
             self._channels = [c for c in self._channels if not c.closed] + [channel]
-        self._changed(None)
+        self._seen.changed(None)
         return channel
 
     def run(self, command: str, *, timeout: float | None = None, workdir: str | None = None) -> CommandResult:
         with self._lock:
             self._running += 1
-        self._changed(None)
+        self._seen.changed(None)
         try:
             return self._run(command, timeout, workdir)
         finally:
             with self._lock:
                 self._running -= 1
-            self._changed(None)
+            self._seen.changed(None)
 
     def _run(self, command: str, timeout: float | None, workdir: str | None) -> CommandResult:
         limit = self.settings.terminal.timeout if timeout is None else timeout
@@ -285,70 +277,25 @@ class SSHBackend:
                     raise BackendError(f"the SSH connection to {self.target} dropped twice during a file operation") from None
         raise AssertionError("unreachable")
 
-    def _changed(self, path: str | None) -> int:
-        """Something may change `path` (None: anything): forget what was seen there, and what
-        calls already under way will see (they started before the change)."""
-        with self._lock:
-            self._epoch += 1
-            if path is None:
-                self._seen.clear()
-                self._resolved.clear()
-            else:
-                self._seen.pop(path, None)
-            return self._epoch
-
-    def _saw(self, path: str, attrs: Attrs | None, epoch: int, *, looked: bool = False) -> None:
-        """Remember `attrs` at `path`, unless something changed since the call began (`epoch`);
-        None forgets the path, or with `looked` remembers that nothing is there."""
-        with self._lock:
-            if epoch != self._epoch:
-                return
-            if attrs is None and not looked:
-                self._seen.pop(path, None)
-            else:
-                if len(self._seen) > 1024:
-                    self._seen.clear()
-                self._seen[path] = (time.monotonic(), attrs)
-
     def _busy(self) -> bool:
         """A command runs or a process started here still runs: anything may change."""
-        return bool(self._running) or any(not channel.closed for channel in self._channels)
-
-    def _recent(self, path: str) -> tuple[bool, Attrs | None]:
-        """(known, attributes) this backend saw at `path` within SEEN_SECONDS (by a stat, a
-        realpath, a read's fstat, a write), with no command run and no process started since
-        (they could change anything); attributes None: nothing was there. Changes made on the
-        host by anything else within that second are not seen."""
         with self._lock:
-            seen = self._seen.get(path)
-            if seen is None or time.monotonic() - seen[0] > SEEN_SECONDS or self._busy():
-                return False, None
-            return True, seen[1]
-
-    def _fresh(self, path: str) -> Attrs | None:
-        """A regular file's attributes seen at `path` just now (see `_recent`), else None."""
-        attrs = self._recent(path)[1]
-        return attrs if attrs is not None and stat_mod.S_ISREG(attrs.st_mode) else None
+            return bool(self._running) or any(not channel.closed for channel in self._channels)
 
     def realpath(self, path: str) -> str:
         """Where `path` leads on the host, every symlink followed (a missing tail as written):
         the workspace check's resolution (policy/paths.py). One round trip that also stats the
-        path for the tool's own stat right after; none when resolved within SEEN_SECONDS with no
+        path for the tool's own stat right after; none when resolved a moment ago (seen.py) with no
         command run or process started since (a link changed by anything else is caught by the
         operation: see `pin`)."""
         target = self._path(path)
         with self._lock:
-            hit = self._resolved.get(target)
-            if hit is not None and time.monotonic() - hit[0] <= SEEN_SECONDS and not self._busy():
-                return hit[1]
-            epoch = self._epoch
+            hit, epoch = self._seen.leads(target), self._seen.epoch
+        if hit is not None:
+            return hit
         resolved, attrs = self._files(lambda _, s: files.realpath(s, target))
-        self._saw(target, attrs, epoch, looked=True)
-        with self._lock:
-            if epoch == self._epoch:  # nothing could have moved a link since the call began
-                if len(self._resolved) > 1024:
-                    self._resolved.clear()
-                self._resolved[target] = (time.monotonic(), resolved)
+        self._seen.saw(target, attrs, epoch, looked=True)
+        self._seen.saw_lead(target, resolved, epoch)
         return resolved
 
     def pin(self, path: str, resolved: str) -> None:
@@ -363,9 +310,9 @@ class SSHBackend:
         target = self._path(path)
         limit = self.settings.files.read_max_bytes if max_bytes is None else max_bytes
         with self._lock:
-            known, epoch, pinned = self._fresh(target), self._epoch, self._pins.get(target)
+            known, epoch, pinned = self._seen.regular(target), self._seen.epoch, self._pins.get(target)
         data, attrs = self._files(lambda _, s: files.read_bytes(s, target, limit, known, pinned))
-        self._saw(target, attrs, epoch)
+        self._seen.saw(target, attrs, epoch)
         return data
 
     def write_bytes(self, path: str, data: bytes) -> None:
@@ -379,18 +326,18 @@ class SSHBackend:
             conn.default_mode = written.default_mode
             return written
 
-        epoch = self._changed(target)
+        epoch = self._seen.changed(target)
         written = self._files(write)
         for seen in {target, written.target}:  # the path as given, and the file it leads to
-            self._saw(seen, written.attrs, epoch)
+            self._seen.saw(seen, written.attrs, epoch)
 
     def stat(self, path: str) -> FileStat | None:
         target = self._path(path)
         with self._lock:
-            (known, attrs), epoch = self._recent(target), self._epoch
+            (known, attrs), epoch = self._seen.recent(target), self._seen.epoch
         if not known:
             attrs = self._files(lambda _, s: files.stat(s, target))
-            self._saw(target, attrs, epoch, looked=True)
+            self._seen.saw(target, attrs, epoch, looked=True)
         return files.to_filestat(target, attrs) if attrs is not None else None
 
     def list_dir(self, path: str) -> list[DirEntry]:
