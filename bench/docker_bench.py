@@ -1,4 +1,6 @@
-"""Docker backend: command round trip on an open session, file calls, container start and removal.
+"""Docker backend: command round trip on an open session, file calls, container start and removal,
+and read_file from a script with and without the workspace check (which resolves the path in
+the container: one more command in the file shell per call).
 
 Uses the engine and test image of tests/fixtures/dockerd.py (a dockerd is started when none runs).
 """
@@ -9,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from herald import Settings
+from herald import Runtime, Settings
 from herald.backends.docker import DockerBackend
 
 from .report import Metric
@@ -52,6 +54,12 @@ def _measure(settings: Settings) -> list[Metric]:
     round_trip = Metric("command round trip, open session", "ms", 5.0, note="backend.run('true'), 500 per run")
     read = Metric("read_bytes (small file)", "ms", None, note="through the file shell, 200 per run")
     write = Metric("write_bytes (small file, atomic)", "ms", None, note="temp file + rename, 200 per run")
+    realpath = Metric("realpath (the workspace check's resolution)", "ms", None, note="readlink -f in the file shell, 200 per run")
+    checked = {
+        profile: Metric(f"read_file from a script, profile {profile}", "ms", None, note=note)
+        for profile, note in (("workspace-write", "path resolved in the container, then stat + read; per call, 200 per run"),
+                              ("full", "no workspace check: stat + read; per call, 200 per run"))
+    }
     with DockerBackend(settings=settings) as backend:
         backend.run("true")
         backend.write_bytes("small.txt", b"x" * 1000)
@@ -67,4 +75,24 @@ def _measure(settings: Settings) -> list[Metric]:
             t = time.perf_counter()
             backend.write_bytes("small.txt", b"y" * 1000)
             write.samples.append(_ms(t))
-    return [round_trip, read, write, start, remove]
+        for _ in range(200):
+            t = time.perf_counter()
+            backend.realpath("small.txt")
+            realpath.samples.append(_ms(t))
+        for profile, metric in checked.items():
+            with Runtime(backend, settings=settings, policy=profile, transcript=False) as runtime:
+                for _ in range(3):
+                    result = runtime.execute(
+                        "import time\nfrom hermes_tools import read_file\nread_file('small.txt')\n"
+                        "t = time.perf_counter()\nfor _ in range(200): read_file('small.txt')\n"
+                        "print(time.perf_counter() - t)", max_tool_calls=1000, timeout=600)
+                    if not result.ok:
+                        raise RuntimeError(f"benchmark script failed: {result.error}")
+                    metric.samples.append(float(result.output.strip()) * 1000 / 200)
+    return [round_trip, read, write, realpath, *checked.values(), start, remove]
+
+
+if __name__ == "__main__":
+    from .report import print_table
+
+    print_table("Docker backend", run())

@@ -17,6 +17,7 @@ import threading
 from ..config import Settings
 from ..keys import herald_environ
 from .base import BackendError, Channel, CommandResult, DirEntry, FileStat, resolve_path
+from .realpath import Pins
 from .shell import PersistentShell
 from .shellfiles import ShellFiles
 
@@ -45,6 +46,7 @@ class ExecSessionBackend:
         env = herald_environ()
         self._env = {n: env[n] for n in settings.sandbox.env_passthrough if n in env}
         self._cwd = cwd
+        self._pins = Pins()  # where the workspace check allowed paths to lead (`pin`)
 
     # -- for subclasses --------------------------------------------------------------------
 
@@ -212,12 +214,30 @@ class ExecSessionBackend:
             path = self._home + path[1:]
         return resolve_path(self.cwd, path)
 
+    def realpath(self, path: str) -> str:
+        """Where `path` leads in the sandbox, every symlink followed (a missing tail as
+        written): the workspace check's resolution (policy/paths.py), one file command."""
+        return self._files.realpath(self._path(path))
+
+    def pin(self, path: str, resolved: str) -> None:
+        """The workspace check allowed `path` because it leads to `resolved`: from now on it is
+        read or written only while it still leads there (checked by the operation's own
+        command; PermissionError otherwise)."""
+        with self._lock:
+            self._pins.pin(self._path(path), resolved)
+
+    def _pinned(self, target: str) -> str | None:
+        with self._lock:
+            return self._pins.get(target)
+
     def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
         limit = self.settings.files.read_max_bytes if max_bytes is None else max_bytes
-        return self._files.read_bytes(self._path(path), limit)
+        target = self._path(path)
+        return self._files.read_bytes(target, limit, self._pinned(target))
 
     def write_bytes(self, path: str, data: bytes) -> None:
-        self._files.write_bytes(self._path(path), data)
+        target = self._path(path)
+        self._files.write_bytes(target, data, self._pinned(target))
 
     def stat(self, path: str) -> FileStat | None:
         return self._files.stat(self._path(path))

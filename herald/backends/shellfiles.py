@@ -25,6 +25,7 @@ import stat as st_mod
 from collections.abc import Callable
 
 from .base import CommandResult, DirEntry, FileStat, NotRegularFileError, check_length
+from .realpath import moved, resolve_links
 from .shell import shell_quote
 
 INLINE_WRITE = 256 * 1024  # larger contents are streamed to the temp file, not put in a command
@@ -54,6 +55,14 @@ _LIST = (
 # owner, or for a new file what the umask allows. The three parts run as one command, or with
 # the contents streamed to the temp file in between for large files.
 _TARGET = 'p={path}; [ -L "$p" ] && p=$(readlink -f -- "$p"); '
+# Where a path leads, as the kernel follows it; nothing printed when readlink cannot follow it
+# to the end (a missing directory on the way): `resolve_links` then goes link by link.
+_REALPATH = 'r=$(readlink -f -- {path} 2>/dev/null) && printf "%s" "$r"'
+_READLINK = '[ -L {path} ] && printf "%s" "$(readlink -- {path})"'
+# A command run only if its path still leads where it led when the call was checked: the
+# check and the operation in one command (see `_guarded`).
+_GUARD = 'r=$(readlink -f -- {path} 2>/dev/null); if [ "$r" = {pinned} ]; then {command}; else printf "MOVED %s" "$r"; fi'
+_MOVED = "MOVED "
 _WRITE_BEGIN = _TARGET + (
     'if [ -d "$p" ]; then echo EISDIR; false; else d=$(dirname -- "$p"); '
     'mkdir -p -- "$d" && t=$(mktemp "$d/.herald-XXXXXX"); fi'
@@ -73,8 +82,37 @@ class ShellFiles:
         self._run = run
         self._upload = upload
 
-    def read_bytes(self, path: str, max_bytes: int) -> bytes:
-        result = self._run(_READ.format(path=shell_quote(path), limit=max_bytes + 1))
+    def realpath(self, path: str) -> str:
+        """Where the absolute, normalised `path` leads, every symlink followed (a missing tail
+        as written): one command, more only where `readlink -f` cannot follow it to the end."""
+        return resolve_links(path, self._answer(_REALPATH), self._answer(_READLINK))
+
+    def _answer(self, template: str) -> Callable[[str], str | None]:
+        def ask(path: str) -> str | None:
+            result = self._run(template.format(path=shell_quote(path)))
+            return result.output if result.exit_code == 0 and result.output else None
+
+        return ask
+
+    def _guarded(self, command: str, path: str, pinned: str | None) -> CommandResult:
+        """Run `command` (about `path`) only if `path` still leads to `pinned`, where it led when
+        the call was allowed, checked by the same command; PermissionError when it leads
+        elsewhere now. None: run it as it is."""
+        if pinned is None:
+            return self._run(command)
+        result = self._run(_GUARD.format(path=shell_quote(path), pinned=shell_quote(pinned), command=command))
+        if not result.output.startswith(_MOVED):
+            return result
+        now = result.output[len(_MOVED):] or self.realpath(path)
+        if now != pinned:
+            raise moved(path, now, pinned)
+        # readlink could not follow it to the end (a directory a write makes): resolved step by
+        # step, it still leads there.
+        return self._run(command)
+
+    def read_bytes(self, path: str, max_bytes: int, pinned: str | None = None) -> bytes:
+        """The regular file at `path` (see Backend.read_bytes); `pinned`: see `_guarded`."""
+        result = self._guarded(_READ.format(path=shell_quote(path), limit=max_bytes + 1), path, pinned)
         status, _, body = result.output.partition("\n")
         if status == "ENOTREG":
             raise NotRegularFileError(errno.EINVAL, "not a regular file (a device, FIFO or socket)", path)
@@ -117,34 +155,37 @@ class ShellFiles:
                 entries.append(DirEntry(name, kind[0] == "d", kind[0] == "f", kind[1] == "1"))
         return entries
 
-    def write_bytes(self, path: str, data: bytes) -> None:
-        quoted = shell_quote(path)
+    def write_bytes(self, path: str, data: bytes, pinned: str | None = None) -> None:
+        """Replace `path` atomically (see Backend.write_bytes); `pinned`: see `_guarded`. A
+        pinned write goes to the pinned place itself: where the check said the path leads, even
+        through a dangling link into a directory still to make (as the local backend writes)."""
+        quoted = shell_quote(pinned or path)
         if len(data) <= INLINE_WRITE:  # the common case: one command
             encoded = shell_quote(base64.b64encode(data).decode("ascii"))
             script = " && ".join((_WRITE_BEGIN, _WRITE_DATA, _WRITE_COMMIT))
-            result = self._run(script.format(path=quoted, data=encoded))
+            result = self._guarded(script.format(path=quoted, data=encoded), path, pinned)
             if not result.output.endswith("OK"):
                 raise _error(result.output.partition("\n")[0], result.output, path)
             return
-        temp = self.temp_beside(path)
+        temp = self.temp_beside(path, pinned)
         try:
             self._upload(temp, data)
-            self.replace_with(path, temp)
+            self.replace_with(path, temp, pinned)
         except BaseException:
             self._run(f"rm -f -- {shell_quote(temp)}")
             raise
 
-    def temp_beside(self, path: str) -> str:
+    def temp_beside(self, path: str, pinned: str | None = None) -> str:
         """A new empty temp file in the directory of `path` (made when missing) for `replace_with`."""
-        begun = self._run(_WRITE_BEGIN.format(path=shell_quote(path)) + ' && printf "%s" "$t"')
+        begun = self._guarded(_WRITE_BEGIN.format(path=shell_quote(pinned or path)) + ' && printf "%s" "$t"', path, pinned)
         if begun.exit_code != 0 or not begun.output:
             raise _error(begun.output, begun.output, path)
         return begun.output
 
-    def replace_with(self, path: str, temp: str) -> None:
+    def replace_with(self, path: str, temp: str, pinned: str | None = None) -> None:
         """Rename `temp` over `path` (atomically), with the old file's mode and owner."""
         commit = _TARGET + "t={temp} && " + _WRITE_COMMIT
-        committed = self._run(commit.format(path=shell_quote(path), temp=shell_quote(temp)))
+        committed = self._guarded(commit.format(path=shell_quote(pinned or path), temp=shell_quote(temp)), path, pinned)
         if not committed.output.endswith("OK"):
             raise _error("", committed.output, path)
 

@@ -4,8 +4,17 @@ The roots are the session's directory when the policy starts (the backend's cwd)
 configured `policy.roots`. A path is resolved the way the tool will open it: relative to the
 backend's current directory, `..` collapsed, and on the local backend with symlinks followed
 (`os.path.realpath`), so a link inside the workspace that points out of it is outside. A remote
-backend that offers `realpath(path)` resolves there; one that does not is checked lexically
-(`..` and absolute paths only): see `Workspace.exact`.
+backend that offers `realpath(path)` (SSH, Docker, Modal) resolves there, links followed the
+same way; one that does not is checked lexically (`..` and absolute paths only): see
+`Workspace.exact`.
+
+The check and the tool's own file operation are two steps, and a link may change in between
+(a command, a process left running). Locally the window is two system calls. On a remote
+backend `outside` pins each path it allows to where it led (`backend.pin`), and the backend's
+read or write checks, in the same request flight or command, that it still leads there
+(herald/backends/realpath.py): the rule lives here, the backend only keeps what was allowed.
+Only allowed resolutions are pinned, so a concurrent check that refuses a swapped link cannot
+make the swap acceptable to an operation already allowed.
 """
 
 from __future__ import annotations
@@ -78,6 +87,9 @@ class Workspace:
         self._local = backend.name == "local"
         remote: Callable[[str], str] | None = getattr(backend, "realpath", None)
         self._remote_realpath = None if self._local else remote
+        # A remote backend that can hold its operations on a path to where it was allowed to lead.
+        pin: Callable[[str, str], None] | None = getattr(backend, "pin", None)
+        self._pin = pin if self._remote_realpath is not None else None
         # Symlinks are followed where this backend can tell us where they lead.
         self.exact = self._local or self._remote_realpath is not None
         start = backend.cwd
@@ -102,21 +114,25 @@ class Workspace:
     def resolve(self, path: str, *, reading: bool = False) -> str | None:
         """Where `path` leads, or None when it cannot be told (a `~` path on a remote backend,
         a NUL byte). `reading`: the call only reads it (see ReadCache)."""
+        return self._locate(path, reading)[1]
+
+    def _locate(self, path: str, reading: bool) -> tuple[str, str | None]:
+        """(the absolute path the tool will open, where it leads or None)."""
         if "\0" in path:
-            return None
+            return path, None
         full = resolve_path(self.backend.cwd, path)
         if full == "~" or full.startswith("~/"):
             if not self._local:
-                return None
+                return full, None
             full = os.path.expanduser(full)
         if self._local:
-            return self._reads.resolve(full) if reading else real_path(full)
+            return full, self._reads.resolve(full) if reading else real_path(full)
         if self._remote_realpath is not None:
             try:
-                return self._remote_realpath(full)
+                return full, self._remote_realpath(full)
             except Exception:
-                return None
-        return full
+                return full, None
+        return full, full
 
     def prefixes(self, *, reading: bool = False) -> tuple[str, ...]:
         """The roots as "/dir/" prefixes (with the read roots when `reading`): for a check made
@@ -128,8 +144,13 @@ class Workspace:
 
     def outside(self, path: str, *, reading: bool = False) -> str | None:
         """None when `path` is inside a root (or, `reading`, a read root), else where it leads
-        (for the refusal message)."""
-        resolved = self.resolve(path, reading=reading)
+        (for the refusal message). On a remote backend an allowed path is pinned there: its
+        reads and writes go ahead only while it still leads where it led now."""
+        full, resolved = self._locate(path, reading)
         if resolved is None:
             return f"{path!r} (cannot be resolved on the {self.backend.name} backend)"
-        return None if self.inside(resolved, reading=reading) else resolved
+        if not self.inside(resolved, reading=reading):
+            return resolved
+        if self._pin is not None:
+            self._pin(full, resolved)
+        return None

@@ -89,6 +89,29 @@ def test_file_tools_round_trips_from_a_script(backend: SSHBackend, settings: Set
     assert Path(backend.cwd, "mod.py").read_text() == "def newer_name():\n    return 1\n"  # the host is this machine
 
 
+def test_the_workspace_check_costs_no_round_trip_of_its_own(backend: SSHBackend, settings: Settings) -> None:
+    """The check resolves the path on the host (REALPATH) in the same flight as the stat the
+    tool makes first, and a read or write of the checked path verifies it in its own first
+    flight: the same round trips as with no check at all (profile full). Through a link, fewer:
+    a checked write goes straight where the link leads (unchecked, it learns that it is a link
+    from its first flight and starts again there)."""
+    backend.write_bytes("mod.py", b"def old_name():\n    return 1\n")
+    backend.run("ln -s mod.py alias.py")
+    chain = ("read_file('{0}')\npatch('{0}', 'old_name', 'new_name')\nread_file('{0}')\n"
+             "patch('{0}', 'new_name', 'old_name')")
+    trips = {}
+    for profile in ("full", "workspace-write"):
+        with Runtime(backend, settings=settings, policy=profile, transcript=False) as runtime:
+            for path in ("mod.py", "alias.py"):
+                runtime.execute("from hermes_tools import terminal\nterminal('true')")  # nothing seen
+                before = backend.sftp_counts()
+                result = runtime.execute("from hermes_tools import read_file, patch\n" + chain.format(path))
+                assert result.ok, result.error
+                trips[profile, path] = backend.sftp_counts()[1] - before[1]
+    assert trips["workspace-write", "mod.py"] == trips["full", "mod.py"] == 2 + 3 + 1 + 3, trips
+    assert trips["workspace-write", "alias.py"] == 2 + 3 + 1 + 3 < trips["full", "alias.py"], trips
+
+
 def test_concurrent_file_calls_use_sessions_of_their_own(sshd: SSHServer, settings: Settings) -> None:
     workspace = sshd.make_workspace()
     with LatencyProxy((sshd.host, sshd.port)) as proxy:

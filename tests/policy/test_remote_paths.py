@@ -1,6 +1,6 @@
 """Path confinement on a remote backend (a real sshd on 127.0.0.1): paths are resolved there
-lexically (`..`, absolute paths), relative to the shell's current directory; the workspace is
-where the session started, fixed by its first call before any `cd`."""
+(`..`, absolute paths; symlinks: test_remote_links.py), relative to the shell's current
+directory; the workspace is where the session started, fixed by its first call before any `cd`."""
 
 from __future__ import annotations
 

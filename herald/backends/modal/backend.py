@@ -157,7 +157,9 @@ class ModalBackend(ExecSessionBackend):
             return self._sandbox.filesystem
 
     def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
-        target = self._path(path)
+        # A path the workspace check allowed (`pin`) is read where it led then: the SDK cannot
+        # check where a path leads in the same request, and that place had no link on it.
+        target = self._pinned(self._path(path)) or self._path(path)
         limit = self.settings.files.read_max_bytes if max_bytes is None else max_bytes
         # The SDK reads a whole file and cannot open one without blocking: what is read is
         # looked at first (a swap in between is left to the call's timeout), and its length after.
@@ -173,10 +175,11 @@ class ModalBackend(ExecSessionBackend):
         info = self.stat(target)
         if info is not None and info.is_dir:
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), target)
-        temp = self._files.temp_beside(target)
+        pinned = self._pinned(target)
+        temp = self._files.temp_beside(target, pinned)
         try:
             self._fs_call(self._fs().write_bytes.aio(data, temp), target)
-            self._files.replace_with(target, temp)
+            self._files.replace_with(target, temp, pinned)
         except BaseException:
             self._file_command(f"rm -f -- {shell_quote(temp)}")
             raise

@@ -18,7 +18,6 @@ import dataclasses
 import getpass
 import logging
 import posixpath
-import stat as stat_mod
 import threading
 import time
 from collections.abc import Callable
@@ -28,21 +27,18 @@ import paramiko
 
 from ...config import Settings
 from ..base import BackendError, CommandResult, DirEntry, FileStat, resolve_path
+from ..realpath import Pins
 from ..shell import PersistentShell, shell_quote
 from . import files
 from .channel import SSHChannel
 from .connection import HOUSEKEEPING_SECONDS, SSHConnection, connect
 from .scripts import RESTORE, SETUP
-from .sftp import Attrs, SFTPCancelled, SFTPSession, SFTPTimeout
+from .seen import Seen
+from .sftp import SFTPCancelled, SFTPSession, SFTPTimeout
 from .target import DEFAULT_PORT, SSHTarget, parse_ssh_spec
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-# How long what this backend saw of a file (a stat, a read's fstat, the file it just wrote) may
-# answer the next stat, and stand in for the look a read takes before it opens the file: the
-# file tools stat, then read or write, so a read -> patch -> verify costs no repeated stat.
-SEEN_SECONDS = 1.0
 
 
 class SSHBackend:
@@ -78,13 +74,15 @@ class SSHBackend:
         self._state_dir = ""
         self._notes: list[str] = []
         self._closed = False
-        # Attributes this backend saw last per path, so that a read right after a stat need not
-        # look again (`_fresh`); commands running and processes started make them stale.
-        self._seen: dict[str, tuple[float, Attrs]] = {}
+        # What calls saw of paths a moment ago (seen.py); commands running and processes
+        # started make it stale.
         self._running = 0
         self._channels: list[SSHChannel] = []
-        self._epoch = 0  # counts changes that make what was seen stale
+        self._seen = Seen(self._lock, self._busy)
         self._silent_at = -1e9  # when a connection was last given up because the host went silent
+        # Where the workspace check allowed paths to lead (`pin`): a read or write of such a
+        # path verifies, in its own first flight, that it still leads there.
+        self._pins = Pins()
 
     # -- the connection ----------------------------------------------------------------------
 
@@ -202,19 +200,19 @@ class SSHBackend:
         channel = SSHChannel(self._connection(), argv, cwd=directory, grace=self._grace)
         with self._lock:
             self._channels = [c for c in self._channels if not c.closed] + [channel]
-        self._changed(None)
+        self._seen.changed(None)
         return channel
 
     def run(self, command: str, *, timeout: float | None = None, workdir: str | None = None) -> CommandResult:
         with self._lock:
             self._running += 1
-        self._changed(None)
+        self._seen.changed(None)
         try:
             return self._run(command, timeout, workdir)
         finally:
             with self._lock:
                 self._running -= 1
-            self._changed(None)
+            self._seen.changed(None)
 
     def _run(self, command: str, timeout: float | None, workdir: str | None) -> CommandResult:
         limit = self.settings.terminal.timeout if timeout is None else timeout
@@ -279,67 +277,67 @@ class SSHBackend:
                     raise BackendError(f"the SSH connection to {self.target} dropped twice during a file operation") from None
         raise AssertionError("unreachable")
 
-    def _changed(self, path: str | None) -> int:
-        """Something may change `path` (None: anything): forget what was seen there, and what
-        calls already under way will see (they started before the change)."""
+    def _busy(self) -> bool:
+        """A command runs or a process started here still runs: anything may change."""
         with self._lock:
-            self._epoch += 1
-            if path is None:
-                self._seen.clear()
-            else:
-                self._seen.pop(path, None)
-            return self._epoch
+            return bool(self._running) or any(not channel.closed for channel in self._channels)
 
-    def _saw(self, path: str, attrs: Attrs | None, epoch: int) -> None:
-        """Remember `attrs` at `path`, unless something changed since the call began (`epoch`)."""
+    def realpath(self, path: str) -> str:
+        """Where `path` leads on the host, every symlink followed (a missing tail as written):
+        the workspace check's resolution (policy/paths.py). One round trip that also stats the
+        path for the tool's own stat right after; none when resolved a moment ago (seen.py) with no
+        command run or process started since (a link changed by anything else is caught by the
+        operation: see `pin`)."""
+        target = self._path(path)
         with self._lock:
-            if epoch != self._epoch:
-                return
-            if attrs is None:
-                self._seen.pop(path, None)
-            else:
-                if len(self._seen) > 1024:
-                    self._seen.clear()
-                self._seen[path] = (time.monotonic(), attrs)
+            hit, epoch = self._seen.leads(target), self._seen.epoch
+        if hit is not None:
+            return hit
+        resolved, attrs = self._files(lambda _, s: files.realpath(s, target))
+        self._seen.saw(target, attrs, epoch, looked=True)
+        self._seen.saw_lead(target, resolved, epoch)
+        return resolved
 
-    def _fresh(self, path: str, *, regular: bool) -> Attrs | None:
-        """Attributes this backend saw at `path` within SEEN_SECONDS (by a stat, a read's fstat,
-        a write), with no command run and no process started since (they could change
-        anything); `regular`: only a regular file's. Changes made on the host by anything
-        else within that second are not seen."""
+    def pin(self, path: str, resolved: str) -> None:
+        """The workspace check allowed `path` because it leads to `resolved`: from now on it is
+        read or written only while it still leads there (a REALPATH in the operation's first
+        flight; PermissionError otherwise)."""
         with self._lock:
-            seen = self._seen.get(path)
-            busy = self._running or any(not channel.closed for channel in self._channels)
-            if seen is None or time.monotonic() - seen[0] > SEEN_SECONDS or busy:
-                return None
-            return seen[1] if not regular or stat_mod.S_ISREG(seen[1].st_mode) else None
+            self._pins.pin(self._path(path), resolved)
 
     def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
+        """See Backend.read_bytes; a pinned path only where it was allowed to lead (`pin`)."""
         target = self._path(path)
         limit = self.settings.files.read_max_bytes if max_bytes is None else max_bytes
-        known, epoch = self._fresh(target, regular=True), self._epoch
-        data, attrs = self._files(lambda _, s: files.read_bytes(s, target, limit, known))
-        self._saw(target, attrs, epoch)
+        with self._lock:
+            known, epoch, pinned = self._seen.regular(target), self._seen.epoch, self._pins.get(target)
+        data, attrs = self._files(lambda _, s: files.read_bytes(s, target, limit, known, pinned))
+        self._seen.saw(target, attrs, epoch)
         return data
 
     def write_bytes(self, path: str, data: bytes) -> None:
+        """See Backend.write_bytes; a pinned path only where it was allowed to lead (`pin`)."""
         target = self._path(path)
+        with self._lock:
+            pinned = self._pins.get(target)
 
         def write(conn: SSHConnection, s: SFTPSession) -> files.Written:
-            written = files.write_bytes(s, target, data, conn.default_mode)
+            written = files.write_bytes(s, target, data, conn.default_mode, pinned)
             conn.default_mode = written.default_mode
             return written
 
-        epoch = self._changed(target)
+        epoch = self._seen.changed(target)
         written = self._files(write)
-        self._saw(written.target, written.attrs, epoch)
+        for seen in {target, written.target}:  # the path as given, and the file it leads to
+            self._seen.saw(seen, written.attrs, epoch)
 
     def stat(self, path: str) -> FileStat | None:
         target = self._path(path)
-        attrs, epoch = self._fresh(target, regular=False), self._epoch
-        if attrs is None:
+        with self._lock:
+            (known, attrs), epoch = self._seen.recent(target), self._seen.epoch
+        if not known:
             attrs = self._files(lambda _, s: files.stat(s, target))
-            self._saw(target, attrs, epoch)
+            self._seen.saw(target, attrs, epoch, looked=True)
         return files.to_filestat(target, attrs) if attrs is not None else None
 
     def list_dir(self, path: str) -> list[DirEntry]:

@@ -4,9 +4,12 @@ Round trips (each a batch of pipelined requests, sftp.py), once the session pred
 - read: OPEN + FSTAT + READs of the whole expected size (one more byte shows the end) -> 1;
   a STAT before it (a FIFO's OPEN would block the server) unless the caller just saw a
   regular file there -> 2 at most. The CLOSE is not awaited.
-- write: LSTAT + OPEN of a private temp file + WRITEs + CLOSE -> 1; SETSTAT (the target's
-  mode) + rename over the target -> 1. The rename waits for the writes' answers, so a failed
-  write never replaces the target.
+- write: REALPATH + LSTAT + OPEN of a private temp file + WRITEs + CLOSE -> 1; SETSTAT (the
+  target's mode) + rename over the target -> 1. The rename waits for the writes' answers, so a
+  failed write never replaces the target.
+- where a path leads (the workspace check): REALPATH + STAT -> 1, the STAT answering the
+  tool's own stat right after. A read or write of a path so checked carries a REALPATH in its
+  first flight (no extra round trip) and goes no further unless the path still leads there.
 
 SFTP servers report many failures as a bare "Failure" without an errno (reading a directory,
 listing a file); where that matters the path is looked at to raise the error a local call would.
@@ -22,6 +25,7 @@ import stat as st_mod
 from dataclasses import dataclass
 
 from ..base import DirEntry, FileStat, check_length, check_regular
+from ..realpath import moved, resolve_links
 from .sftp import (
     CHUNK,
     FLAG_CREAT,
@@ -32,6 +36,8 @@ from .sftp import (
     FSTAT,
     LSTAT,
     MKDIR,
+    READLINK,
+    REALPATH,
     REMOVE,
     SETSTAT,
     STAT,
@@ -42,7 +48,6 @@ from .sftp import (
     handle_field,
 )
 
-MAX_SYMLINK_HOPS = 40
 MAX_IN_FLIGHT = 64  # READ/WRITE requests per batch (2 MiB)
 PRIVATE = 0o600
 
@@ -77,6 +82,34 @@ def stat(s: SFTPSession, path: str) -> Attrs | None:
     return _stat(s, path)
 
 
+# -- where a path leads -----------------------------------------------------------------------
+
+
+def _answer(s: SFTPSession, kind: int, path: str) -> str | None:
+    reply = s.wait(s.send_path(kind, path))[0]
+    return reply.names[0][0] if reply.error() is None and reply.names else None
+
+
+def leads_to(s: SFTPSession, path: str, answer: Reply) -> str:
+    """Where `path` leads, from the answer to a REALPATH of it sent earlier; where the server
+    could not resolve it (OpenSSH resolves a missing last component, not a missing directory or
+    a dangling link into one), link by link (`resolve_links`, extra round trips)."""
+    if answer.error() is None and answer.names:
+        return answer.names[0][0]
+    return resolve_links(path, lambda p: _answer(s, REALPATH, p), lambda p: _answer(s, READLINK, p))
+
+
+def realpath(s: SFTPSession, path: str) -> tuple[str, Attrs | None]:
+    """Where `path` leads, and what a stat of it sees (None: nothing there), in one round trip."""
+    answer, looked = s.wait(s.send_path(REALPATH, path), s.send_path(STAT, path))
+    return leads_to(s, path, answer), (looked.attrs or Attrs()) if looked.error() is None else None
+
+
+def _check_pin(path: str, now: str | None, pinned: str | None) -> None:
+    if pinned is not None and now != pinned:
+        raise moved(path, now or "?", pinned)
+
+
 # -- reading ----------------------------------------------------------------------------------
 
 
@@ -93,13 +126,18 @@ def _send_reads(s: SFTPSession, handle: bytes, plan: list[tuple[int, int]], with
 
 
 
-def read_bytes(s: SFTPSession, path: str, max_bytes: int, known: Attrs | None = None) -> tuple[bytes, Attrs]:
+def read_bytes(s: SFTPSession, path: str, max_bytes: int, known: Attrs | None = None,
+               pinned: str | None = None) -> tuple[bytes, Attrs]:
     """The regular file at `path`, at most `max_bytes` (see Backend.read_bytes), and its attributes.
 
     SFTP has no non-blocking open, and the server's open of a FIFO waits for a writer (holding
     the channel): the path is looked at before opening, unless `known` is a fresh look that saw
     a regular file there; the opened handle is checked again (FSTAT), which leaves only a swap
     between the look and the open unguarded.
+
+    `pinned`: where the path led when the call was allowed. A REALPATH goes in the same flight
+    as the OPEN (the server answers them in order, with nothing in between but its own work),
+    and no byte is returned unless it still leads there.
     """
     try:
         info = known
@@ -111,11 +149,14 @@ def read_bytes(s: SFTPSession, path: str, max_bytes: int, known: Attrs | None = 
         limit = max_bytes + 1  # one byte past the limit tells a file that grew since the stat
         plan = _plan(0, info.st_size + 1, limit)
         predicted = s.predicted_handle()
+        where_id = s.send_path(REALPATH, path) if pinned is not None else None
         open_id = s.send_open(path, FLAG_READ)
         early = _send_reads(s, predicted, plan, True) if predicted is not None else []
         opened = s.wait(open_id)[0]
+        now = leads_to(s, path, s.wait(where_id)[0]) if where_id is not None else None  # it came first
         if opened.error() is not None:
             s.wait(*early)  # they failed on a handle that is not open
+            _check_pin(path, now, pinned)
             opened.check()
         handle = opened.handle
         s.opened(handle, predicted)
@@ -126,6 +167,7 @@ def read_bytes(s: SFTPSession, path: str, max_bytes: int, known: Attrs | None = 
                 s.wait(*early)
                 ids = _send_reads(s, handle, plan, True)
             fstat, *chunks = s.wait(*ids)
+            _check_pin(path, now, pinned)  # before a byte of it is used
             attrs = fstat.check().attrs or Attrs()
             check_regular(path, attrs.st_mode, attrs.st_size, max_bytes)
             data = _collect(s, handle, plan, chunks, attrs.st_size, limit)
@@ -191,23 +233,6 @@ def list_dir(s: SFTPSession, path: str) -> list[DirEntry]:
 # -- writing ----------------------------------------------------------------------------------
 
 
-def _resolve_links(s: SFTPSession, path: str) -> tuple[str, Attrs | None]:
-    """The file a write to `path` must replace: `path`, or where its symlinks lead (a dangling
-    link's target too), with that file's attributes (None when it does not exist yet)."""
-    for _ in range(MAX_SYMLINK_HOPS):
-        attrs = _stat(s, path, follow=False)
-        if attrs is None or not st_mod.S_ISLNK(attrs.st_mode):
-            return path, attrs
-        try:
-            link = s.readlink(path)
-        except OSError as exc:
-            raise _with_path(exc, path) from None
-        if link is None:
-            return path, attrs
-        path = posixpath.normpath(posixpath.join(posixpath.dirname(path), link))
-    raise _error(errno.ELOOP, path)
-
-
 def _make_parents(s: SFTPSession, directory: str) -> None:
     missing = []
     while directory not in ("/", ""):
@@ -244,32 +269,40 @@ class Written:
     attrs: Attrs | None  # its attributes right after the rename (None: the look failed)
 
 
-def write_bytes(s: SFTPSession, path: str, data: bytes, default_mode: int | None) -> Written:
+def write_bytes(s: SFTPSession, path: str, data: bytes, default_mode: int | None,
+                pinned: str | None = None) -> Written:
     """Write a private temp file next to the target, give it the target's mode, rename it over
     the target (`default_mode` None: a first write, which learns the mode new files get).
 
     Through a symlink the file it points to is replaced (renaming over the link would turn it
-    into a separate copy); missing parent directories are created (looked for only when the
-    temp file cannot be made: the common case costs no extra round trips).
+    into a separate copy): where the server resolves it, `..` in the link followed physically;
+    missing parent directories are created (looked for only when the temp file cannot be made:
+    the common case costs no extra round trips). `pinned`: where the path led when the call
+    was allowed. Then that place is written (its temp file made in its directory, never in
+    one a swapped link leads to), a REALPATH of `path` in the first flight tells where `path`
+    leads now, and nothing is replaced unless that is the same place.
     """
-    target, resolved = path, False
+    target, resolved = (pinned, True) if pinned is not None else (path, False)
     for _ in range(3):
         try:
-            return _write(s, target, data, default_mode, resolved)
+            return _write(s, target, data, default_mode, resolved, pinned, path)
         except _Retry as retry:
             target, resolved = retry.target, retry.resolved
     raise _error(errno.ELOOP, path)
 
 
-def _write(s: SFTPSession, target: str, data: bytes, default_mode: int | None, resolved: bool) -> Written:
+def _write(s: SFTPSession, target: str, data: bytes, default_mode: int | None, resolved: bool,
+           pinned: str | None, path: str) -> Written:
     parent = posixpath.dirname(target)
     temp = posixpath.join(parent, f".herald-{secrets.token_hex(6)}.tmp")
     learning = default_mode is None
+    checked = path if pinned is not None else target  # the path whose resolution decides
+    where_id = s.send_path(REALPATH, checked)
     lstat_id = s.send_path(LSTAT, target)
     predicted = None if learning else s.predicted_handle()
     open_id = s.send_open(temp, FLAG_WRITE | FLAG_CREAT | FLAG_EXCL, None if learning else PRIVATE)
     early = _send_writes(s, predicted, data) if predicted is not None else []
-    looked, opened = s.wait(lstat_id, open_id)
+    answer, looked, opened = s.wait(where_id, lstat_id, open_id)
     handle = opened.handle if opened.error() is None else None
     if handle is not None:
         s.opened(handle, predicted)
@@ -282,10 +315,14 @@ def _write(s: SFTPSession, target: str, data: bytes, default_mode: int | None, r
         lstat_error = looked.error()
         if lstat_error is not None and lstat_error.errno not in (errno.ENOENT, errno.ENOTDIR):
             raise _with_path(lstat_error, target)
+        now = target
+        if pinned is not None or (lstat_error is None and st_mod.S_ISLNK((looked.attrs or Attrs()).st_mode)):
+            now = leads_to(s, checked, answer)
+            _check_pin(path, now, pinned)
         if lstat_error is None:
             existing = looked.attrs or Attrs()
             if st_mod.S_ISLNK(existing.st_mode) and not resolved:
-                raise _Retry(_resolve_links(s, target)[0])
+                raise _Retry(now)
             if st_mod.S_ISDIR(existing.st_mode):
                 raise _error(errno.EISDIR, target)
         if handle is None:

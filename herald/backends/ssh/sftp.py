@@ -355,10 +355,6 @@ class SFTPSession:
         reply = self.call(STAT if follow else LSTAT, path)
         return reply.attrs or Attrs()
 
-    def readlink(self, path: str) -> str | None:
-        names = self.call(READLINK, path).names
-        return names[0][0] if names else None
-
     def listdir(self, path: str) -> list[tuple[str, Attrs]]:
         handle = self.call(OPENDIR, path).handle
         self.opened(handle, None)
