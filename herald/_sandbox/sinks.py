@@ -28,6 +28,8 @@ class Sink:
         if not self.broken and data:
             self.chunks.append(memoryview(data))
             self.size += len(data)
+            if len(self.chunks) == 1:
+                self.flush()  # written now if the fd takes it: not a loop turn (a poll) later
 
     def flush(self) -> None:
         while self.chunks:

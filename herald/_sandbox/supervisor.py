@@ -14,7 +14,7 @@ carry length-prefixed JSON frames (protocol.py) both ways, multiplexing everythi
     Herald -> here   {"id", "result"|"error", "conn": n}   its reply
     here -> Herald   {"type": "done", "exit_code": n}      a kernel cell finished
     Herald -> here   {"type": "kill", "grace": s}          SIGTERM the tree, SIGKILL after grace
-    here -> Herald   {"type": "exit", "exit_code": n}      the script interpreter is gone (last frame)
+    here -> Herald   {"type": "exit", "exit_code": n}      the script is done, its output sent (last frame)
     Herald -> here   {"type": "close"}                     SIGKILL the tree and leave at once
     here -> Herald   {"type": "failed", "error": "..."}    this supervisor itself broke (last frame)
     here -> Herald   {"type": "record", "tool", ...}       a call answered here; start and code frames
@@ -27,8 +27,13 @@ own session and process group with stdin from /dev/null and stdout/stderr on pip
 forked by the Runtime's zygote when "fork_server" names its socket, else (or if that fails)
 spawned, see scriptproc.py. This process lives for one run (or one kernel session); the zygote,
 on an exec channel of its own, for the Runtime, so every run after the first few is a fork. Its `hermes_tools` client connects to a Unix socket in the private sandbox directory that
-only this process serves; the first frame must carry a token that never leaves the backend. Each
-connection (a forked child makes its own) is tagged with a number on the stream.
+only this process serves (relay.py); the first frame must carry a token that never leaves the
+backend. Each connection (a forked child makes its own) is tagged with a number on the stream.
+
+A one-shot script says it is leaving on its control pipe once its output is flushed and what it
+started is killed (bootstrap.py): the exit goes to Herald then, with the rest of its output,
+not after its process is torn down (about 2 ms later, more through the zygote); this process
+still reaps it and kills what is left of its group before it leaves.
 
 The loop never blocks on a write: frames wait in per-destination queues, and the script's output
 is not read while too much of it waits for Herald, so the script blocks on a full pipe exactly as
@@ -38,10 +43,8 @@ in host mode. When Herald goes away (end of stdin, SIGTERM, SIGHUP) the whole tr
 from __future__ import annotations
 
 import os
-import secrets
 import select
 import signal
-import socket
 import sys
 import time
 import traceback
@@ -50,26 +53,18 @@ from typing import Any, Dict, List, Optional, Set
 from . import frames, isolate
 
 # The /proc walk finds descendants that left the script's process group.
-from .client import at_unix_path
 from .environ import sandbox_environ
 from .localtools import LocalTools
 from .procs import KillClock, alive, descendants, signal_pids
-from .protocol import (
-    MAX_CONTROL_FRAME_BYTES,
-    FrameBuffer,
-    ProtocolError,
-    encode_frame,
-    nested_deeper_than,
-)
+from .protocol import MAX_CONTROL_FRAME_BYTES, FrameBuffer, ProtocolError, encode_frame
+from .relay import Relay
 from .scriptproc import LOST_STATUS, Forked, ScriptProcess, fork_script, spawn_script
-from .sinks import Conn, Sink
+from .sinks import Sink
 
 READ_SIZE = 1 << 16
 WIRE_HIGH_WATER = 4 << 20  # bytes queued for Herald before the script's output is left unread
 EXIT_SETTLE_SECONDS = 2.0  # after the script exits, how long a leftover holder of its pipes may stall us
 IDLE_CHECK_SECONDS = 1.0  # re-check the script's exit this often even without SIGCHLD
-AF_UNIX_PATH_MAX = 100
-MAX_RELAYED_NESTING = 100  # tool arguments never nest this deep; Herald decodes them in a deep stack
 
 
 class Supervisor:
@@ -78,11 +73,7 @@ class Supervisor:
         self.wire_in = wire_in
         self.inbox = FrameBuffer()
         self.wire = Sink(wire_out)
-        self.token = secrets.token_urlsafe(24)
-        self.listener: Optional[socket.socket] = None
-        self.socket_path = ""
-        self.conns: Dict[int, Conn] = {}
-        self.conn_numbers = 0
+        self.relay = Relay(self.route)
         self.child: Optional[ScriptProcess] = None
         self.outputs: Dict[int, str] = {}  # script stdout/stderr read ends -> "out"/"err"
         self.ctl_in: Optional[int] = None  # the script's control frames ("ready", "done")
@@ -92,29 +83,22 @@ class Supervisor:
         self.reported: Optional[int] = None  # the exit status the script sent on its control pipe
         self.clock: Optional[KillClock] = None  # SIGTERM -> grace -> SIGKILL, once asked to kill
         self.exited_at: Optional[float] = None
+        self.exit_sent = False  # the script's own exit status went to Herald before its process was gone
         self.wake_r, self.wake_w = os.pipe()
         for fd in (wire_in, wire_out, self.wake_r, self.wake_w):
             os.set_blocking(fd, False)
         self.local = LocalTools(self.wake_w)
         self.prepared: Dict[str, Any] = {}
         self.started = False
+        self.mode = ""  # the run's, once started: "oneshot" or "kernel"
 
     # -- the script interpreter ------------------------------------------------------------
 
     def prepare(self, message: Dict[str, Any]) -> None:
-        path = os.path.join(self.sandbox_dir, "rpc-%s.sock" % secrets.token_hex(6))
         # A script in its own network namespace (bwrap) cannot see an abstract name: it reaches
         # a long path through its directory instead (client.at_unix_path), as the bind does.
         confined = (message.get("isolation") or {}).get("mode") == "bwrap"
-        if len(path.encode()) > AF_UNIX_PATH_MAX and sys.platform.startswith("linux") and not confined:
-            path = "\0herald-rpc-%s" % secrets.token_hex(12)  # abstract: the token guards it
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        at_unix_path(path, listener.bind)
-        if not path.startswith("\0"):
-            os.chmod(path, 0o600)
-        listener.listen(64)
-        listener.setblocking(False)
-        self.listener, self.socket_path = listener, path
+        self.relay.listen(self.sandbox_dir, abstract_ok=not confined)
         self.prepared = message
         self.hold(self.start_script(message))
         self.local.load()  # while the script's interpreter starts
@@ -182,19 +166,19 @@ class Supervisor:
     def from_herald(self, message: Dict[str, Any]) -> None:
         kind = message.get("type")
         if kind is None and "conn" in message:  # a tool call's reply
-            conn = self.conns.get(message.pop("conn"))
-            if conn is not None:
-                conn.out.push(encode_frame(message))
+            number = message.pop("conn")
+            self.relay.reply(number, encode_frame(message))
         elif kind == frames.PREPARE and self.child is None:
             self.prepare(message)
         elif kind == frames.START and self.ctl is not None:
             self.respawn_if_dead()
             self.started = True
+            self.mode = str(message.get("mode"))
             assert self.ctl is not None
             start = {key: message.get(key) for key in ("mode", "cwd", "code", "sentinel", "line_buffered", "max_parallel")}
-            start.update(socket=self.socket_path, token=self.token)
+            start.update(socket=self.relay.socket_path, token=self.relay.token)
+            self.ctl.push(encode_frame(start))  # first: the script starts while we take the grant
             self.local.set_grant(message.get("tools"))
-            self.ctl.push(encode_frame(start))
         elif kind == frames.CODE and self.ctl is not None:
             self.local.set_grant(message.get("tools"))
             self.ctl.push(encode_frame({"code": message.get("code", ""), "line_buffered": message.get("line_buffered")}))
@@ -213,23 +197,34 @@ class Supervisor:
             self.send({"type": frames.DONE, "exit_code": message.get("exit_code", 1)})
         elif kind == frames.EXIT and isinstance(message.get("exit_code"), int):
             self.reported = message["exit_code"]
+            if self.clock is None and self.mode == "oneshot":
+                self.report_exit(self.reported)
 
-    def from_conn(self, conn: Conn, message: Dict[str, Any]) -> bool:
-        """Relay one frame; False closes the connection (no valid token first)."""
-        if not conn.authenticated:
-            token = message.get("token")
-            if message.get("type") != frames.AUTH or not isinstance(token, str):
-                return False
-            conn.authenticated = secrets.compare_digest(token, self.token)
-            return conn.authenticated
-        # Only what a call is made of goes on: a script must not pass for this supervisor. Herald
-        # echoes the id, and must be able to decode the call at all, however deep its stack is.
-        call = {"id": message.get("id"), "tool": message.get("tool"), "args": message.get("args"), "conn": conn.number}
-        if not isinstance(call["id"], (int, str)) or nested_deeper_than(call, MAX_RELAYED_NESTING):
-            return False
+    def report_exit(self, status: int) -> None:
+        """The script says it is exiting with `status`, after flushing its output and killing
+        what it started (bootstrap.py): Herald gets the rest of its output and the exit now,
+        not after the process has been torn down and the zygote has told us (about 2 ms
+        more); the loop still reaps it and kills what is left of its group before leaving."""
+        for fd in list(self.outputs):
+            while fd in self.outputs:
+                chunk = self.read(fd)
+                if not chunk:
+                    if chunk is not None:
+                        del self.outputs[fd]
+                    break
+                self.send({"type": self.outputs[fd], "data": chunk.decode("latin-1")})
+        self.send_exit(status)
+
+    def send_exit(self, status: Optional[int]) -> None:
+        self.local.wait_idle(EXIT_SETTLE_SECONDS)
+        self.local_calls_done()  # their records count in the run's calls: before the exit frame
+        self.send({"type": frames.EXIT, "exit_code": status})
+        self.exit_sent = True
+
+    def route(self, call: Dict[str, Any]) -> None:
+        """A call from the script: answered here (localtools.py) or sent on to Herald."""
         if not self.local.route(call):
             self.send(call)
-        return True
 
     def local_calls_done(self) -> None:
         """Replies of calls answered here to their connections, records and hand-overs to Herald."""
@@ -237,9 +232,7 @@ class Supervisor:
             if number is None:
                 self.send(frame)
                 continue
-            conn = self.conns.get(number)
-            if conn is not None:
-                conn.out.push(frame)
+            self.relay.reply(number, frame)
             if record is not None:
                 self.send(record)
 
@@ -253,13 +246,11 @@ class Supervisor:
             fds.append(self.child.watch)  # the zygote's word on a forked script's exit
         if self.wire.size < WIRE_HIGH_WATER:
             fds.extend(self.outputs)
-            fds.extend(conn.fd for conn in self.conns.values())
-            if self.listener is not None:
-                fds.append(self.listener.fileno())
+            fds.extend(self.relay.readers())
         return fds
 
     def sinks(self) -> List[Sink]:
-        sinks = [self.wire] + [conn.out for conn in self.conns.values()]
+        sinks = [self.wire, *self.relay.sinks()]
         if self.ctl is not None:
             sinks.append(self.ctl)
         return [sink for sink in sinks if sink.chunks]
@@ -299,6 +290,9 @@ class Supervisor:
                 raise EOFError("the link to Herald broke")
 
     def readable(self, fd: int) -> None:
+        if self.relay.owns(fd):
+            self.relay.readable(fd, self.read)
+            return
         chunk = self.read(fd)
         if chunk is None:
             return
@@ -310,7 +304,7 @@ class Supervisor:
         elif fd == self.wake_r:
             self.local_calls_done()  # a local call finished, or a SIGCHLD woke us (the loop checks the exit)
         elif fd in self.outputs:
-            if chunk:
+            if chunk and not self.exit_sent:  # after the exit: a dying descendant's last words
                 self.send({"type": self.outputs[fd], "data": chunk.decode("latin-1")})
             else:
                 del self.outputs[fd]
@@ -324,36 +318,9 @@ class Supervisor:
                 messages = []
             for message in messages:
                 self.from_script(message)
-        else:
-            conn = next((c for c in self.conns.values() if c.fd == fd), None)
-            if conn is None:
-                return
-            keep = bool(chunk)
-            try:
-                for message in conn.frames.feed(chunk) if keep else []:
-                    if not self.from_conn(conn, message):
-                        keep = False
-                        break
-            except Exception:  # a bad frame (or one too big to relay) costs its connection only
-                keep = False
-            if not keep:
-                del self.conns[conn.number]
-                conn.sock.close()
-
-    def accept(self) -> None:
-        assert self.listener is not None
-        try:
-            sock, _ = self.listener.accept()
-        except OSError:
-            return
-        self.conn_numbers += 1
-        self.conns[self.conn_numbers] = Conn(sock, self.conn_numbers)
 
     def read(self, fd: int) -> Optional[bytes]:
         """Bytes from `fd`; b"" at its end; None when it had nothing after all."""
-        if self.listener is not None and fd == self.listener.fileno():
-            self.accept()
-            return None
         if self.child is not None and fd == self.child.watch:
             self.child.readable()  # a message from the zygote; the loop checks for the exit
             return None
@@ -372,9 +339,8 @@ class Supervisor:
             if self.ctl_in is not None:
                 self.readable(self.ctl_in)  # its last frame may still wait in the pipe
             status = self.reported if self.reported is not None and not self.known else LOST_STATUS
-        self.local.wait_idle(EXIT_SETTLE_SECONDS)
-        self.local_calls_done()  # their records count in the run's calls: before the exit frame
-        self.send({"type": frames.EXIT, "exit_code": status})
+        if not self.exit_sent:
+            self.send_exit(status)
         self.drain_wire()
 
     def drain_wire(self, timeout: float = 30.0) -> None:
@@ -387,13 +353,7 @@ class Supervisor:
         self.local.close()
         if self.child is not None:
             self.child.close()
-        if self.listener is not None:
-            self.listener.close()
-            if not self.socket_path.startswith("\0"):
-                try:
-                    os.unlink(self.socket_path)
-                except OSError:
-                    pass
+        self.relay.close()
 
 
 def main() -> None:
