@@ -11,7 +11,8 @@ Two ways to start it, one mechanism:
   that lives as long as the Runtime. It applies environ.py's policy to its own environment (what
   a spawned child would get), listens on SOCKET_PATH (in the private sandbox directory) and
   serves every run's supervisor (supervisor.py, scriptproc.py) on a connection of its own. It
-  leaves when its stdin ends: the channel closed, or Herald went away. With a bwrap SPEC it binds
+  leaves when its stdin ends (the channel closed, or Herald went away) or brings LEAVE_BYTE
+  (Herald's close). With a bwrap SPEC it binds
   the socket here, then starts again inside bwrap with that socket (`--listener-fd`), so the
   supervisors outside reach it and every fork is confined; with a Landlock SPEC it restricts
   itself once the socket is bound.
@@ -69,6 +70,7 @@ FDS_PER_FORK = 4
 LISTEN_FLAG = "--listen"
 ISOLATION_FLAG = "--isolation"  # then a JSON spec (_sandbox/isolate.py): confine ourselves, and so every fork
 LISTENER_FD_FLAG = "--listener-fd"  # then the fd of the socket bound outside, once inside bwrap
+LEAVE_BYTE = b"\n"  # the only thing Herald writes on a listening zygote's stdin: leave now
 
 
 class _Child:
@@ -148,7 +150,8 @@ class Zygote:
     def lifeline_holds(self) -> bool:
         assert self.lifeline is not None
         try:
-            return bool(os.read(self.lifeline, 512))  # nothing is sent on it: only its end matters
+            said = os.read(self.lifeline, 512)
+            return bool(said) and LEAVE_BYTE not in said
         except (BlockingIOError, InterruptedError):
             return True
         except OSError:

@@ -20,6 +20,9 @@ Policy:
   keep calls that touch the same thing (a file, the shell) apart.
 - Output lands in the same CappedCapture objects as in host mode, so caps, spill files and the
   ExecutionResult are identical.
+- The result does not wait for the channel to close: the supervisor sends the exit as soon as
+  the script says it is leaving (its output flushed), and the channel is handed to the
+  Runtime's closer (backend_closer.py), which lets it end by itself before closing it.
 - Timeout or interrupt: a kill frame (the supervisor SIGTERMs the tree, SIGKILLs it after the
   grace); if the backend has not reported the exit `KILL_MARGIN_SECONDS` after the grace, the
   channel is closed, and the supervisor kills the tree when its stdin ends.
@@ -41,12 +44,12 @@ from ..._sandbox.protocol import FrameBuffer, ProtocolError, encode_frame, reply
 from ...backends.base import Channel
 from ...capture import CappedCapture
 from ..rpc.server import Handler, serve_call
+from .backend_closer import close_channel
 from .contract import Collected, Reason, SandboxStartError
 from .streams import OutputStream, drain_fd
 
 POLL_SECONDS = 0.05  # how long the collect loop waits on a quiet stream before checking interrupts
 KILL_MARGIN_SECONDS = 3.0  # time past the kill grace for the backend to report the exit
-EXIT_EOF_WAIT_SECONDS = 1.0  # after the exit frame, how long the supervisor may take to leave
 OPEN_JOIN_SECONDS = 30.0  # closing a child whose channel is still opening waits this long for it
 FAILURE_TEXT_LIMIT = 4000
 
@@ -93,8 +96,10 @@ class BackendChild(Generic[S]):
         where: str,
         python: str,
         tools: LocalGrants[S] | None = None,
+        retire: Callable[[Channel, bytes], None] = close_channel,
     ) -> None:
         self._channel: Channel | None = None
+        self._retire = retire  # closes a channel off the result path (backend_closer.py)
         self._tools = tools
         self._cwd_sent: str | None = None  # the directory the supervisor resolves paths against
         self._opened = threading.Event()
@@ -132,7 +137,7 @@ class BackendChild(Generic[S]):
             if not self.closed:
                 self._channel = channel
         if self._channel is None:  # killed before it opened
-            _close_quietly(channel, goodbye=True)
+            self._retire(channel, GOODBYE)
         else:
             self._send(prepare)
         self._opened.set()
@@ -349,12 +354,6 @@ class BackendChild(Generic[S]):
             clock.stop("killed")
             while self.exit_code is None and not self.gone and not clock.tick():
                 self._read(min(POLL_SECONDS * 4, clock.wait() or 0.0))
-        if self.exit_code is not None:
-            # The supervisor leaves right after its exit frame. Seeing the channel end first
-            # spares remote backends a kill of a tree that is gone (a round trip).
-            deadline = time.monotonic() + EXIT_EOF_WAIT_SECONDS
-            while not self.gone and time.monotonic() < deadline:
-                self._read(max(0.0, deadline - time.monotonic()))
         self.close()
 
     def close(self) -> None:
@@ -368,20 +367,11 @@ class BackendChild(Generic[S]):
             if acquired:
                 self._send_lock.release()
         if channel is not None:
-            _close_quietly(channel, goodbye=not self.gone)
+            # After its exit frame the supervisor leaves by itself; else the goodbye tells it to
+            # kill its tree and leave. The channel is closed once it has (backend_closer.py).
+            self._retire(channel, GOODBYE if not self.gone and self.exit_code is None else b"")
         elif threading.current_thread() is not self._opener:
             self._opener.join(timeout=OPEN_JOIN_SECONDS)  # it closes what it opens from now on
-
-
-def _close_quietly(channel: Channel, *, goodbye: bool = False) -> None:
-    """Close `channel`; with `goodbye`, first tell the supervisor to kill its tree and leave, so
-    the backend's close finds the process already ending instead of waiting on it."""
-    try:
-        if goodbye:
-            channel.send(GOODBYE)
-        channel.close()
-    except Exception as exc:
-        log.debug("closing the exec channel failed: %s", exc)
 
 
 def _interrupted(fd: int) -> bool:

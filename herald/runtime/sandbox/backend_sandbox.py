@@ -7,7 +7,8 @@ backend (`mktemp -d`) and unpacks the sandbox files into it, all in one shell co
 files travel in it, compressed: one round trip, however many files there are);
 `spawn` starts a `BackendChild` there, whose script is forked by the Runtime's zygote in the
 backend when there is one (backend_zygote.py, setting `sandbox.fork_server`); `close` stops the
-zygote and removes the directory.
+zygote and removes the directory while the channels of the zygote and the waiting child end
+(backend_closer.py: runs never wait for their channel's close, the Runtime's close does).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ...backends.shell import shell_quote
 from ...config import Settings
 from ..rpc.server import Handler
 from .backend_child import BackendChild, LocalGrants
+from .backend_closer import ChannelCloser
 from .backend_zygote import BackendZygote
 from .contract import SandboxStartError
 from .host_child import LOADER
@@ -41,6 +43,7 @@ REMOTE_LOADER = (
 )
 MIN_PYTHON = (3, 8)
 PROBE_TIMEOUT = 30.0
+CLOSE_JOIN_SECONDS = 30.0  # the Runtime's close waits this long for its channels to be closed
 PROBE_MARK = "__HERALD_PROBE__"
 # Run by the backend's python for the new directory (argv[1]): its version and real path, then,
 # on a python new enough, the sandbox files from the archive on stdin. Syntax and flags (-E -s -S: no
@@ -108,6 +111,7 @@ class BackendSandbox(Generic[S]):
         self._lock = threading.Lock()
         self.remote_dir: str | None = None
         self.zygote: BackendZygote | None = None
+        self._closer = ChannelCloser()
         self._pool = ThreadPoolExecutor(
             max_workers=max(1, settings.sandbox.max_parallel_calls), thread_name_prefix="herald-remote-rpc"
         )
@@ -133,6 +137,7 @@ class BackendSandbox(Generic[S]):
                         remote_dir,
                         list(self._settings.sandbox.env_passthrough),
                         self._confinement(),
+                        self._closer.retire,
                     )
             return self.remote_dir
 
@@ -250,6 +255,7 @@ class BackendSandbox(Generic[S]):
             where=self.where,
             python=self._python,
             tools=self._tools,
+            retire=self._closer.retire,
         )
 
     def close(self) -> None:
@@ -260,4 +266,5 @@ class BackendSandbox(Generic[S]):
         if zygote is not None:
             zygote.close()
         if remote_dir is not None:
-            self._remove(remote_dir)
+            self._remove(remote_dir)  # nothing there writes into it any more: no wait for them to leave
+        self._closer.close(CLOSE_JOIN_SECONDS)

@@ -11,8 +11,10 @@ Policy:
   probe): under bwrap its socket is bound outside, in the sandbox directory, and it serves from
   inside the namespaces, so every script it forks shares them; the supervisor finds a forked
   script's pid on the backend through the namespace's NSpid (scriptproc.py).
-- It leaves when its stdin ends: `close` (the Runtime closes), Herald gone, an SSH connection
-  dropped. Processes it forked for a supervisor that died are killed there.
+- It leaves when its stdin ends (Herald gone, an SSH connection dropped) or says `LEAVE_BYTE`:
+  `close` (the Runtime closes) says it and lets the channel end by itself (backend_closer.py),
+  which spares a remote backend the kill of its tree. Processes it forked for a supervisor that
+  died are killed there.
 - A run never depends on it: a supervisor that cannot connect (the zygote is still importing,
   was killed, refused) spawns an interpreter as before. A zygote found dead when a run is
   spawned is replaced, in the background, at most `MAX_STARTS` times per Runtime, so one that
@@ -28,8 +30,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..._sandbox.zygote import ISOLATION_FLAG, LISTEN_FLAG
+from ..._sandbox.zygote import ISOLATION_FLAG, LEAVE_BYTE, LISTEN_FLAG
 from ...backends.base import Channel
+from .backend_closer import close_channel
 from .stubgen import RUNTIME_PACKAGE
 
 ZYGOTE_LOADER = (
@@ -47,11 +50,17 @@ class BackendZygote:
     """The zygote of one BackendSandbox, on its exec channel (opened in the background)."""
 
     def __init__(
-        self, open_channel: Callable[[list[str]], Channel], python: str, remote_dir: str, passthrough: list[str],
+        self,
+        open_channel: Callable[[list[str]], Channel],
+        python: str,
+        remote_dir: str,
+        passthrough: list[str],
         isolation: dict[str, Any] | None = None,
+        retire: Callable[[Channel, bytes], None] = close_channel,
     ) -> None:
         """`isolation`: the spec (isolation.Isolation.wire) the zygote confines itself, and so
         every script it forks, by: under bwrap it binds its socket, then starts again inside."""
+        self._retire = retire
         self.path = posixpath.join(remote_dir, SOCKET_NAME)
         confined = [ISOLATION_FLAG, json.dumps(isolation)] if isolation else []
         self._argv = [python, "-I", "-B", "-c", ZYGOTE_LOADER, remote_dir, LISTEN_FLAG, self.path, *confined,
@@ -75,7 +84,7 @@ class BackendZygote:
                 if _running(self._channel):
                     return
                 dead, self._channel = self._channel, None
-                threading.Thread(target=_close_quietly, args=(dead,), name="herald-zygote-close", daemon=True).start()
+                self._retire(dead, b"")
             if self._starts >= MAX_STARTS:
                 log.warning("the backend's fork server died %d times: runs spawn their interpreter", self._starts)
                 self.usable = False
@@ -96,7 +105,7 @@ class BackendZygote:
             if not self._closed:
                 self._channel = channel
                 return
-        _close_quietly(channel)  # closed while it opened
+        self._retire(channel, LEAVE_BYTE)  # closed while it opened
 
     def close(self) -> None:
         with self._lock:
@@ -107,7 +116,7 @@ class BackendZygote:
         with self._lock:
             channel, self._channel = self._channel, None
         if channel is not None:
-            _close_quietly(channel)
+            self._retire(channel, LEAVE_BYTE)
 
 
 def _running(channel: Channel) -> bool:
@@ -123,10 +132,3 @@ def _running(channel: Channel) -> bool:
             return False
         log.debug("the backend's fork server said: %s", chunk.decode("utf-8", "replace").strip())
     return True
-
-
-def _close_quietly(channel: Channel) -> None:
-    try:
-        channel.close()
-    except Exception as exc:
-        log.debug("closing the fork server's exec channel failed: %s", exc)

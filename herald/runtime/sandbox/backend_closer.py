@@ -1,0 +1,96 @@
+"""In-backend execution: exec channels whose process is done or told to leave, closed off the
+run's result path (backend_child.py, backend_zygote.py).
+
+Policy:
+- A run's result does not wait for its channel to close. After its exit frame the supervisor
+  leaves by itself (and a supervisor or zygote told to leave does so at once), so each retired
+  channel is given `LEAVE_WAIT_SECONDS` to end on its own before it is closed: a remote backend
+  then finds the process gone instead of running a kill command for its tree (over SSH a second
+  exec channel: two round trips and a shell). A process that does not leave in time is closed
+  anyway, which stops its tree as before.
+- One worker thread per Runtime does this, started on first use; more start (up to
+  `MAX_WORKERS`) when channels are retired together, so that a Runtime's close (the waiting
+  child, the zygote) waits for them side by side, not one after another.
+- `close` waits for every retired channel, within a bound: when the Runtime's close returns,
+  its processes in the backend are gone or their channels are closed.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+
+from ...backends.base import Channel
+
+LEAVE_WAIT_SECONDS = 1.0  # how long a retired channel may take to end on its own
+MAX_WORKERS = 4
+log = logging.getLogger(__name__)
+
+
+class ChannelCloser:
+    """Closes retired channels in the background; `close` waits for them."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._queue: collections.deque[tuple[Channel, bytes]] = collections.deque()
+        self._workers: list[threading.Thread] = []
+        self._idle = 0
+        self._closing = False
+
+    def retire(self, channel: Channel, goodbye: bytes = b"") -> None:
+        """Send `goodbye` (if any), let the process end within LEAVE_WAIT_SECONDS, close the
+        channel; all on a worker thread. After `close`, done here and now."""
+        with self._cond:
+            if not self._closing:
+                self._queue.append((channel, goodbye))
+                if self._idle >= len(self._queue) or len(self._workers) >= MAX_WORKERS:
+                    self._cond.notify()
+                    return
+                worker = threading.Thread(target=self._work, name="herald-remote-close", daemon=True)
+                self._workers.append(worker)
+                worker.start()
+                return
+        close_channel(channel, goodbye)
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closing:
+                    self._idle += 1
+                    self._cond.wait()
+                    self._idle -= 1
+                if not self._queue:
+                    return
+                channel, goodbye = self._queue.popleft()
+            close_channel(channel, goodbye)
+
+    def close(self, timeout: float) -> None:
+        """Wait (at most `timeout` seconds) for the retired channels to be closed."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+            workers = list(self._workers)
+        deadline = time.monotonic() + timeout
+        for worker in workers:
+            worker.join(max(0.0, deadline - time.monotonic()))
+            if worker.is_alive():
+                log.warning("closing the backend's exec channels took over %.0f s; leaving them to finish", timeout)
+                return
+
+
+def close_channel(channel: Channel, goodbye: bytes = b"", wait: float = LEAVE_WAIT_SECONDS) -> None:
+    """Send `goodbye`, read until the process's output ends (at most `wait` seconds), close."""
+    try:
+        if goodbye:
+            channel.send(goodbye)
+        deadline = time.monotonic() + wait
+        while (left := deadline - time.monotonic()) > 0 and channel.recv(left) != b"":
+            pass
+    except Exception as exc:  # the backend may be gone already: close says so, or has nothing to do
+        log.debug("an exec channel failed while its process was leaving: %s", exc)
+    try:
+        channel.close()
+    except Exception as exc:
+        log.debug("closing an exec channel failed: %s", exc)
