@@ -353,12 +353,14 @@ class Runtime:
         """A ready child that has taken `frame`. A waiting child can die before its run (its
         zygote's PID namespace went away with the zygote): the run then goes to a new one."""
         for _ in range(2):
-            child = self._children.take(READY_TIMEOUT)
+            child = self._children.take(READY_TIMEOUT, replenish=False)
             try:
                 child.send(frame)
                 return child
             except BrokenPipeError:
                 child.kill()
+            finally:
+                self._children.replenish()  # after the hand-over, not before it (warm.py)
         raise SandboxStartError("the sandbox child died before it could start the run, twice; see `herald doctor`")
 
     # -- lifecycle -------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 Policy: after a run takes the waiting child, the next one is made at once on a helper thread
 (while the run goes on), so back-to-back runs find it ready and no run pays for a start-up on
-its result path. A child that died while waiting is replaced when taken. Nothing is made once the
+its result path. A caller that has the run to hand over first (the Runtime's start frame) asks
+for the next child just after that: starting the helper thread (and what it sets going: an
+exec channel opening in backend mode) before the hand-over would delay it. A child that died while waiting is replaced when taken. Nothing is made once the
 owner is closing; `close` kills the one that waits.
 """
 
@@ -40,8 +42,11 @@ class WarmChildren(Generic[C]):
         self._waiting = child
 
     def replenish(self) -> None:
-        """Make the next child on a helper thread (no-op when closing or disabled)."""
-        if not self._enabled or self._closed:
+        """Make the next child on a helper thread (no-op when closing, disabled, or one is
+        waiting or being made already)."""
+        if not self._enabled or self._closed or self._waiting is not None:
+            return
+        if self._making is not None and self._making.is_alive():
             return
 
         def make() -> None:
@@ -58,16 +63,19 @@ class WarmChildren(Generic[C]):
             self._making.join()
             self._making = None
 
-    def take(self, ready_timeout: float) -> C:
+    def take(self, ready_timeout: float, *, replenish: bool = True) -> C:
         """A ready child for a run: the waiting one if it is alive, else a new one. The next is
-        started before this returns."""
+        started before this returns (unless `replenish` is False: the caller calls `replenish`
+        once it has handed over the run; a child spawned here starts the next one anyway)."""
         self._join()
         child, self._waiting = self._waiting, None
         if child is None or child.poll() is not None:
             if child is not None:
                 child.kill()
             child = self._spawn()
-        self.replenish()
+            replenish = True  # this one has its own start-up to wait for: make the next meanwhile
+        if replenish:
+            self.replenish()
         child.wait_ready(ready_timeout)
         return child
 
