@@ -75,3 +75,27 @@ def test_disabled_means_one_child_per_run_made_on_demand() -> None:
     assert children.take(5).number == 1
     children.wait_ready(5)
     assert len(made) == 1
+
+
+def test_a_caller_can_hand_over_the_run_before_the_next_is_made() -> None:
+    children, made = make()
+    waiting = FakeChild(0)
+    children.put(waiting)
+    assert children.take(5, replenish=False) is waiting and waiting.ready
+    assert made == [], "nothing is made before the caller asks"
+    children.replenish()
+    children.wait_ready(5)
+    children.replenish()  # one waits already: no second one
+    children.wait_ready(5)
+    assert [c.number for c in made] == [1]
+    assert children.take(5, replenish=False) is made[0]
+
+
+def test_a_dead_child_taken_without_replenish_still_starts_the_next() -> None:
+    children, made = make()
+    dead = FakeChild(0)
+    dead.exit_code = 1
+    children.put(dead)
+    assert children.take(5, replenish=False) is made[0] and dead.killed
+    children.wait_ready(5)
+    assert [c.number for c in made] == [1, 2], "a child spawned on the spot has its successor made meanwhile"
