@@ -32,7 +32,7 @@ def test_a_channel_whose_process_leaves_on_the_goodbye_is_let_go(local_backend: 
 def test_a_channel_whose_process_stays_is_closed_anyway(local_backend: LocalBackend) -> None:
     marker = unique_sleep()
     channel = local_backend.open_channel(["sleep", marker])
-    assert wait_for(lambda: pids_with_marker(marker), timeout=30)
+    assert wait_for(lambda: bool(pids_with_marker(marker)), timeout=30)
     closer = ChannelCloser()
     closer.retire(channel, b"bye\n")
     closer.close(60)

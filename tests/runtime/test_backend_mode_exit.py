@@ -50,6 +50,6 @@ def test_closing_the_runtime_leaves_no_process_of_its_sandbox(exec_backend: Back
     assert marker.startswith("/"), sandbox_dir
     # The waiting child's supervisor and script, the zygote: all run from the sandbox directory.
     runtime.wait_warm()
-    assert wait_for(lambda: remote_pids(exec_backend, marker), timeout=60)
+    assert wait_for(lambda: bool(remote_pids(exec_backend, marker)), timeout=60)
     runtime.close()
     assert gone_on_backend(exec_backend, marker), remote_pids(exec_backend, marker)
