@@ -5,7 +5,10 @@ services in tests/fixtures/ can start)."""
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +26,7 @@ NO_LIMIT = 1_000_000
 EDIT_FILES = 200
 EDIT_TARGET_MS = 1000.0  # read -> patch -> verify over EDIT_FILES files, one script
 COLD_TARGET_MS = 300.0  # a new Runtime (setup in one round trip) + print(1) + close
+CLI_TARGET_MS = 300.0  # `herald exec --exec-mode backend` print(1): a new process, end to end
 WARM_TARGET_MS = 12.0
 # read -> patch -> read again, for each of EDIT_FILES files: the file tools of a review-and-fix
 # loop. Prints the seconds it took.
@@ -205,6 +209,8 @@ def _ssh_at_rtt(settings: Settings) -> list[Metric]:
                 kind = f"ssh, {RTT * 1000:.0f} ms RTT"
                 metrics += [_warm(kind, backend, tuned), _cold(kind, backend, tuned),
                             *_edit_loop(kind, backend, tuned, modes=(True,)), *_search(kind, backend, tuned)]
+            metrics += [_cli("ssh", server.spec, workspace, server.overrides()),
+                        _cli(f"ssh, {RTT * 1000:.0f} ms RTT", spec, workspace, overrides)]
         finally:
             server.remove_workspace(workspace)
     return metrics
@@ -240,6 +246,29 @@ def _search(kind: str, backend: Backend, settings: Settings) -> list[Metric]:
             metrics.append(metric)
     backend.run("rm -rf bench-search")
     return metrics
+
+
+def _cli(kind: str, spec: str, workspace: str, overrides: dict[str, Any]) -> Metric:
+    """`herald exec - --exec-mode backend --backend SPEC` running print(1), as a person runs it:
+    a new process (its imports, connecting, the setup, the run, the close)."""
+    metric = Metric(f"in-backend ({kind}): herald exec --exec-mode backend print(1)", "ms", CLI_TARGET_MS,
+                    note="a new process, end to end")
+    home = Path(tempfile.mkdtemp(prefix="herald-bench-cli-"))
+    env = dict(os.environ, HERALD_DATA_DIR=str(home / "data"), HERALD_CONFIG=str(home / "none.toml"))
+    env.update({"HERALD_" + key.replace(".", "_").upper(): str(value) for key, value in overrides.items()})
+    argv = [sys.executable, "-m", "herald", "exec", "-", "--backend", spec, "--cwd", workspace, "--exec-mode", "backend"]
+    try:
+        for _ in range(6):
+            started = time.perf_counter()
+            proc = subprocess.run(argv, input="print(1)\n", env=env, capture_output=True, text=True, timeout=120)
+            elapsed = (time.perf_counter() - started) * 1000
+            if proc.returncode != 0 or proc.stdout != "1\n":
+                raise RuntimeError(f"herald exec failed ({proc.returncode}): {proc.stderr.strip()[:500]}")
+            metric.samples.append(elapsed)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    metric.samples = metric.samples[1:]  # the first run also writes the bytecode caches
+    return metric
 
 
 def isolation_on_off(kind: str, backend: Backend, settings: Settings, runs: int = 30) -> list[Metric]:
