@@ -71,6 +71,7 @@ LISTEN_FLAG = "--listen"
 ISOLATION_FLAG = "--isolation"  # then a JSON spec (_sandbox/isolate.py): confine ourselves, and so every fork
 LISTENER_FD_FLAG = "--listener-fd"  # then the fd of the socket bound outside, once inside bwrap
 LEAVE_BYTE = b"\n"  # the only thing Herald writes on a listening zygote's stdin: leave now
+LISTENING = b"listening\n"  # what a listening zygote says on its stdout once it serves
 
 
 class _Child:
@@ -414,6 +415,7 @@ def main_listening(sandbox_dir: str, path: str, rest: "List[str]") -> None:
         listener.setblocking(False)
     zygote = Zygote(listener=listener, lifeline=0)
     try:
+        os.write(1, LISTENING)  # Herald's close then asks it to leave rather than killing it
         zygote.serve()
     finally:
         zygote.stop()

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from herald._sandbox.zygote import LEAVE_BYTE, LISTEN_FLAG
+from herald._sandbox.zygote import LEAVE_BYTE, LISTEN_FLAG, LISTENING
 from herald.backends.local import LocalBackend
 from herald.runtime.sandbox.backend_closer import ChannelCloser
 
@@ -39,6 +39,14 @@ def test_a_channel_whose_process_stays_is_closed_anyway(local_backend: LocalBack
     assert wait_for(lambda: not pids_with_marker(marker), timeout=30), pids_with_marker(marker)
 
 
+def test_a_channel_still_starting_is_closed_without_waiting(local_backend: LocalBackend) -> None:
+    closer = ChannelCloser()
+    channel = local_backend.open_channel([sys.executable, "-c", LEAVES_ON_GOODBYE])
+    closer.retire(channel, None)  # no goodbye: it would stay until its stdin ends, so it is stopped
+    closer.close(60)
+    assert getattr(channel, "returncode", None) not in (None, 7)
+
+
 def test_after_close_a_retired_channel_is_closed_at_once(local_backend: LocalBackend) -> None:
     closer = ChannelCloser()
     closer.close(60)
@@ -52,11 +60,12 @@ def test_a_listening_zygote_leaves_on_the_goodbye_byte_with_its_stdin_open(tmp_p
     loader = "import sys; from herald._sandbox.zygote import main; main()"
     proc = subprocess.Popen(
         [sys.executable, "-c", loader, str(tmp_path), LISTEN_FLAG, str(sock)], stdin=subprocess.PIPE,
-        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])),
+        stdout=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])),
     )
     try:
-        assert wait_for(sock.exists, timeout=60), "the zygote never listened"
-        assert proc.stdin is not None
+        assert proc.stdout is not None and proc.stdin is not None
+        assert proc.stdout.readline() == LISTENING, "it says when it serves"
+        assert sock.exists()
         proc.stdin.write(LEAVE_BYTE)
         proc.stdin.flush()
         assert proc.wait(timeout=60) == 0

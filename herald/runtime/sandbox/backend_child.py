@@ -96,7 +96,7 @@ class BackendChild(Generic[S]):
         where: str,
         python: str,
         tools: LocalGrants[S] | None = None,
-        retire: Callable[[Channel, bytes], None] = close_channel,
+        retire: Callable[[Channel, bytes | None], None] = close_channel,
     ) -> None:
         self._channel: Channel | None = None
         self._retire = retire  # closes a channel off the result path (backend_closer.py)
@@ -136,8 +136,8 @@ class BackendChild(Generic[S]):
         with self._send_lock:
             if not self.closed:
                 self._channel = channel
-        if self._channel is None:  # killed before it opened
-            self._retire(channel, GOODBYE)
+        if self._channel is None:  # killed before it opened: its supervisor is starting, deaf still
+            self._retire(channel, None)
         else:
             self._send(prepare)
         self._opened.set()
@@ -367,9 +367,11 @@ class BackendChild(Generic[S]):
             if acquired:
                 self._send_lock.release()
         if channel is not None:
-            # After its exit frame the supervisor leaves by itself; else the goodbye tells it to
-            # kill its tree and leave. The channel is closed once it has (backend_closer.py).
-            self._retire(channel, GOODBYE if not self.gone and self.exit_code is None else b"")
+            # After its exit frame the supervisor leaves by itself; once ready, the goodbye tells
+            # it to kill its tree and leave; before, it would hear it only after its start-up:
+            # closed at once then. The channel is closed once it has (backend_closer.py).
+            leaving = self.gone or self.exit_code is not None
+            self._retire(channel, b"" if leaving else GOODBYE if self.ready else None)
         elif threading.current_thread() is not self._opener:
             self._opener.join(timeout=OPEN_JOIN_SECONDS)  # it closes what it opens from now on
 

@@ -7,7 +7,8 @@ Policy:
   channel is given `LEAVE_WAIT_SECONDS` to end on its own before it is closed: a remote backend
   then finds the process gone instead of running a kill command for its tree (over SSH a second
   exec channel: two round trips and a shell). A process that does not leave in time is closed
-  anyway, which stops its tree as before.
+  anyway, which stops its tree as before; so is, at once, one that cannot hear a goodbye yet
+  (still starting: waiting for it would cost its whole start-up).
 - One worker thread per Runtime does this, started on first use; more start (up to
   `MAX_WORKERS`) when channels are retired together, so that a Runtime's close (the waiting
   child, the zygote) waits for them side by side, not one after another.
@@ -34,14 +35,15 @@ class ChannelCloser:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._queue: collections.deque[tuple[Channel, bytes]] = collections.deque()
+        self._queue: collections.deque[tuple[Channel, bytes | None]] = collections.deque()
         self._workers: list[threading.Thread] = []
         self._idle = 0
         self._closing = False
 
-    def retire(self, channel: Channel, goodbye: bytes = b"") -> None:
+    def retire(self, channel: Channel, goodbye: bytes | None = b"") -> None:
         """Send `goodbye` (if any), let the process end within LEAVE_WAIT_SECONDS, close the
-        channel; all on a worker thread. After `close`, done here and now."""
+        channel; all on a worker thread. `goodbye` None: close without waiting (the process
+        is still starting). After `close`, done here and now."""
         with self._cond:
             if not self._closing:
                 self._queue.append((channel, goodbye))
@@ -80,12 +82,13 @@ class ChannelCloser:
                 return
 
 
-def close_channel(channel: Channel, goodbye: bytes = b"", wait: float = LEAVE_WAIT_SECONDS) -> None:
-    """Send `goodbye`, read until the process's output ends (at most `wait` seconds), close."""
+def close_channel(channel: Channel, goodbye: bytes | None = b"") -> None:
+    """Send `goodbye`, read until the process's output ends (at most LEAVE_WAIT_SECONDS), close;
+    with `goodbye` None, close at once."""
     try:
         if goodbye:
             channel.send(goodbye)
-        deadline = time.monotonic() + wait
+        deadline = time.monotonic() + (LEAVE_WAIT_SECONDS if goodbye is not None else 0.0)
         while (left := deadline - time.monotonic()) > 0 and channel.recv(left) != b"":
             pass
     except Exception as exc:  # the backend may be gone already: close says so, or has nothing to do

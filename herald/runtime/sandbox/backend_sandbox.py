@@ -224,7 +224,7 @@ class BackendSandbox(Generic[S]):
         JSON, compressed as one stream (a zip compresses file by file: 25% more for the shell to
         read) and base64-encoded."""
         files = {p.relative_to(self._local_dir).as_posix(): p.read_text("utf-8") for p in self._local_dir.rglob("*.py")}
-        packed = zlib.compress(json.dumps(files, sort_keys=True).encode("utf-8"), 9)
+        packed = zlib.compress(json.dumps(files, sort_keys=True).encode("utf-8"), 6)  # 9: twice the time, 0.5% smaller
         return base64.encodebytes(packed).decode("ascii")
 
     def _remove(self, remote_dir: str) -> None:

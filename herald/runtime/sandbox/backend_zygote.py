@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..._sandbox.zygote import ISOLATION_FLAG, LEAVE_BYTE, LISTEN_FLAG
+from ..._sandbox.zygote import ISOLATION_FLAG, LEAVE_BYTE, LISTEN_FLAG, LISTENING
 from ...backends.base import Channel
 from .backend_closer import close_channel
 from .stubgen import RUNTIME_PACKAGE
@@ -56,7 +56,7 @@ class BackendZygote:
         remote_dir: str,
         passthrough: list[str],
         isolation: dict[str, Any] | None = None,
-        retire: Callable[[Channel, bytes], None] = close_channel,
+        retire: Callable[[Channel, bytes | None], None] = close_channel,
     ) -> None:
         """`isolation`: the spec (isolation.Isolation.wire) the zygote confines itself, and so
         every script it forks, by: under bwrap it binds its socket, then starts again inside."""
@@ -68,6 +68,7 @@ class BackendZygote:
         self._open_channel = open_channel
         self._lock = threading.Lock()
         self._channel: Channel | None = None
+        self._listening = False  # the current channel's zygote said it serves (it hears LEAVE_BYTE)
         self._opener: threading.Thread | None = None
         self._starts = 0
         self._closed = False
@@ -81,7 +82,7 @@ class BackendZygote:
             if self._closed or not self.usable or (self._opener is not None and self._opener.is_alive()):
                 return
             if self._channel is not None:
-                if _running(self._channel):
+                if self._heard(self._channel):
                     return
                 dead, self._channel = self._channel, None
                 self._retire(dead, b"")
@@ -103,9 +104,9 @@ class BackendZygote:
             return
         with self._lock:
             if not self._closed:
-                self._channel = channel
+                self._channel, self._listening = channel, False
                 return
-        self._retire(channel, LEAVE_BYTE)  # closed while it opened
+        self._retire(channel, None)  # closed while it opened: still starting, it would not hear
 
     def close(self) -> None:
         with self._lock:
@@ -116,19 +117,26 @@ class BackendZygote:
         with self._lock:
             channel, self._channel = self._channel, None
         if channel is not None:
-            self._retire(channel, LEAVE_BYTE)
+            # Listening, it leaves on the goodbye byte; still importing, it would hear it only
+            # after that: closed at once then. Gone: closed once its end is read.
+            running = self._heard(channel)
+            self._retire(channel, (LEAVE_BYTE if self._listening else None) if running else b"")
 
-
-def _running(channel: Channel) -> bool:
-    """The zygote says nothing on its channel unless it fails: its end of output means it is gone."""
-    for _ in range(64):
-        try:
-            chunk = channel.recv(0)
-        except Exception:
-            return False
-        if chunk is None:
-            return True
-        if not chunk:
-            return False
-        log.debug("the backend's fork server said: %s", chunk.decode("utf-8", "replace").strip())
-    return True
+    def _heard(self, channel: Channel) -> bool:
+        """Read what the zygote said, without waiting: that it listens, else only failures.
+        False once its output ended (it is gone)."""
+        for _ in range(64):
+            try:
+                chunk = channel.recv(0)
+            except Exception:
+                return False
+            if chunk is None:
+                return True
+            if not chunk:
+                return False
+            if LISTENING in chunk:
+                self._listening = True
+                chunk = chunk.replace(LISTENING, b"")
+            if chunk.strip():
+                log.debug("the backend's fork server said: %s", chunk.decode("utf-8", "replace").strip())
+        return True
