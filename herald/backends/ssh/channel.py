@@ -7,6 +7,10 @@ persistent shell gives every command its own process group) would run on. So `cl
 second exec channel that walks the host's process table from that pid and stops the whole tree
 (SIGTERM, a short grace, SIGKILL), as the local backend does on this machine.
 
+`recv` waits on the channel's readiness, never on paramiko's channel timeout: that timeout is
+the one `send` runs under (the connection's timeout, set once), and a reader setting it (0 for
+a poll) while another thread sends a large reply would make that send give up half-way.
+
 Unlike Docker's and Modal's exec APIs, sshd runs the command through the user's login shell,
 whose rc files may print first: so the pid comes behind a marker, and anything before it is
 dropped.
@@ -17,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
+import select
 import time
 
 import paramiko
@@ -64,6 +69,7 @@ class SSHChannel:
             self._chan.set_combine_stderr(True)
             with conn.deadline(conn.timeout, f"starting {argv[0]!r}"):
                 self._chan.exec_command(launch_command(argv, cwd, nonce))
+            self._chan.settimeout(conn.timeout)  # a send waiting for the peer's window gives up then
         except (paramiko.SSHException, EOFError, OSError, BackendError) as exc:
             self._chan.close()
             raise BackendError(f"could not start {argv[0]!r} on {conn.target}: {exc or type(exc).__name__}") from None
@@ -80,18 +86,31 @@ class SSHChannel:
             pass  # the process or the connection is gone; the next recv reports it
 
     def _raw_recv(self, timeout: float) -> bytes | None:
-        self._chan.settimeout(max(0.0, timeout))
         try:
-            data: bytes = self._chan.recv(1 << 16)
+            ready = self._ready(timeout)
+            data: bytes = self._chan.recv(1 << 16) if ready else b""
         except TimeoutError:
+            ready = False
+        except (OSError, EOFError, paramiko.SSHException):
+            return b""
+        if not ready:
             if time.monotonic() - self._heard > PROBE_AFTER_SECONDS:
                 self._conn.probe()
             return None
-        except (OSError, EOFError, paramiko.SSHException):
-            return b""
         self._heard = time.monotonic()
         self._conn.last_heard = self._heard
         return data
+
+    def _ready(self, timeout: float) -> bool:
+        """Output (or its end) is there to read, within `timeout` seconds."""
+        chan = self._chan
+        if chan.recv_ready() or chan.eof_received or chan.closed:
+            return True
+        if timeout <= 0:
+            return False
+        poller = select.poll()  # not select(): a busy process may hold fds past FD_SETSIZE
+        poller.register(chan.fileno(), select.POLLIN)
+        return bool(poller.poll(timeout * 1000))
 
     def _fill_until_pid(self, deadline: float) -> bool:
         """Read into the head buffer until the wrapper's pid marker is parsed; False on timeout.
