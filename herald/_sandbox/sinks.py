@@ -14,6 +14,8 @@ from typing import Any, Deque
 
 from .protocol import MAX_CONTROL_FRAME_BYTES, FrameBuffer
 
+JOIN_LIMIT = 1 << 16  # uncork joins what waits into one write up to this size
+
 
 class Sink:
     """A non-blocking fd we write to: data queues here until the fd takes it."""
@@ -23,13 +25,23 @@ class Sink:
         self.chunks: Deque[Any] = collections.deque()
         self.size = 0
         self.broken = False
+        self.corked = False  # frames that belong together wait, to be written as one
 
     def push(self, data: bytes) -> None:
         if not self.broken and data:
             self.chunks.append(memoryview(data))
             self.size += len(data)
-            if len(self.chunks) == 1:
+            if len(self.chunks) == 1 and not self.corked:
                 self.flush()  # written now if the fd takes it: not a loop turn (a poll) later
+
+    def uncork(self) -> None:
+        """Write what waited as one write (one packet for a remote link, not several)."""
+        self.corked = False
+        if len(self.chunks) > 1 and self.size <= JOIN_LIMIT:  # a backlog is written as it is: no copies
+            joined = b"".join(self.chunks)
+            self.chunks.clear()
+            self.chunks.append(memoryview(joined))
+        self.flush()
 
     def flush(self) -> None:
         while self.chunks:

@@ -281,11 +281,16 @@ class Supervisor:
             poller = select.poll()
             for fd, mask in interest.items():
                 poller.register(fd, mask)
-            for fd, events in poller.poll(max(0.0, min(waits)) * 1000):
-                if fd in sinks and events & (select.POLLOUT | select.POLLERR | select.POLLHUP):
-                    sinks[fd].flush()
-                if interest[fd] & select.POLLIN and events & (select.POLLIN | select.POLLHUP | select.POLLERR):
-                    self.readable(fd)
+            ready = poller.poll(max(0.0, min(waits)) * 1000)
+            self.wire.corked = True  # what this turn sends Herald goes in one write (one packet), at its end
+            try:
+                for fd, events in ready:
+                    if fd in sinks and events & (select.POLLOUT | select.POLLERR | select.POLLHUP):
+                        sinks[fd].flush()
+                    if interest[fd] & select.POLLIN and events & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                        self.readable(fd)
+            finally:
+                self.wire.uncork()
             if self.wire.broken:
                 raise EOFError("the link to Herald broke")
 
