@@ -69,7 +69,12 @@ def test_nothing_is_made_once_closing() -> None:
 
 def test_disabled_means_one_child_per_run_made_on_demand() -> None:
     made: list[FakeChild] = []
-    children = WarmChildren(lambda: made.append(FakeChild(len(made) + 1)) or made[-1], enabled=False)
+
+    def spawn() -> FakeChild:
+        made.append(FakeChild(len(made) + 1))
+        return made[-1]
+
+    children = WarmChildren(spawn, enabled=False)
     children.replenish()
     assert made == []
     assert children.take(5).number == 1
