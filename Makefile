@@ -65,7 +65,7 @@ lowest-deps: setup
 	$(PYTHON) tests/install/lowest_deps.py --python $(PYTHON)
 
 test: lint lowest-deps mcp-servers
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=25
 
 bench: setup mcp-servers
 	$(BIN)/python -m bench
