@@ -6,16 +6,10 @@ Two ways to start it, one mechanism:
 - Host mode (forkserver.py): `python -I -B -c <loader> ZYGOTE_DIR SOCKET_FD`, with a scrubbed
   environment, in its own session, with nothing on stdin/stdout/stderr. SOCKET_FD is a
   SOCK_SEQPACKET pair end to Herald, its one client; when Herald's end closes, it leaves.
-- In-backend execution (runtime/sandbox/backend_zygote.py): `python -I -B -c <loader> SANDBOX_DIR
-  --listen SOCKET_PATH [--isolation SPEC] [PASSTHROUGH_NAME...]` on an exec channel of its own
-  that lives as long as the Runtime. It applies environ.py's policy to its own environment (what
-  a spawned child would get), listens on SOCKET_PATH (in the private sandbox directory) and
-  serves every run's supervisor (supervisor.py, scriptproc.py) on a connection of its own. It
-  leaves when its stdin ends (the channel closed, or Herald went away) or brings LEAVE_BYTE
-  (Herald's close). With a bwrap SPEC it binds
-  the socket here, then starts again inside bwrap with that socket (`--listener-fd`), so the
-  supervisors outside reach it and every fork is confined; with a Landlock SPEC it restricts
-  itself once the socket is bound.
+- In-backend execution (runtime/sandbox/backend_zygote.py): `... SANDBOX_DIR --listen SOCKET_PATH
+  ...` on an exec channel of its own that lives as long as the Runtime, listening on a socket
+  that every run's supervisor connects to; its start (environment, isolation, the listener) is
+  zygote_listen.py. It leaves when its stdin ends or brings LEAVE_BYTE (Herald's close).
 
 Each message is one JSON object:
 
@@ -50,7 +44,6 @@ import sys
 from typing import Any, Dict, List, Optional, Set
 
 from . import frames
-from .client import at_unix_path
 from .procs import (
     become_subreaper,
     descendants,
@@ -67,11 +60,7 @@ PREIMPORTS = (
 )
 MAX_MESSAGE = 65536
 FDS_PER_FORK = 4
-LISTEN_FLAG = "--listen"
-ISOLATION_FLAG = "--isolation"  # then a JSON spec (_sandbox/isolate.py): confine ourselves, and so every fork
-LISTENER_FD_FLAG = "--listener-fd"  # then the fd of the socket bound outside, once inside bwrap
 LEAVE_BYTE = b"\n"  # the only thing Herald writes on a listening zygote's stdin: leave now
-LISTENING = b"listening\n"  # what a listening zygote says on its stdout once it serves
 
 
 class _Child:
@@ -331,44 +320,6 @@ def _preimport() -> None:
         importlib.import_module("." + name, __package__)
 
 
-def _listen(path: str) -> socket.socket:
-    try:
-        os.unlink(path)  # left by a zygote of this directory that was killed
-    except OSError:
-        pass
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    old_umask = os.umask(0o077)
-    try:
-        at_unix_path(path, listener.bind)
-    finally:
-        os.umask(old_umask)
-    listener.listen(64)
-    listener.setblocking(False)
-    return listener
-
-
-def _confined_listener(sandbox_dir: str, path: str, spec: "Dict[str, Any]", passthrough: "List[str]") -> socket.socket:
-    """Bind the socket here, where the supervisors are, then confine ourselves by `spec`:
-    under bwrap, start again inside it with the socket (never returns); under Landlock,
-    restrict this process (confine.py). The listener, for Landlock."""
-    from . import isolate
-
-    spec = isolate.complete(spec, sandbox_dir)
-    listener = _listen(path)
-    os.environ.update(isolate.confined_environ(spec, os.path.join(sandbox_dir, "tmp")))
-    if spec.get("mode") == "bwrap":
-        os.set_inheritable(listener.fileno(), True)
-        loader = "import sys; sys.path.insert(0, sys.argv[1]); from %s.zygote import main; main()" % __package__
-        argv = [sys.executable, "-I", "-B", "-c", loader, sandbox_dir, LISTEN_FLAG, path,
-                LISTENER_FD_FLAG, str(listener.fileno()), *passthrough]
-        command = isolate.confined_command(spec, argv)
-        os.execv(command[0], command)
-    from .confine import confine_from_environ
-
-    confine_from_environ()
-    return listener
-
-
 def _kill_tree_and_exit(signum: int, frame: Any) -> None:
     signal_pids(descendants(os.getpid()), signal.SIGKILL)
     os._exit(128 + signum)
@@ -376,8 +327,10 @@ def _kill_tree_and_exit(signum: int, frame: Any) -> None:
 
 def main() -> None:
     sys.path.insert(0, sys.argv[1])
-    if len(sys.argv) > 3 and sys.argv[2] == LISTEN_FLAG:
-        main_listening(sys.argv[1], sys.argv[3], sys.argv[4:])
+    from . import zygote_listen  # the in-backend start: it imports this module
+
+    if len(sys.argv) > 3 and sys.argv[2] == zygote_listen.LISTEN_FLAG:
+        zygote_listen.main_listening(sys.argv[1], sys.argv[3], sys.argv[4:])
         return
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=int(sys.argv[2]))
     from .confine import confine_from_environ
@@ -391,36 +344,3 @@ def main() -> None:
     set_dumpable(False)  # a script (same user, same namespace) cannot trace us and taint later forks
     _preimport()
     Zygote(herald=sock).serve()
-
-
-def main_listening(sandbox_dir: str, path: str, rest: "List[str]") -> None:
-    from .environ import sandbox_environ
-
-    spec = None  # type: Optional[Dict[str, Any]]
-    inherited = None  # type: Optional[int]
-    if rest[:1] == [ISOLATION_FLAG]:
-        spec, rest = json.loads(rest[1]), rest[2:]
-    elif rest[:1] == [LISTENER_FD_FLAG]:
-        inherited, rest = int(rest[1]), rest[2:]
-    # Children inherit this environment: make it the one a spawned child would be given.
-    environ = sandbox_environ(os.environ, rest)
-    os.environ.clear()
-    os.environ.update(environ)
-    listener = _confined_listener(sandbox_dir, path, spec, rest) if spec else None
-    become_subreaper()
-    set_dumpable(False)
-    _preimport()
-    if listener is None:  # only now: a supervisor that can connect finds a ready zygote
-        listener = _listen(path) if inherited is None else socket.socket(fileno=inherited)
-        listener.setblocking(False)
-    zygote = Zygote(listener=listener, lifeline=0)
-    try:
-        os.write(1, LISTENING)  # Herald's close then asks it to leave rather than killing it
-        zygote.serve()
-    finally:
-        zygote.stop()
-        listener.close()
-        try:
-            os.unlink(path)
-        except OSError:
-            pass

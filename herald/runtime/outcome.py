@@ -111,3 +111,18 @@ def build_result(
         notes=notes,
         budgets=scope.budgets.usage() if scope.budgets is not None else {},
     )
+
+
+def unrunnable(code: str, session: str | None) -> ExecutionResult | None:
+    """The error result of a script that cannot be run at all (empty, or not valid text), or None."""
+    if not code.strip():
+        message = "No code to run: the script is empty. Send Python source that prints its result."
+    else:
+        try:
+            code.encode("utf-8")
+            return None
+        except UnicodeEncodeError as exc:  # Python could not compile it, and the child never sees it
+            message = (f"The script is not valid text: {exc.reason} at character {exc.start} "
+                       f"({code[exc.start : exc.end]!a}). Write the character itself or an escape such as '\\u00e9'.")
+    return ExecutionResult(status="error", output="", error=message, exit_code=None, tool_calls_made=0,
+                           duration_seconds=0.0, session=session)

@@ -46,7 +46,7 @@ from .dispatcher import Dispatcher
 from .execute_code import execute_code_tool
 from .grants import Grant, Grants
 from .kernels import KernelSessions
-from .outcome import OutputListener, build_result, capture_streams
+from .outcome import OutputListener, build_result, capture_streams, unrunnable
 from .owned import owned_tempdir
 from .rpc.server import RpcServer
 from .sandbox import forkserver, isolation
@@ -262,31 +262,9 @@ class Runtime:
         timeout = limits.timeout if timeout is None else timeout
         max_calls = limits.max_tool_calls if max_tool_calls is None else max_tool_calls
         budgets = check_budgets(limits.budgets if budgets is None else budgets)  # ValueError: says which
-        if not code.strip():
-            return ExecutionResult(
-                status="error",
-                output="",
-                error="No code to run: the script is empty. Send Python source that prints its result.",
-                exit_code=None,
-                tool_calls_made=0,
-                duration_seconds=0.0,
-                session=session,
-            )
-        try:
-            code.encode("utf-8")
-        except UnicodeEncodeError as exc:  # Python could not compile it, and the child never sees it
-            return ExecutionResult(
-                status="error",
-                output="",
-                error=(
-                    f"The script is not valid text: {exc.reason} at character {exc.start} "
-                    f"({code[exc.start : exc.end]!a}). Write the character itself or an escape such as '\\u00e9'."
-                ),
-                exit_code=None,
-                tool_calls_made=0,
-                duration_seconds=0.0,
-                session=session,
-            )
+        refused = unrunnable(code, session)
+        if refused is not None:
+            return refused
         with self._exec_lock:
             if self._closed:
                 raise RuntimeError("this Runtime is closed")

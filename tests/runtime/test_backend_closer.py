@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from herald._sandbox.zygote import LEAVE_BYTE, LISTEN_FLAG, LISTENING
+from herald._sandbox.zygote import LEAVE_BYTE
+from herald._sandbox.zygote_listen import LISTEN_FLAG, LISTENING
 from herald.backends.local import LocalBackend
 from herald.runtime.sandbox.backend_closer import ChannelCloser
 

@@ -30,7 +30,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..._sandbox.zygote import ISOLATION_FLAG, LEAVE_BYTE, LISTEN_FLAG, LISTENING
+from ..._sandbox.zygote import LEAVE_BYTE
+from ..._sandbox.zygote_listen import ISOLATION_FLAG, LISTEN_FLAG, LISTENING
 from ...backends.base import Channel
 from .backend_closer import close_channel
 from .stubgen import RUNTIME_PACKAGE
