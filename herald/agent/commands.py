@@ -20,7 +20,7 @@ import dataclasses
 import json
 import sys
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from typing import IO, Any
 
 from rich.console import Console
@@ -32,7 +32,7 @@ from ..cli.signals import stop_signals
 from ..config import ConfigError, Settings
 from ..keys import herald_environ
 from ..policy import READ_ONLY, Policy
-from ..policy.approvals import TerminalApprovals, terminal_approvals
+from ..policy.approvals import interrupting, terminal_approvals
 from .jsonevents import JsonEvents
 from .loop import Agent
 from .providers.resolve import ProviderSetupError, resolve_fallbacks, resolve_primary
@@ -190,7 +190,7 @@ def _run(settings: Settings, backend: Backend, *, task: str | None, session: str
     # SIGINT, SIGTERM and SIGHUP all interrupt the agent (the running call and script are killed,
     # the session is saved); a second Ctrl-C stops herald itself.
     with stop_signals() as stop:
-        stop.interrupt = _interrupt(agent, approvals)
+        stop.interrupt = interrupting(agent.interrupt, approvals)
         try:
             if view is not None:
                 with view:
@@ -216,15 +216,6 @@ def _run(settings: Settings, backend: Backend, *, task: str | None, session: str
     if result.status == "interrupted" and stop.exit_code is not None:
         return stop.exit_code  # 130, 143 or 129: which signal stopped it
     return EXIT_CODES[result.status]
-
-
-def _interrupt(agent: Agent, approvals: TerminalApprovals | None) -> Callable[[], None]:
-    """Ctrl-C: the agent stops, and so does a question waiting for an answer."""
-    def stop() -> None:
-        if approvals is not None:
-            approvals.close()
-        agent.interrupt()
-    return stop
 
 
 def sessions_command(settings: Settings, *, as_json: bool, limit: int) -> int:

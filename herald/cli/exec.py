@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,8 +36,7 @@ from .live import EventStream, LiveView
 from .signals import stop_signals
 
 if TYPE_CHECKING:
-    from ..policy.approvals import TerminalApprovals
-    from ..runtime import Runtime
+    pass
 
 EXIT_CODES = {"success": 0, "error": 1, "timeout": 124, "interrupted": 130}
 
@@ -69,7 +67,7 @@ def read_script(source: str) -> str:
 
 def cmd_exec(args: argparse.Namespace) -> int:
     from ..policy import Policy
-    from ..policy.approvals import terminal_approvals
+    from ..policy.approvals import interrupting, terminal_approvals
     from ..runtime import Runtime
     from ..runtime.sandbox.contract import SandboxStartError
 
@@ -97,7 +95,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
                     runtime.dispatcher.on_script_call = view.tool_call
                 if approvals is not None and isinstance(view, LiveView):
                     approvals.pause = view.suspended
-                stop.interrupt = _interrupt(runtime, approvals)
+                stop.interrupt = interrupting(runtime.interrupt, approvals)
                 try:
                     result = runtime.execute(code, on_output=view.output if view is not None else None)
                 except SandboxStartError as exc:
@@ -121,15 +119,6 @@ def cmd_exec(args: argparse.Namespace) -> int:
 
 def _ignore() -> None:
     pass
-
-
-def _interrupt(runtime: Runtime, approvals: TerminalApprovals | None) -> Callable[[], None]:
-    """Ctrl-C: the script stops, and so does a question waiting for an answer."""
-    def stop() -> None:
-        if approvals is not None:
-            approvals.close()
-        runtime.interrupt()
-    return stop
 
 
 def _summarise(result: ExecutionResult) -> None:

@@ -150,6 +150,16 @@ def terminal_approvals() -> TerminalApprovals | None:
     return TerminalApprovals(sys.stdin.fileno(), _question_stream())
 
 
+def interrupting(interrupt: Callable[[], None], approvals: TerminalApprovals | None) -> Callable[[], None]:
+    """What Ctrl-C does while a run may wait on a person: the question waiting for an answer
+    closes, then `interrupt` (the script, or the agent) stops."""
+    def stop() -> None:
+        if approvals is not None:
+            approvals.close()
+        interrupt()
+    return stop
+
+
 def _question_stream() -> IO[str]:
     """Where the question shows: stderr on the terminal, else the terminal itself (stderr sent to
     a log file must not swallow the question), else stderr."""
