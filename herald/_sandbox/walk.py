@@ -33,16 +33,23 @@ class OsTree(OsFiles):
     """OsFiles that can list directories too: what a search walks inside a backend."""
 
     def list_dir(self, path: str) -> List[OsEntry]:
-        entries = []
-        with os.scandir(path) as it:
-            for entry in it:
-                try:  # as Herald's local backend lists (herald/backends/local.py)
-                    is_dir = entry.is_dir()
-                    is_file = entry.is_file()
-                except OSError:
-                    is_dir = is_file = False
-                entries.append(OsEntry(entry.name, is_dir, is_file, entry.is_symlink()))
-        return entries
+        return [OsEntry(*fields) for fields in scan_dir(path)]
+
+
+def scan_dir(path: str) -> List[Tuple[str, bool, bool, bool]]:
+    """(name, is_dir, is_file, is_symlink) of each entry of `path`: how Herald's local backend
+    and a backend's supervisor list a directory alike. An entry whose type cannot be told is
+    neither a directory nor a file."""
+    entries = []
+    with os.scandir(path) as it:
+        for entry in it:
+            try:
+                is_dir = entry.is_dir()
+                is_file = entry.is_file()
+            except OSError:
+                is_dir = is_file = False
+            entries.append((entry.name, is_dir, is_file, entry.is_symlink()))
+    return entries
 
 
 def walk_files(tree: Tree, root: str, *, ignore_files: bool = False, max_entries: int = 200_000) -> Iterator[str]:

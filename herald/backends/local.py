@@ -15,6 +15,7 @@ from .._sandbox import shellguard
 from .._sandbox.environ import scrubbed_environ
 from .._sandbox.fileaccess import OsFiles
 from .._sandbox.procs import children_of, descendants, signal_pids, terminate_tree
+from .._sandbox.walk import scan_dir
 from ..config import Settings
 from ..keys import herald_environ
 from ..runtime.owned import owned_tempdir
@@ -184,16 +185,7 @@ class LocalBackend:
         )
 
     def list_dir(self, path: str) -> list[DirEntry]:
-        entries = []
-        with os.scandir(self._path(path)) as it:
-            for entry in it:
-                try:
-                    is_dir = entry.is_dir()
-                    is_file = entry.is_file()
-                except OSError:
-                    is_dir = is_file = False
-                entries.append(DirEntry(entry.name, is_dir, is_file, entry.is_symlink()))
-        return entries
+        return [DirEntry(*fields) for fields in scan_dir(self._path(path))]
 
     def close(self) -> None:
         if self._closed.is_set():
