@@ -362,6 +362,8 @@ class SSHBackend:
                 return
             self._closed = True
             conn, shell, self._conn = self._conn, self._shell, None
+        removed = False  # the state directory, by the shell's kill command
+        remove = f"rm -rf -- {shell_quote(self._state_dir)}" if self._state_dir else ""
         if shell is not None:
             # A command still running (its caller not yet told to stop) gets a moment to end;
             # then the connection is given up under it, which ends its wait at once.
@@ -369,11 +371,14 @@ class SSHBackend:
                 shell.lock.release()
             elif conn is not None:
                 conn.abandon("closing while a command still ran")
+            channel = self._shell_channel
+            if channel is not None and channel is shell.channel and remove:
+                removed = channel.close_with(remove)  # the kill and the removal in one exec
             shell.close()  # stops the shell and everything it started
         if conn is not None:
-            if conn.alive() and self._state_dir:  # it holds the exported variables: not left behind
+            if conn.alive() and remove and not removed:  # it holds the exported variables: not left behind
                 try:
-                    conn.exec(f"rm -rf -- {shell_quote(self._state_dir)}", timeout=min(HOUSEKEEPING_SECONDS, conn.timeout))
+                    conn.exec(remove, timeout=min(HOUSEKEEPING_SECONDS, conn.timeout))
                 except BackendError as exc:
                     log.warning("could not remove %s on %s: %s", self._state_dir, self.target, exc)
             conn.close()

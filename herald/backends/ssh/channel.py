@@ -29,7 +29,7 @@ import paramiko
 from ..base import BackendError
 from ..remote import kill_tree_argv
 from ..shell import shell_quote
-from .connection import HOUSEKEEPING_SECONDS, PROBE_AFTER_SECONDS, SSHConnection
+from .connection import HOUSEKEEPING_SECONDS, PROBE_AFTER_SECONDS, SSHConnection, request_exec
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +43,12 @@ def launch_command(argv: list[str], cwd: str | None, nonce: str) -> str:
     return "exec /bin/sh -c " + shell_quote(script)
 
 
-def kill_tree(conn: SSHConnection, pid: int, grace: float) -> None:
-    """Stop `pid` and its descendants on the host, with the script the exec-API backends use."""
+def kill_tree(conn: SSHConnection, pid: int, grace: float, then: str = "") -> None:
+    """Stop `pid` and its descendants on the host, with the script the exec-API backends use;
+    then run the shell command `then`, if any, in the same exec."""
     argv = kill_tree_argv(pid, grace)
-    conn.exec(" ".join(shell_quote(arg) for arg in argv), timeout=grace + HOUSEKEEPING_SECONDS, answer=HOUSEKEEPING_SECONDS)
+    command = " ".join(shell_quote(arg) for arg in argv) + (f"; {then}" if then else "")
+    conn.exec(command, timeout=grace + HOUSEKEEPING_SECONDS, answer=HOUSEKEEPING_SECONDS)
 
 
 class SSHChannel:
@@ -67,8 +69,7 @@ class SSHChannel:
         self._chan = conn.session()
         try:
             self._chan.set_combine_stderr(True)
-            with conn.deadline(conn.timeout, f"starting {argv[0]!r}"):
-                self._chan.exec_command(launch_command(argv, cwd, nonce))
+            request_exec(self._chan, launch_command(argv, cwd, nonce))  # its pid marker says it started
             self._chan.settimeout(conn.timeout)  # a send waiting for the peer's window gives up then
         except (paramiko.SSHException, EOFError, OSError, BackendError) as exc:
             self._chan.close()
@@ -159,13 +160,20 @@ class SSHChannel:
         return self._closed
 
     def close(self) -> None:
+        self.close_with("")
+
+    def close_with(self, then: str) -> bool:
         """Stop the process tree unless it is known to be over. A process that has just ended
         sends its end of output, then its exit status: seeing the first without the second
         yet is a race, not a sign of life, so the status is waited for briefly rather than a
         kill command sent. Every wait here has a deadline (HOUSEKEEPING_SECONDS on a silent
-        host, after which the connection is given up): closing never hangs on a dead link."""
+        host, after which the connection is given up): closing never hangs on a dead link.
+
+        `then`: a shell command to run on the host after the kill, in the kill's own exec (the
+        owner's housekeeping, one exec instead of two). True when it ran there; False when no
+        kill was needed (or possible): the caller runs it itself if it still wants to."""
         if self._closed:
-            return
+            return False
         self._closed = True
         try:
             chan = self._chan
@@ -174,11 +182,13 @@ class SSHChannel:
             if not chan.status_event.is_set() and self._conn.alive():
                 pid = self._await_pid(min(HOUSEKEEPING_SECONDS, self._conn.timeout))
                 if pid > 0:
-                    kill_tree(self._conn, pid, self._grace)
-                elif not self.pid:  # no pid within the deadline: the host is silent
+                    kill_tree(self._conn, pid, self._grace, then)
+                    return bool(then)
+                if not self.pid:  # no pid within the deadline: the host is silent
                     self._conn.abandon("a process did not report its pid")
         except BackendError as exc:
             log.warning("could not stop process %s on %s: %s", self.pid, self._conn.target, exc)
         finally:
             with contextlib.suppress(Exception):
                 self._chan.close()
+        return False

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 
 import paramiko
+from paramiko.common import cMSG_CHANNEL_REQUEST
 
 from ...config import SSHSettings
 from ..base import BackendError
@@ -89,6 +90,25 @@ def _tcp_socket(target: SSHTarget, timeout: float | None, keepalive: float) -> s
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, max(1, int(keepalive)))
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 3)
     return sock
+
+
+def request_exec(channel: paramiko.Channel, command: str) -> None:
+    """Ask the host to run `command` on `channel` without waiting for its answer.
+
+    paramiko's exec_command waits a round trip for the host's "started" before anything can be
+    sent; nothing here needs it: stdin sent after the request reaches the command (the host
+    handles a channel's messages in order), and a refused request makes paramiko close the
+    channel, which its reader sees as the end of the output. The message is exec_command's own.
+    """
+    if channel.closed or channel.eof_received or channel.eof_sent or not channel.active:
+        raise paramiko.SSHException("the channel is closed")
+    message = paramiko.Message()
+    message.add_byte(cMSG_CHANNEL_REQUEST)
+    message.add_int(channel.remote_chanid)
+    message.add_string("exec")
+    message.add_boolean(True)  # the answer still comes: a refusal closes the channel (see above)
+    message.add_string(command)
+    channel.transport._send_user_message(message)
 
 
 def connect(target: SSHTarget, settings: SSHSettings) -> SSHConnection:
@@ -275,7 +295,7 @@ class SSHConnection:
             with self.deadline(max(0.001, end - time.monotonic()), "a command"):
                 channel.set_combine_stderr(True)
                 channel.settimeout(max(0.001, end - time.monotonic()))
-                channel.exec_command(command)
+                request_exec(channel, command)
                 output = bytearray()
                 while chunk := channel.recv(1 << 16):
                     output += chunk
