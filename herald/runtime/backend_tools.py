@@ -78,6 +78,17 @@ class BackendTools:
     def cwd(self) -> str:
         return self._dispatcher.ctx.backend.cwd
 
+    def prefetch(self) -> None:
+        """Learn now what the first grant asks the backend (where the workspace roots lead:
+        on SSH an SFTP session and a REALPATH, four round trips), so that the first run does
+        not wait for it. A failure is left for the run's own call to meet and report."""
+        if not self._local or self._dispatcher.policy.profile == FULL:
+            return
+        try:
+            _ = self._dispatcher.gate.workspace
+        except Exception as exc:  # the grant asks again, and says what failed
+            log.debug("could not resolve the workspace roots ahead of the first run: %s", exc)
+
     def grant(self, session: Grant) -> dict[str, Any] | None:
         """The "tools" of a start or code frame for the run `session` is bound to."""
         scope = session.scope

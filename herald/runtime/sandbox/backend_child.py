@@ -6,11 +6,12 @@ Policy:
   backend shell's current directory.
 - Once per Runtime, `BackendSandbox` (backend_sandbox.py) probes the backend's python (`command -v`, version >= 3.8;
   anything else is a `BackendPythonError` that says what to install or set), makes a private
-  0700 directory there (`mktemp -d`) and unpacks the sandbox files into it, in one command:
-  the same `hermes_tools.py` and `_hermes_runtime` package as in host mode
-  (which holds the supervisor, supervisor.py). The directory is removed when the Runtime closes.
+  0700 directory there (`mktemp -d`) and unpacks the sandbox files into it, on one channel
+  whose process then serves the first run: the same `hermes_tools.py` and `_hermes_runtime`
+  package as in host mode (which holds the supervisor, supervisor.py). The directory is removed
+  when the Runtime closes.
 - Per run, `BackendChild` opens one exec channel (`Backend.open_channel`, in a background thread,
-  so a warm successor costs the run that spawns it nothing) running the supervisor, which
+  so a warm successor costs the run that spawns it nothing; the first run's is the setup's) running the supervisor, which
   starts the host mode's child bootstrap in its own process group: forked by the Runtime's
   zygote in the backend (backend_zygote.py) when there is one, else spawned (see
   herald/_sandbox/supervisor.py for the frames). Tool calls, output, control and exit all travel
@@ -74,6 +75,10 @@ class LocalGrants(Protocol[S_contra]):
 
     def cwd(self) -> str:
         """The session's directory now (the supervisor resolves paths against it)."""
+        ...
+
+    def prefetch(self) -> None:
+        """Ask the backend now what the first grant needs (called while the sandbox is set up)."""
         ...
 
     def ran(self, session: S_contra, message: dict[str, Any]) -> dict[str, Any]:
