@@ -3,21 +3,23 @@ the pool that serves tool calls (see backend_child.py for the policy and the per
 
 `BackendSandbox.prepare` probes the python (`command -v`, version >= 3.8; anything else is a
 `BackendPythonError` that says what to install or set), makes a private 0700 directory on the
-backend (`mktemp -d`) and unpacks the sandbox files into it, all in one shell command (the
-files travel in it, compressed: one round trip, however many files there are);
-`spawn` starts a `BackendChild` there, whose script is forked by the Runtime's zygote in the
-backend when there is one (backend_zygote.py, setting `sandbox.fork_server`); `close` stops the
-zygote and removes the directory while the channels of the zygote and the waiting child end
-(backend_closer.py: runs never wait for their channel's close, the Runtime's close does).
+backend (`mktemp -d`) and unpacks the sandbox files into it, all on one exec channel (the files
+follow the command on its stdin, compressed, without waiting for it to start), whose process
+then becomes the first run's supervisor: a cold start opens one channel and starts no
+interpreter twice, and the session's shell need not run;
+`spawn` starts a `BackendChild` there (the first on the setup's channel), whose script is forked
+by the Runtime's zygote in the backend when there is one (backend_zygote.py, setting
+`sandbox.fork_server`); `close` stops the zygote and removes the directory while the channels
+of the zygote and the waiting child end (backend_closer.py: runs never wait for their
+channel's close, the Runtime's close does).
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
-import secrets
 import threading
+import time
 import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,12 +27,11 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from ..._sandbox import frames
-from ...backends.base import Backend, BackendError
-from ...backends.shell import shell_quote
+from ...backends.base import Backend, BackendError, Channel
 from ...config import Settings
 from ..rpc.server import Handler
 from .backend_child import BackendChild, LocalGrants
-from .backend_closer import ChannelCloser
+from .backend_closer import ChannelCloser, close_channel
 from .backend_zygote import BackendZygote
 from .contract import SandboxStartError
 from .host_child import LOADER
@@ -45,17 +46,33 @@ MIN_PYTHON = (3, 8)
 PROBE_TIMEOUT = 30.0
 CLOSE_JOIN_SECONDS = 30.0  # the Runtime's close waits this long for its channels to be closed
 PROBE_MARK = "__HERALD_PROBE__"
-# Run by the backend's python for the new directory (argv[1]): its version and real path, then,
-# on a python new enough, the sandbox files from the archive on stdin. Syntax and flags (-E -s -S: no
+SERVING = "serving"  # the setup's last line: from here on its channel is the first run's supervisor
+# Run by the backend's python in the new directory (argv: the directory, "probe" or "-", the
+# python setting): its version and real path, then, on a python new enough, the sandbox files
+# from the archive that follows on stdin (its length, a newline, zlib-compressed JSON), what can
+# confine a script there, and then it becomes the first run's supervisor on the same stdin and
+# stdout (exec: no channel of its own, no second round trip). Syntax and flags (-E -s -S: no
 # PYTHON* variables, no site) any python knows, so that an old one can say its version.
 SETUP = (
     "import sys\n"
     "sys.path[:] = [p for p in sys.path if p not in ('', '.')]\n"  # nothing from the cwd (what -I does)
     f"print('{PROBE_MARK} version %d.%d' % sys.version_info[:2])\n"
     f"print('{PROBE_MARK} python ' + (sys.executable or ''))\n"
+    "sys.stdout.flush()\n"
     f"if sys.version_info >= {MIN_PYTHON!r}:\n"
-    "    import base64, json, os, zlib\n"
-    "    files = json.loads(zlib.decompress(base64.b64decode(sys.stdin.read())).decode('utf-8'))\n"
+    "    import json, os, zlib\n"
+    "    def take(size):\n"  # exactly `size` bytes of stdin: what follows is the supervisor's
+    "        got = bytearray()\n"
+    "        while len(got) < size:\n"
+    "            chunk = os.read(0, size - len(got))\n"
+    "            if not chunk:\n"
+    "                raise SystemExit('the sandbox archive ended early')\n"
+    "            got += chunk\n"
+    "        return bytes(got)\n"
+    "    size = b''\n"
+    "    while not size.endswith(b'\\n'):\n"
+    "        size += take(1)\n"
+    "    files = json.loads(zlib.decompress(take(int(size))).decode('utf-8'))\n"
     "    for name in sorted(files):\n"
     "        path = os.path.join(sys.argv[1], *name.split('/'))\n"
     "        if not os.path.isdir(os.path.dirname(path)):\n"
@@ -67,6 +84,17 @@ SETUP = (
     "        sys.path.insert(0, sys.argv[1])\n"
     f"        from {RUNTIME_PACKAGE}.isolate import probe\n"
     f"        print('{PROBE_MARK} isolation ' + json.dumps(probe()))\n"
+    # A name looked up on PATH runs as what it found; a path as given (it may be a wrapper).
+    "    python = sys.argv[3] if '/' in sys.argv[3] or not sys.executable else sys.executable\n"
+    f"    print('{PROBE_MARK} {SERVING}')\n"
+    "    sys.stdout.flush()\n"
+    f"    os.execvp(python, [python, '-I', '-B', '-c', {REMOTE_LOADER!r}, sys.argv[1]])\n"
+)
+# The setup's channel: is there a python, a private directory (mktemp -d, 0700), then SETUP in it.
+SETUP_SHELL = (
+    f"if ! command -v \"$1\" >/dev/null 2>&1; then echo '{PROBE_MARK} missing'; exit 0; fi; umask 077; "
+    f"d=$(mktemp -d \"${{TMPDIR:-/tmp}}/herald-sandbox-XXXXXXXX\") && echo \"{PROBE_MARK} dir $d\" && cd \"$d\" && "
+    "exec \"$1\" -E -s -S -c \"$2\" \"$d\" \"$3\" \"$1\" 2>&1"
 )
 
 S = TypeVar("S")
@@ -110,6 +138,7 @@ class BackendSandbox(Generic[S]):
         self._python = settings.sandbox.remote_python
         self._lock = threading.Lock()
         self.remote_dir: str | None = None
+        self._first: Channel | None = None  # the setup's channel, until the first run takes it
         self.zygote: BackendZygote | None = None
         self._closer = ChannelCloser()
         self._pool = ThreadPoolExecutor(
@@ -121,12 +150,14 @@ class BackendSandbox(Generic[S]):
         return f"the {self.backend.name} backend"
 
     def prepare(self) -> str:
-        """Probe the python and unpack the sandbox files, once: one command, one round trip;
-        the remote directory."""
+        """Probe the python and unpack the sandbox files, once, on a channel that then serves
+        the first run (one channel, no round trip of its own); the remote directory."""
         with self._lock:
             if self.remote_dir is None:
+                if self._tools is not None:  # side by side with the setup, not after it in the first run
+                    threading.Thread(target=self._tools.prefetch, name="herald-grant-prefetch", daemon=True).start()
                 try:
-                    remote_dir = self._setup()
+                    remote_dir, self._first = self._setup()
                 except BackendError as exc:
                     raise SandboxStartError(f"could not prepare in-backend execution on {self.where}: {exc}") from None
                 self.remote_dir = remote_dir
@@ -141,24 +172,25 @@ class BackendSandbox(Generic[S]):
                     )
             return self.remote_dir
 
-    def _setup(self) -> str:
-        """One shell command: is there a python (and which version), a private directory
-        (`mktemp -d`, 0700), and the sandbox files unpacked into it by that python from an archive
-        that travels inside the command (a here-document of base64)."""
-        python = shell_quote(self._python)
-        probe = " probe" if self._asked is not None and self._settings.sandbox.isolation != "none" else ""
-        end = f"__HERALD_ARCHIVE_{secrets.token_hex(8)}__"
-        command = (
-            f"( if ! command -v {python} >/dev/null 2>&1; then echo '{PROBE_MARK} missing'; else umask 077; "
-            f"d=$(mktemp -d \"${{TMPDIR:-/tmp}}/herald-sandbox-XXXXXXXX\") && echo \"{PROBE_MARK} dir $d\" && "
-            f"{python} -E -s -S -c {shell_quote(SETUP)} \"$d\"{probe} 2>&1 <<'{end}'\n{self._archive()}{end}\nfi )"
-        )
-        result = self.backend.run(command, timeout=PROBE_TIMEOUT)
-        found: dict[str, str] = {}
-        for line in result.output.splitlines():
-            if line.startswith(PROBE_MARK + " "):
-                key, _, value = line[len(PROBE_MARK) + 1 :].partition(" ")
-                found[key] = value
+    def _setup(self) -> tuple[str, Channel]:
+        """One channel: is there a python (and which version), a private directory (`mktemp -d`,
+        0700), the sandbox files unpacked into it by that python from the archive sent right
+        behind the command; then the same process serves the first run (SETUP). The directory
+        and that channel."""
+        probe = "probe" if self._asked is not None and self._settings.sandbox.isolation != "none" else "-"
+        channel = self.backend.open_channel(["/bin/sh", "-c", SETUP_SHELL, "herald-setup", self._python, SETUP, probe])
+        try:
+            channel.send(self._archive())
+            found, said = _read_setup(channel, time.monotonic() + PROBE_TIMEOUT)
+            remote_dir = self._check_setup(found, said)
+        except BaseException:
+            self._closer.retire(channel, b"")  # it ends by itself (an error said, or stdin closed)
+            raise
+        return remote_dir, channel
+
+    def _check_setup(self, found: dict[str, str], said: str) -> str:
+        """The remote directory, from what the setup said; else the error that says what to fix
+        (the directory, if made, removed)."""
         fix = (
             "Install Python 3 there (e.g. apt-get install python3), set sandbox.remote_python to "
             'its path, or run scripts on this machine with exec_mode "host".'
@@ -174,9 +206,7 @@ class BackendSandbox(Generic[S]):
         if not (major.isdigit() and minor.isdigit()):
             if remote_dir:
                 self._remove(remote_dir)
-            raise BackendPythonError(
-                f"`{self._python}` on {self.where} did not run: {result.output.strip()[:500] or 'no output'}. {fix}"
-            )
+            raise BackendPythonError(f"`{self._python}` on {self.where} did not run: {said[:500] or 'no output'}. {fix}")
         if (int(major), int(minor)) < MIN_PYTHON:
             if remote_dir:
                 self._remove(remote_dir)
@@ -185,21 +215,18 @@ class BackendSandbox(Generic[S]):
                 f"on {self.where} is Python {version}. {fix}"
             )
         if not remote_dir:
-            raise SandboxStartError(
-                f"could not make a private directory on {self.where}: {result.output.strip()[:500] or 'no output'}"
-            )
+            raise SandboxStartError(f"could not make a private directory on {self.where}: {said[:500] or 'no output'}")
         real = found.get("python", "")
         if "/" not in self._python and real.startswith("/"):
             # A name looked up on PATH: start what it found directly from now on (a launcher such
             # as a pyenv shim is a shell script, ~0.1 s per start). A path is kept as given: it
             # may be a wrapper that sets up the interpreter's environment.
             self._python = real
-        if "unpacked" not in found:
+        if "unpacked" not in found or SERVING not in found:
             self._remove(remote_dir)
-            said = "\n".join(line for line in result.output.splitlines() if not line.startswith(PROBE_MARK))
             raise SandboxStartError(
                 f"could not unpack the sandbox files into {remote_dir} on {self.where} (is its disk full, or "
-                f"TMPDIR not writable?): {said.strip()[:500] or 'no output'}"
+                f"TMPDIR not writable?): {said[:500] or 'no output'}"
             )
         self._settle(found.get("isolation"), remote_dir)
         return remote_dir
@@ -219,19 +246,23 @@ class BackendSandbox(Generic[S]):
         """The spec the backend's supervisor and zygote confine the script by, if any."""
         return self.isolation.wire() if self.isolation.mode in ("bwrap", "landlock") else None
 
-    def _archive(self) -> str:
+    def _archive(self) -> bytes:
         """The sandbox files (hermes_tools.py, the `_hermes_runtime` package), {path: text} as
-        JSON, compressed as one stream (a zip compresses file by file: 25% more for the shell to
-        read) and base64-encoded."""
+        JSON, compressed as one stream (a zip compresses file by file: 25% more to send), behind
+        its length and a newline (SETUP reads exactly that much)."""
         files = {p.relative_to(self._local_dir).as_posix(): p.read_text("utf-8") for p in self._local_dir.rglob("*.py")}
         packed = zlib.compress(json.dumps(files, sort_keys=True).encode("utf-8"), 6)  # 9: twice the time, 0.5% smaller
-        return base64.encodebytes(packed).decode("ascii")
+        return b"%d\n" % len(packed) + packed
 
     def _remove(self, remote_dir: str) -> None:
+        """Remove the directory, on a channel of its own (the session's shell need not run)."""
         try:
-            self.backend.run(f"rm -rf -- {shell_quote(remote_dir)}", timeout=PROBE_TIMEOUT)
+            channel = self.backend.open_channel(["rm", "-rf", "--", remote_dir])
         except Exception as exc:  # the backend may be gone already; nothing left to clean then
             log.debug("could not remove %s on %s: %s", remote_dir, self.where, exc)
+            return
+        _read_setup(channel, time.monotonic() + PROBE_TIMEOUT)  # until rm is done (its output ends)
+        close_channel(channel, None)
 
     def spawn(self) -> BackendChild[S]:
         """A child whose channel opens in the background (on a remote backend that is a round
@@ -246,8 +277,10 @@ class BackendSandbox(Generic[S]):
         fork_server = zygote.path if zygote is not None and zygote.usable else None
         prepare = {"type": frames.PREPARE, "env": env, "loader": LOADER, "fork_server": fork_server,
                    "isolation": self._confinement()}
+        with self._lock:
+            first, self._first = self._first, None  # the setup's own channel serves the first run
         return BackendChild(
-            lambda: self.backend.open_channel(argv, cwd=remote_dir),
+            (lambda: first) if first is not None else lambda: self.backend.open_channel(argv, cwd=remote_dir),
             prepare,
             self._authenticate,
             self._handle,
@@ -263,8 +296,39 @@ class BackendSandbox(Generic[S]):
         with self._lock:
             remote_dir, self.remote_dir = self.remote_dir, None
             zygote, self.zygote = self.zygote, None
+            first, self._first = self._first, None
+        if first is not None:
+            self._closer.retire(first, None)  # waiting for its prepare frame: it cannot hear a goodbye
         if zygote is not None:
             zygote.close()
         if remote_dir is not None:
             self._remove(remote_dir)  # nothing there writes into it any more: no wait for them to leave
         self._closer.close(CLOSE_JOIN_SECONDS)
+
+
+def _read_setup(channel: Channel, deadline: float) -> tuple[dict[str, str], str]:
+    """What the setup said, up to its SERVING line or the end of its output: the marked
+    lines ({key: value}) and the rest (a shell's or python's complaint)."""
+    found: dict[str, str] = {}
+    said: list[str] = []
+    buffer = b""
+    while SERVING not in found:
+        *lines, buffer = buffer.split(b"\n")
+        for raw in lines:
+            line = raw.decode("utf-8", "replace")
+            if line.startswith(PROBE_MARK + " "):
+                key, _, value = line[len(PROBE_MARK) + 1 :].partition(" ")
+                found[key] = value
+            else:
+                said.append(line)
+        if SERVING in found:
+            break
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise BackendError(f"the setup did not finish within {PROBE_TIMEOUT:g} s")
+        chunk = channel.recv(min(left, 1.0))
+        if chunk == b"":
+            said.append(buffer.decode("utf-8", "replace"))
+            break
+        buffer += chunk or b""
+    return found, "\n".join(said).strip()
