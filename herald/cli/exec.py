@@ -75,6 +75,12 @@ def cmd_exec(args: argparse.Namespace) -> int:
         raise UsageError("--events goes with --json (the events are JSON lines before the result object)")
     code = read_script(args.script)
     settings = load(args, runtime_flags(args))
+    if settings.sandbox.exec_mode == "backend":
+        # One script, then the process ends. An interpreter made ready for a next run, or a
+        # fork server in the backend (which is ready only after this run's script has been
+        # spawned), would only start there, competing with this run for the backend's CPU, to
+        # be stopped again at close.
+        settings = settings.with_overrides({"sandbox.warm": False, "sandbox.fork_server": False})
     ensure_data_dir(settings)
     with stop_signals() as stop:
         backend = open_backend(settings.backend, settings, args.cwd)
