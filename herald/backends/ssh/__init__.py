@@ -1,6 +1,10 @@
 """The SSH backend (paramiko): `ssh://USER@HOST[:PORT]`."""
 
-from .backend import SSHBackend
-from .target import SSHTarget, parse_ssh_spec
+from .lean import import_paramiko
+
+import_paramiko()  # before any module here imports it (lean.py)
+
+from .backend import SSHBackend  # noqa: E402
+from .target import SSHTarget, parse_ssh_spec  # noqa: E402
 
 __all__ = ["SSHBackend", "SSHTarget", "parse_ssh_spec"]
