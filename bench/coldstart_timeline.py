@@ -148,15 +148,14 @@ class _Watcher(importlib.abc.MetaPathFinder):
 def child_main(argv: list[str]) -> None:
     _note("interpreter up")
     sys.meta_path.insert(0, _Watcher())
-    from herald.cli import main
+    from herald.cli import leave, main
 
     code = main(argv)
     _note("main returned; threads left: " + ", ".join(
         f"{t.name}{'' if t.daemon else ' (not daemon)'}" for t in threading.enumerate() if t is not threading.current_thread()))
     with open(os.environ[OUT_ENV], "w") as out:
         json.dump(_events, out)
-    sys.stdout.flush()
-    sys.exit(code)
+    leave(code)  # as `python -m herald` ends
 
 
 # -- the driver ----------------------------------------------------------------------------

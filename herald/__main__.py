@@ -1,7 +1,5 @@
 """`python -m herald` is the `herald` command."""
 
-import sys
+from .cli import run
 
-from .cli import main
-
-sys.exit(main())
+run()

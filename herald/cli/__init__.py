@@ -8,7 +8,11 @@ the message says what to fix.
 from __future__ import annotations
 
 import argparse
+import atexit
+import os
 import sys
+import threading
+from typing import NoReturn
 
 from rich.markup import escape
 
@@ -50,5 +54,30 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
 
 
+def run() -> NoReturn:
+    """The `herald` command: `main`, then `leave`."""
+    leave(main())
+
+
+def leave(code: int) -> NoReturn:
+    """End the process with `code` now that its work is done, without Python's teardown: the
+    clean-ups registered with atexit run (logging's flush, temporary directories), the output is
+    flushed, and the process exits without freeing every module one by one (about a tenth of
+    a short `herald exec`). A thread that is not a daemon still running: the usual exit, which
+    waits for it."""
+    others = [t for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon]
+    if any(t.is_alive() for t in others):
+        sys.exit(code)
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe or file: nothing more to say there
+                pass
+        os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
