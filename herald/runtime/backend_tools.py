@@ -79,15 +79,19 @@ class BackendTools:
         return self._dispatcher.ctx.backend.cwd
 
     def prefetch(self) -> None:
-        """Learn now what the first grant asks the backend (where the workspace roots lead:
-        on SSH an SFTP session and a REALPATH, four round trips), so that the first run does
-        not wait for it. A failure is left for the run's own call to meet and report."""
-        if not self._local or self._dispatcher.policy.profile == FULL:
-            return
+        """Have now what the first grant needs from the backend, while the sandbox is set up:
+        where the workspace roots lead (on SSH an SFTP session and a REALPATH, four round
+        trips), and on a backend whose session shell starts with its first command (Docker,
+        Modal), that shell, so that the first run's terminal calls run in the supervisor as
+        the session's. A failure is left for the run's own calls to meet and report."""
+        backend = self._dispatcher.ctx.backend
         try:
-            _ = self._dispatcher.gate.workspace
+            if "terminal" in self._local and hasattr(backend, "session_shell") and self._session_shell() is None:
+                backend.run("true")
+            if self._local and self._dispatcher.policy.profile != FULL:
+                _ = self._dispatcher.gate.workspace
         except Exception as exc:  # the grant asks again, and says what failed
-            log.debug("could not resolve the workspace roots ahead of the first run: %s", exc)
+            log.debug("could not learn ahead of the first run what its grant needs: %s", exc)
 
     def grant(self, session: Grant) -> dict[str, Any] | None:
         """The "tools" of a start or code frame for the run `session` is bound to."""

@@ -154,12 +154,17 @@ class BackendSandbox(Generic[S]):
         the first run (one channel, no round trip of its own); the remote directory."""
         with self._lock:
             if self.remote_dir is None:
+                prefetch = None
                 if self._tools is not None:  # side by side with the setup, not after it in the first run
-                    threading.Thread(target=self._tools.prefetch, name="herald-grant-prefetch", daemon=True).start()
+                    prefetch = threading.Thread(target=self._tools.prefetch, name="herald-grant-prefetch", daemon=True)
+                    prefetch.start()
                 try:
                     remote_dir, self._first = self._setup()
                 except BackendError as exc:
                     raise SandboxStartError(f"could not prepare in-backend execution on {self.where}: {exc}") from None
+                finally:
+                    if prefetch is not None:
+                        prefetch.join(PROBE_TIMEOUT)  # (shorter than the setup, as a rule) every run's grant is whole
                 self.remote_dir = remote_dir
                 if self._settings.sandbox.fork_server:
                     self.zygote = BackendZygote(
@@ -181,12 +186,12 @@ class BackendSandbox(Generic[S]):
         channel = self.backend.open_channel(["/bin/sh", "-c", SETUP_SHELL, "herald-setup", self._python, SETUP, probe])
         try:
             channel.send(self._archive())
-            found, said = _read_setup(channel, time.monotonic() + PROBE_TIMEOUT)
+            found, said, rest = _read_setup(channel, time.monotonic() + PROBE_TIMEOUT)
             remote_dir = self._check_setup(found, said)
         except BaseException:
             self._closer.retire(channel, b"")  # it ends by itself (an error said, or stdin closed)
             raise
-        return remote_dir, channel
+        return remote_dir, (_Preread(channel, rest) if rest else channel)
 
     def _check_setup(self, found: dict[str, str], said: str) -> str:
         """The remote directory, from what the setup said; else the error that says what to fix
@@ -306,29 +311,54 @@ class BackendSandbox(Generic[S]):
         self._closer.close(CLOSE_JOIN_SECONDS)
 
 
-def _read_setup(channel: Channel, deadline: float) -> tuple[dict[str, str], str]:
+def _read_setup(channel: Channel, deadline: float) -> tuple[dict[str, str], str, bytes]:
     """What the setup said, up to its SERVING line or the end of its output: the marked
-    lines ({key: value}) and the rest (a shell's or python's complaint)."""
+    lines ({key: value}), the others (a shell's or python's complaint), and what came after
+    the SERVING line (the supervisor's, if it said anything already: failing to start)."""
     found: dict[str, str] = {}
     said: list[str] = []
     buffer = b""
-    while SERVING not in found:
-        *lines, buffer = buffer.split(b"\n")
-        for raw in lines:
+    while True:
+        while b"\n" in buffer:
+            raw, buffer = buffer.split(b"\n", 1)
             line = raw.decode("utf-8", "replace")
-            if line.startswith(PROBE_MARK + " "):
-                key, _, value = line[len(PROBE_MARK) + 1 :].partition(" ")
-                found[key] = value
-            else:
+            if not line.startswith(PROBE_MARK + " "):
                 said.append(line)
-        if SERVING in found:
-            break
+                continue
+            key, _, value = line[len(PROBE_MARK) + 1 :].partition(" ")
+            found[key] = value
+            if key == SERVING:
+                return found, "\n".join(said).strip(), buffer
         left = deadline - time.monotonic()
         if left <= 0:
             raise BackendError(f"the setup did not finish within {PROBE_TIMEOUT:g} s")
         chunk = channel.recv(min(left, 1.0))
         if chunk == b"":
             said.append(buffer.decode("utf-8", "replace"))
-            break
+            return found, "\n".join(said).strip(), b""
         buffer += chunk or b""
-    return found, "\n".join(said).strip()
+
+
+class _Preread:
+    """A channel whose first output was read already (`head`): it is read again first."""
+
+    def __init__(self, channel: Channel, head: bytes) -> None:
+        self._channel = channel
+        self._head = head
+
+    def send(self, data: bytes) -> None:
+        self._channel.send(data)
+
+    def recv(self, timeout: float) -> bytes | None:
+        if self._head:
+            head, self._head = self._head, b""
+            return head
+        return self._channel.recv(timeout)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    @property
+    def returncode(self) -> int | None:
+        code = getattr(self._channel, "returncode", None)
+        return code if isinstance(code, int) else None
