@@ -148,7 +148,8 @@ def test_an_old_python_is_refused(workspace: Path, settings: Settings, tmp_path:
 def test_an_interpreter_that_dies_at_start_up_is_reported(workspace: Path, settings: Settings, tmp_path: Path) -> None:
     # Passes the probe, then fails when started for real: the error shows what it said.
     fake = tmp_path / "flaky-python"
-    fake.write_text('#!/bin/sh\ncase "$*" in *supervisor*) echo "no memory for you" >&2; exit 3;; esac\nexec python3 "$@"\n')
+    # (the setup runs it with -E, the supervisor with -I)
+    fake.write_text('#!/bin/sh\ncase "$1" in -I) echo "no memory for you" >&2; exit 3;; esac\nexec python3 "$@"\n')
     fake.chmod(0o755)
     flaky = settings.with_overrides({"sandbox.remote_python": str(fake)})
     with LocalBackend(str(workspace), settings=flaky) as backend, Runtime(

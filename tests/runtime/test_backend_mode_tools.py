@@ -16,7 +16,7 @@ import pytest
 
 from herald import Runtime, Settings
 from herald._sandbox.localtools import LocalTools
-from herald.backends.base import Backend, CommandResult
+from herald.backends.base import Backend, Channel, CommandResult
 from herald.runtime.backend_tools import BackendTools
 from herald.runtime.grants import Grant
 from herald.tools import ToolError
@@ -235,6 +235,7 @@ class CountingBackend:
         self._backend = backend
         self.runs = 0
         self.writes = 0
+        self.channels: list[list[str]] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._backend, name)
@@ -251,13 +252,20 @@ class CountingBackend:
         self.writes += 1
         self._backend.write_bytes(path, data)
 
+    def open_channel(self, argv: list[str], **kwargs: Any) -> Channel:
+        self.channels.append(argv)
+        return self._backend.open_channel(argv, **kwargs)
 
-def test_setup_is_one_command(exec_backend: Backend, settings: Settings) -> None:
+
+def test_setup_is_one_channel_that_then_serves_the_first_run(exec_backend: Backend, settings: Settings) -> None:
     counted = CountingBackend(exec_backend)
-    with Runtime(counted, settings=in_backend_settings(settings), exec_mode="backend", transcript=False) as runtime:  # type: ignore[arg-type]
-        assert (counted.runs, counted.writes) == (1, 0)
+    # (no successor and no fork server: their channels open in the background, whenever)
+    alone = in_backend_settings(settings).with_overrides({"sandbox.warm": False, "sandbox.fork_server": False})
+    with Runtime(counted, settings=alone, exec_mode="backend", transcript=False) as runtime:
         assert run_ok(runtime, "print(1)").output == "1\n"
-    assert counted.runs == 2  # and one to remove the directory
+        assert len(counted.channels) == 1 and "herald-setup" in counted.channels[0]  # the run had none of its own
+    assert counted.writes == 0
+    assert len(counted.channels) == 2 and counted.channels[1][0] == "rm"  # and one to remove the directory
 
 
 def test_paths_follow_the_session_directory_across_cells_and_calls(
