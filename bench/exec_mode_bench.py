@@ -248,9 +248,10 @@ def _search(kind: str, backend: Backend, settings: Settings) -> list[Metric]:
     return metrics
 
 
-def _cli(kind: str, spec: str, workspace: str, overrides: dict[str, Any]) -> Metric:
+def _cli(kind: str, spec: str, workspace: str, overrides: dict[str, Any], runs: int = 5) -> Metric:
     """`herald exec - --exec-mode backend --backend SPEC` running print(1), as a person runs it:
-    a new process (its imports, connecting, the setup, the run, the close)."""
+    a new process (its imports, connecting, the setup, the run, the close), `runs` times. Where
+    the time goes, step by step: bench/coldstart_timeline.py."""
     metric = Metric(f"in-backend ({kind}): herald exec --exec-mode backend print(1)", "ms", CLI_TARGET_MS,
                     note="a new process, end to end")
     home = Path(tempfile.mkdtemp(prefix="herald-bench-cli-"))
@@ -258,7 +259,7 @@ def _cli(kind: str, spec: str, workspace: str, overrides: dict[str, Any]) -> Met
     env.update({"HERALD_" + key.replace(".", "_").upper(): str(value) for key, value in overrides.items()})
     argv = [sys.executable, "-m", "herald", "exec", "-", "--backend", spec, "--cwd", workspace, "--exec-mode", "backend"]
     try:
-        for _ in range(6):
+        for _ in range(runs + 1):
             started = time.perf_counter()
             proc = subprocess.run(argv, input="print(1)\n", env=env, capture_output=True, text=True, timeout=120)
             elapsed = (time.perf_counter() - started) * 1000
