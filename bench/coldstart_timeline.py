@@ -1,6 +1,6 @@
 """Where a cold `herald exec --exec-mode backend` print(1) spends its time: one timeline per run.
 
-    python -m bench.coldstart_timeline [--rtt 0.010] [--runs 1]
+    python -m bench.coldstart_timeline [--rtt 0.010] [--runs 1] [--tree /path/to/another/checkout]
 
 Starts the test sshd (tests/fixtures/sshd.py) behind the latency proxy, then runs the CLI as
 bench/exec_mode_bench.py's `_cli` does, but in a traced interpreter: each line is a moment
@@ -148,14 +148,14 @@ class _Watcher(importlib.abc.MetaPathFinder):
 def child_main(argv: list[str]) -> None:
     _note("interpreter up")
     sys.meta_path.insert(0, _Watcher())
-    from herald.cli import leave, main
+    import herald.cli
 
-    code = main(argv)
+    code = herald.cli.main(argv)
     _note("main returned; threads left: " + ", ".join(
         f"{t.name}{'' if t.daemon else ' (not daemon)'}" for t in threading.enumerate() if t is not threading.current_thread()))
     with open(os.environ[OUT_ENV], "w") as out:
         json.dump(_events, out)
-    leave(code)  # as `python -m herald` ends
+    getattr(herald.cli, "leave", sys.exit)(code)  # as `python -m herald` ends (an older checkout: sys.exit)
 
 
 # -- the driver ----------------------------------------------------------------------------
@@ -174,7 +174,8 @@ def _show(events: list[tuple[float, str, str]], exit_ms: float, rtt_ms: float) -
     return waits
 
 
-def run(rtt: float, runs: int) -> None:
+def run(rtt: float, runs: int, tree: str | None = None) -> None:
+    """`tree`: the Herald checkout the traced CLI imports (default: this one)."""
     import subprocess
     import tempfile
     from pathlib import Path
@@ -188,6 +189,8 @@ def run(rtt: float, runs: int) -> None:
         home = Path(tempfile.mkdtemp(prefix="herald-bench-timeline-"))
         env = dict(os.environ, HERALD_DATA_DIR=str(home / "data"), HERALD_CONFIG=str(home / "none.toml"))
         env.update({"HERALD_" + key.replace(".", "_").upper(): str(value) for key, value in overrides.items()})
+        if tree:
+            env["PYTHONPATH"] = tree
         argv = ["exec", "-", "--backend", spec, "--cwd", workspace, "--exec-mode", "backend"]
         try:
             for attempt in range(runs + 1):  # the first run writes the bytecode caches: not shown
@@ -195,7 +198,7 @@ def run(rtt: float, runs: int) -> None:
                 env[OUT_ENV] = str(out)
                 env[T0_ENV] = repr(time.time())
                 started = time.perf_counter()
-                proc = subprocess.run([sys.executable, "-m", "bench.coldstart_timeline", "--child", *argv],
+                proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", *argv],
                                       input="print(1)\n", env=env, capture_output=True, text=True, timeout=120)
                 exit_ms = (time.perf_counter() - started) * 1000
                 if proc.returncode != 0 or proc.stdout != "1\n":
@@ -221,5 +224,6 @@ if __name__ == "__main__":
         parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
         parser.add_argument("--rtt", type=float, default=0.010)
         parser.add_argument("--runs", type=int, default=1)
+        parser.add_argument("--tree", help="the Herald checkout to trace (default: the one imported here)")
         options = parser.parse_args()
-        run(options.rtt, options.runs)
+        run(options.rtt, options.runs, options.tree)
