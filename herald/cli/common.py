@@ -119,21 +119,31 @@ def open_backend(
     (default: the current one), or a directory on the remote host / in the container; with
     `check_remote_cwd` it must exist there too. `where` names the directory in errors (default
     "--cwd DIR"), `fix` is appended to them."""
+    backend = new_backend(spec, settings, cwd, where=where, fix=fix)
+    connect_backend(backend, cwd, where=where, fix=fix, check_remote_cwd=check_remote_cwd)
+    return backend
+
+
+def new_backend(spec: str, settings: Settings, cwd: str | None, *, where: str | None = None, fix: str = "") -> Backend:
+    """`open_backend`'s first half: the backend made (its modules imported), not yet connected."""
     from ..backends.factory import BackendSpecError
     from ..backends.factory import open_backend as open_named
 
-    where = where or f"--cwd {cwd}"
-    local = spec.strip().lower() in ("", "local")
-    if local:
+    if spec.strip().lower() in ("", "local"):
         if cwd is not None and not os.path.isdir(cwd):
-            raise UsageError(f"{where}: no such directory{fix}")
+            raise UsageError(f"{where or f'--cwd {cwd}'}: no such directory{fix}")
         cwd = os.path.abspath(cwd or os.getcwd())
     try:
-        backend = open_named(spec, settings=settings, cwd=cwd)
+        return open_named(spec, settings=settings, cwd=cwd)
     except (BackendSpecError, ConfigError) as exc:
         raise UsageError(str(exc)) from None
-    if local:
-        return backend
+
+
+def connect_backend(backend: Backend, cwd: str | None, *, where: str | None = None, fix: str = "",
+                    check_remote_cwd: bool = False) -> None:
+    """`open_backend`'s second half: a remote backend connected (closed if it cannot be)."""
+    if backend.name == "local":
+        return
     try:
         connect = getattr(backend, "connect", None)  # remote backends: fail here, not in the script
         if callable(connect):
@@ -142,11 +152,10 @@ def open_backend(
             found = backend.stat(backend.cwd)
             if found is None or not found.is_dir:
                 backend.close()
-                raise UsageError(f"{where}: no such directory on the {backend.name} backend{fix}")
+                raise UsageError(f"{where or f'--cwd {cwd}'}: no such directory on the {backend.name} backend{fix}")
     except BackendError as exc:
         backend.close()
         raise BackendUnavailable(f"the {backend.name} backend is not usable: {exc}") from None
-    return backend
 
 
 def add_config_options(parser: argparse.ArgumentParser, *, top: bool) -> None:

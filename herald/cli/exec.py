@@ -17,26 +17,29 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
-from ..runtime.sandbox.result import ExecutionResult
+from ..backends.base import Backend
 from .common import (
     UsageError,
     add_runtime_options,
+    connect_backend,
     console,
     ensure_data_dir,
     load,
-    open_backend,
+    new_backend,
     runtime_flags,
 )
 from .live import EventStream, LiveView
 from .signals import stop_signals
 
 if TYPE_CHECKING:
-    pass
+    from ..runtime.sandbox.result import ExecutionResult
 
 EXIT_CODES = {"success": 0, "error": 1, "timeout": 124, "interrupted": 130}
 
@@ -65,12 +68,51 @@ def read_script(source: str) -> str:
         raise UsageError(f"cannot read script {source}: {exc}") from None
 
 
-def cmd_exec(args: argparse.Namespace) -> int:
-    from ..policy import Policy
-    from ..policy.approvals import interrupting, terminal_approvals
-    from ..runtime import Runtime
-    from ..runtime.sandbox.contract import SandboxStartError
+class Opening:
+    """A backend being connected on a helper thread: connecting a remote one is mostly waiting
+    for the network, which the caller spends importing the runtime instead (about a tenth of a
+    cold `herald exec` on SSH). `take` waits for it and raises what connecting raised;
+    `abandon` (the caller gives up) closes it, now or once it is connected."""
 
+    def __init__(self, backend: Backend, connect: Callable[[], None]) -> None:
+        self._candidate = backend
+        self._connect = connect
+        self._lock = threading.Lock()
+        self._backend: Backend | None = None
+        self._error: BaseException | None = None
+        self._abandoned = False
+        self._thread = threading.Thread(target=self._run, name="herald-connect", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        backend = self._candidate
+        try:
+            self._connect()
+        except BaseException as exc:  # raised again by take(), on the caller's thread (closed already)
+            self._error = exc
+            return
+        with self._lock:
+            if not self._abandoned:
+                self._backend = backend
+                return
+        backend.close()
+
+    def take(self) -> Backend:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._backend is not None
+        return self._backend
+
+    def abandon(self) -> None:
+        with self._lock:
+            self._abandoned = True
+            backend, self._backend = self._backend, None
+        if backend is not None:
+            backend.close()
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
     if args.events and not args.json:
         raise UsageError("--events goes with --json (the events are JSON lines before the result object)")
     code = read_script(args.script)
@@ -83,7 +125,19 @@ def cmd_exec(args: argparse.Namespace) -> int:
         settings = settings.with_overrides({"sandbox.warm": False, "sandbox.fork_server": False})
     ensure_data_dir(settings)
     with stop_signals() as stop:
-        backend = open_backend(settings.backend, settings, args.cwd)
+        # Made here (its modules imported: paramiko is a good part of them), connected meanwhile.
+        made = new_backend(settings.backend, settings, args.cwd)
+        opening = Opening(made, lambda: connect_backend(made, args.cwd))
+        try:
+            from ..policy import Policy
+            from ..policy.approvals import interrupting, terminal_approvals
+            from ..runtime import Runtime
+            from ..runtime.sandbox.contract import SandboxStartError
+
+            backend = opening.take()
+        except BaseException:  # a stop signal meanwhile, or opening failed (then nothing to close)
+            opening.abandon()
+            raise
         approvals = terminal_approvals()
         try:
             try:
