@@ -311,8 +311,9 @@ def test_the_supervisor_ignores_a_malformed_grant() -> None:
     try:
         local = LocalTools(write_fd)
         call = {"id": 1, "tool": "read_file", "args": {"path": "x"}, "conn": 1}
-        for grant in (None, [], {"allowed": ["read_file"]}, {"allowed": ["read_file"], "local": {"rm": {}},
-                      "max_calls": 1, "cwd": "/", "files": {}}):
+        bad_grants: tuple[Any, ...] = (None, [], {"allowed": ["read_file"]}, {"allowed": ["read_file"], "local": {"rm": {}},
+                                       "max_calls": 1, "cwd": "/", "files": {}})
+        for grant in bad_grants:
             local.set_grant(grant)
             assert local.route(dict(call)) is False  # goes to Herald as before
     finally:
