@@ -182,6 +182,11 @@ def _oneshot(message: Dict[str, Any], ctl_write: int) -> None:
         atexit._run_exitfuncs()
     except BaseException:
         pass
+    try:  # its last output and exit status can then travel to Herald together (supervisor.py)
+        leaving: frames.LeavingFrame = {"type": frames.LEAVING}
+        os.write(ctl_write, encode_frame(leaving))
+    except OSError:
+        pass
     _flush()
     _kill_descendants()
     code = status & 0xFF if status >= 0 else 1

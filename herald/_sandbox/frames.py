@@ -7,6 +7,8 @@ RPC socket (script -> Herald; replies carry the call's `id` and `result` or `err
 Control pipe of a sandbox child (bootstrap.py -> Herald):
     READY     {"type": READY, "pid"}                           it can take a run
     DONE      {"type": DONE, "exit_code"}                      a kernel cell finished
+    LEAVING   {"type": LEAVING}                                a one-shot script flushes its output now;
+              its EXIT follows (a supervisor sends both to Herald in one write; others ignore it)
     EXIT      {"type": EXIT, "exit_code"}                      the script is over, the process goes
     EOF       (made up by the reader when the pipe closes)
 
@@ -52,6 +54,7 @@ else:  # at run time the annotations below are never evaluated (postponed annota
 AUTH = "auth"
 READY = "ready"
 DONE = "done"
+LEAVING = "leaving"
 EXIT = "exit"
 EOF = "eof"
 PREPARE = "prepare"
@@ -104,6 +107,10 @@ class ReplyFrame(TypedDict, total=False):
 class ReadyFrame(TypedDict):
     type: str  # READY
     pid: NotRequired[int]
+
+
+class LeavingFrame(TypedDict):
+    type: str  # LEAVING
 
 
 class StatusFrame(TypedDict):

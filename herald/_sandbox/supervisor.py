@@ -33,7 +33,10 @@ backend. Each connection (a forked child makes its own) is tagged with a number 
 A one-shot script says it is leaving on its control pipe once its output is flushed and what it
 started is killed (bootstrap.py): the exit goes to Herald then, with the rest of its output,
 not after its process is torn down (about 2 ms later, more through the zygote); this process
-still reaps it and kills what is left of its group before it leaves.
+still reaps it and kills what is left of its group before it leaves. Just before that last
+flush the script says "leaving": what it writes from then on waits here for the exit (within
+LEAVE_HOLD_SECONDS) and both go in one write, so one packet, not two, crosses a remote link
+(the second, a fraction of a millisecond later, would reach Herald that much later).
 
 The loop never blocks on a write: frames wait in per-destination queues, and the script's output
 is not read while too much of it waits for Herald, so the script blocks on a full pipe exactly as
@@ -59,12 +62,13 @@ from .procs import KillClock, alive, descendants, signal_pids
 from .protocol import MAX_CONTROL_FRAME_BYTES, FrameBuffer, ProtocolError, encode_frame
 from .relay import Relay
 from .scriptproc import LOST_STATUS, Forked, ScriptProcess, fork_script, spawn_script
-from .sinks import Sink
+from .sinks import JOIN_LIMIT, Sink
 
 READ_SIZE = 1 << 16
 WIRE_HIGH_WATER = 4 << 20  # bytes queued for Herald before the script's output is left unread
 EXIT_SETTLE_SECONDS = 2.0  # after the script exits, how long a leftover holder of its pipes may stall us
 IDLE_CHECK_SECONDS = 1.0  # re-check the script's exit this often even without SIGCHLD
+LEAVE_HOLD_SECONDS = 0.05  # after "leaving", how long the script's last output may wait for its exit
 
 
 class Supervisor:
@@ -84,6 +88,7 @@ class Supervisor:
         self.clock: Optional[KillClock] = None  # SIGTERM -> grace -> SIGKILL, once asked to kill
         self.exited_at: Optional[float] = None
         self.exit_sent = False  # the script's own exit status went to Herald before its process was gone
+        self.leaving_at: Optional[float] = None  # the script said "leaving": Herald's frames wait for its exit
         self.wake_r, self.wake_w = os.pipe()
         for fd in (wire_in, wire_out, self.wake_r, self.wake_w):
             os.set_blocking(fd, False)
@@ -195,6 +200,8 @@ class Supervisor:
             self.send({"type": frames.READY})
         elif kind == frames.DONE:
             self.send({"type": frames.DONE, "exit_code": message.get("exit_code", 1)})
+        elif kind == frames.LEAVING and self.clock is None and self.mode == "oneshot" and not self.exit_sent:
+            self.leaving_at = time.monotonic()
         elif kind == frames.EXIT and isinstance(message.get("exit_code"), int):
             self.reported = message["exit_code"]
             if self.clock is None and self.mode == "oneshot":
@@ -253,7 +260,17 @@ class Supervisor:
         sinks = [self.wire, *self.relay.sinks()]
         if self.ctl is not None:
             sinks.append(self.ctl)
-        return [sink for sink in sinks if sink.chunks]
+        return [sink for sink in sinks if sink.chunks and not sink.corked]
+
+    def holding(self, now: float) -> bool:
+        """The script is leaving and its exit has not been sent: Herald's frames wait for it
+        (in one write with it), unless it takes longer than LEAVE_HOLD_SECONDS or too much waits."""
+        if self.leaving_at is None:
+            return False
+        if self.exit_sent or now - self.leaving_at > LEAVE_HOLD_SECONDS or self.wire.size > JOIN_LIMIT:
+            self.leaving_at = None
+            return False
+        return True
 
     def run(self) -> None:
         while True:
@@ -274,6 +291,8 @@ class Supervisor:
                 waits.append(kill_due)
             if self.exited_at is not None:
                 waits.append(self.exited_at + EXIT_SETTLE_SECONDS - now)
+            if self.leaving_at is not None:
+                waits.append(self.leaving_at + LEAVE_HOLD_SECONDS - now)
             interest = dict.fromkeys(self.readers(), select.POLLIN)
             sinks = {sink.fd: sink for sink in self.sinks()}
             for fd in sinks:
@@ -290,7 +309,8 @@ class Supervisor:
                     if interest[fd] & select.POLLIN and events & (select.POLLIN | select.POLLHUP | select.POLLERR):
                         self.readable(fd)
             finally:
-                self.wire.uncork()
+                if not self.holding(time.monotonic()):
+                    self.wire.uncork()
             if self.wire.broken:
                 raise EOFError("the link to Herald broke")
 
