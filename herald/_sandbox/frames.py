@@ -21,7 +21,8 @@ Exec channel of in-backend runs (Herald <-> supervisor.py):
     CLOSE     {"type": CLOSE}                                  SIGKILL the tree and leave
     OUT, ERR  {"type": OUT|ERR, "data"}                        the script's output (latin-1 text)
     READY, DONE, EXIT as on the control pipe; FAILED {"type": FAILED, "error"}: the supervisor broke
-    START and CODE may carry "tools": the grant of the tools the supervisor runs itself (localtools.py)
+    START and CODE may carry "tools": the grant of the tools the supervisor runs itself, whose
+    schemas came once in PREPARE's "tool_specs" (localtools.py)
     RECORD    {"type": RECORD, "tool", "args", "error"?, "duration_ms", "reply_bytes"}  supervisor:
               a call it answered itself, for Herald's transcript and call count
     CWD       {"type": CWD, "cwd"}                             Herald: the session's directory moved
@@ -122,6 +123,7 @@ class PrepareFrame(TypedDict):
     type: str  # PREPARE
     env: Dict[str, Any]
     loader: str
+    tool_specs: NotRequired[Dict[str, Any]]
 
 
 class StartFrame(TypedDict, total=False):

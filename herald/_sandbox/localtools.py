@@ -1,10 +1,13 @@
 """Backend mode: the tool calls a run's supervisor answers itself, next to the script.
 
-Stdlib only, Python >= 3.8 (the sandbox package). Herald sends a grant with each run's start
-frame (and each kernel cell's code frame), under the key "tools":
+Stdlib only, Python >= 3.8 (the sandbox package). The schemas of the tools that may run here
+come once, in the supervisor's prepare frame (they are the Runtime's, the same for every run),
+under the key "tool_specs": {name: {"properties", "required", "refused", "writes"}}; so each
+run's start frame, on the run's critical path, stays small. Herald sends a grant with each
+run's start frame (and each kernel cell's code frame), under the key "tools":
 
     {"allowed": [names],          every tool the script may call (the Dispatcher's allow-list)
-     "local": {name: {"properties", "required", "refused"}},   the ones run here, with their schema
+     "local": [names],             the ones run here (each with its schema in "tool_specs")
      "max_calls": n,               the run's call budget
      "cwd": "/dir",                the session's current directory (updated by CWD frames)
      "files": {"read_max_bytes", "read_max_line_chars", "read_max_chars"},
@@ -66,6 +69,7 @@ class LocalTools:
         self.wake_fd = wake_fd
         self.max_workers = max(1, max_workers)  # the script's client runs at most 16 calls at once too
         self.grant: Optional[Dict[str, Any]] = None
+        self.specs: Dict[str, Any] = {}  # the schemas of the tools that may run here (set_specs)
         self.calls = 0
         self.in_flight = 0
         self.held: List[Dict[str, Any]] = []  # over the budget: go to Herald once nothing runs here
@@ -74,8 +78,17 @@ class LocalTools:
         self._done: List[Done] = []
         self._lock = threading.Lock()
 
+    def set_specs(self, specs: Any) -> None:
+        """The prepare frame's "tool_specs" (malformed: none, so every call goes to Herald)."""
+        self.specs = specs if _valid_specs(specs) else {}
+
     def set_grant(self, grant: Any) -> None:
-        """A new run or kernel cell: its grant (None or malformed: every call goes to Herald)."""
+        """A new run or kernel cell: its grant (None or malformed: every call goes to Herald).
+        Its "local" names become {name: schema} from the specs."""
+        if isinstance(grant, dict) and isinstance(grant.get("local"), list):
+            names = grant["local"]
+            known = all(isinstance(name, str) and name in self.specs for name in names)
+            grant = dict(grant, local={name: self.specs[name] for name in names}) if known else None
         self.grant = grant if _valid(grant) else None
         self.calls = 0
         if self.grant is not None:
@@ -184,14 +197,19 @@ def _inside(path: str, cwd: str, roots: Dict[str, List[str]], writes: bool) -> b
     return all((where.rstrip("/") + "/").startswith(prefixes) for where in (full, leads))
 
 
+def _valid_specs(specs: Any) -> bool:
+    return isinstance(specs, dict) and all(
+        isinstance(s, dict) and isinstance(s.get("properties"), dict) and isinstance(s.get("required"), list)
+        and isinstance(s.get("refused"), dict) and n in TOOL_NAMES for n, s in specs.items()
+    )
+
+
 def _valid(grant: Any) -> bool:
+    """A grant whose "local" names were resolved to their specs (set_grant)."""
     checks: List[Callable[[Any], bool]] = [
         lambda g: isinstance(g, dict),
         lambda g: isinstance(g.get("allowed"), list) and all(isinstance(n, str) for n in g["allowed"]),
-        lambda g: isinstance(g.get("local"), dict) and all(
-            isinstance(s, dict) and isinstance(s.get("properties"), dict) and isinstance(s.get("required"), list)
-            and isinstance(s.get("refused"), dict) and n in TOOL_NAMES for n, s in g["local"].items()
-        ),
+        lambda g: isinstance(g.get("local"), dict) and _valid_specs(g["local"]),
         lambda g: isinstance(g.get("max_calls"), int),
         lambda g: isinstance(g.get("cwd"), str) and g["cwd"].startswith("/"),
         lambda g: isinstance(g.get("files"), dict) and all(isinstance(g["files"].get(k), int) for k in

@@ -5,7 +5,8 @@ an SSH channel, a Docker exec socket, a Modal exec stream) as
 `python3 -I -B -c <loader> SANDBOX_DIR`; its stdin and stdout are the whole link to Herald and
 carry length-prefixed JSON frames (protocol.py) both ways, multiplexing everything:
 
-    Herald -> here   {"type": "prepare", "env": {"passthrough": [...]}, "loader", "fork_server"}  start the script
+    Herald -> here   {"type": "prepare", "env": {"passthrough": [...]}, "loader", "fork_server", "tool_specs"?}
+                                                                        start the script
     here -> Herald   {"type": "ready"}                                   it waits for a script
     Herald -> here   {"type": "start", "mode": "oneshot"|"kernel", "cwd", "code"|"sentinel", "line_buffered"}
     Herald -> here   {"type": "code", "code": "...", "line_buffered"}    the next kernel cell
@@ -105,6 +106,7 @@ class Supervisor:
         confined = (message.get("isolation") or {}).get("mode") == "bwrap"
         self.relay.listen(self.sandbox_dir, abstract_ok=not confined)
         self.prepared = message
+        self.local.set_specs(message.get("tool_specs"))
         self.hold(self.start_script(message))
         self.local.load()  # while the script's interpreter starts
 

@@ -75,6 +75,10 @@ class BackendTools:
         """The tools answered in the backend."""
         return sorted(self._local)
 
+    def specs(self) -> dict[str, Any]:
+        """Their schemas: they travel once per supervisor (its prepare frame), not in each grant."""
+        return self._local
+
     def cwd(self) -> str:
         return self._dispatcher.ctx.backend.cwd
 
@@ -98,14 +102,14 @@ class BackendTools:
         scope = session.scope
         if not self._local or _herald_keeps_budgets(scope):
             return None
-        local, shell = self._local, None
+        local, shell = list(self._local), None
         if "terminal" in local:
             shell = self._shell_grant(scope)
             if shell is None:  # no session shell yet: Herald's starts it, later runs share it
-                local = {name: spec for name, spec in local.items() if name != "terminal"}
+                local.remove("terminal")
         grant: dict[str, Any] = {
             "allowed": [tool.name for tool in self._dispatcher.script_tools],  # its count must match Herald's
-            "local": local,
+            "local": local,  # names: their schemas went with the prepare frame (specs)
             "max_calls": max(0, scope.max_calls - scope.calls),
             "cwd": self.cwd(),
             "files": files.file_limits(self._dispatcher.ctx),

@@ -134,11 +134,13 @@ def test_a_terminal_timeout_is_cut_to_the_time_the_run_has_left(workspace: Path,
     with LocalBackend(str(workspace), settings=quiet) as backend, Runtime(backend, settings=quiet, exec_mode="backend") as runtime:
         backend.run("true")  # the session shell runs: the supervisor's may share it
         scope = runtime.dispatcher.new_scope(5, deadline=time.monotonic() + 1.0)
-        grant = BackendTools(runtime.dispatcher).grant(Grant(scope))
+        tools = BackendTools(runtime.dispatcher)
+        grant = tools.grant(Grant(scope))
         assert grant is not None and "terminal" in grant["local"] and grant["shell"]["time_left"] <= 1.0
         read_fd, write_fd = os.pipe()
         local = LocalTools(write_fd)
         try:
+            local.set_specs(tools.specs())  # as the supervisor's prepare frame brings them
             local.set_grant(grant)
             assert local.route({"id": 1, "tool": "terminal", "args": {"command": "sleep 30"}, "conn": 1})
             done: list[Any] = []

@@ -316,6 +316,13 @@ def test_the_supervisor_ignores_a_malformed_grant() -> None:
         for grant in bad_grants:
             local.set_grant(grant)
             assert local.route(dict(call)) is False  # goes to Herald as before
+        # A grant naming a tool whose schema never came (no specs, or malformed ones in the prepare frame).
+        files = {"read_max_bytes": 1000, "read_max_line_chars": 100, "read_max_chars": 1000}
+        named = {"allowed": ["read_file"], "local": ["read_file"], "max_calls": 1, "cwd": "/", "files": files}
+        for specs in (None, {}, {"read_file": {"properties": []}}, {"rm": {"properties": {}, "required": [], "refused": {}}}):
+            local.set_specs(specs)
+            local.set_grant(dict(named))
+            assert local.grant is None and local.route(dict(call)) is False
     finally:
         os.close(read_fd)
         os.close(write_fd)

@@ -65,6 +65,10 @@ log = logging.getLogger(__name__)
 class LocalGrants(Protocol[S_contra]):
     """The tools a run's supervisor answers itself (runtime/backend_tools.py)."""
 
+    def specs(self) -> dict[str, Any]:
+        """The "tool_specs" of the prepare frame: the schemas of the tools a grant may name."""
+        ...
+
     def grant(self, session: S_contra) -> dict[str, Any] | None:
         """The "tools" of the run's start frame (and of each kernel cell's code frame)."""
         ...
@@ -123,6 +127,8 @@ class BackendChild(Generic[S]):
         self.failure = ""  # what came instead of frames, or the supervisor's own error
         self.ready = False
         self.closed = False
+        if tools is not None:
+            prepare = {**prepare, "tool_specs": tools.specs()}
         self._opener = threading.Thread(
             target=self._open, args=(open_channel, encode_frame(prepare)), name="herald-remote-open", daemon=True
         )
