@@ -33,6 +33,7 @@ from pathlib import Path
 from .._sandbox.environ import sandbox_environ
 from .._sandbox.frames import StartFrame
 from ..backends.base import Backend, BackendError
+from ..capture import CappedCapture
 from ..config import Settings, load_settings
 from ..keys import herald_environ
 from ..policy import Policy
@@ -299,13 +300,15 @@ class Runtime:
         scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout, budgets=budgets)
         token, grant = self._grants.issue(scope)
         self.paused.begin(scope)
-        stdout, stderr = capture_streams(self.settings, scope, on_output)
         child: SandboxChild | None = None
+        captures: tuple[CappedCapture, CappedCapture] | None = None
         try:
             frame = self._start_fields()
             frame["mode"], frame["token"], frame["code"] = "oneshot", token, code
             frame["line_buffered"] = on_output is not None
             child = self._start_run(frame)
+            # Made once the run is on its way (in backend mode, on the wire): only collect needs them.
+            captures = stdout, stderr = capture_streams(self.settings, scope, on_output)
             collected = child.collect(
                 stdout,
                 stderr,
@@ -319,8 +322,8 @@ class Runtime:
             self._grants.revoke(token, grant)
             if child is not None:
                 child.kill()
-            stdout.close()
-            stderr.close()
+            for capture in captures or ():
+                capture.close()
         return build_result(collected, scope, stdout, stderr, started, timeout)
 
     def _start_fields(self) -> StartFrame:
