@@ -207,7 +207,7 @@ def _ssh_at_rtt(settings: Settings) -> list[Metric]:
                             metric.samples.append(seconds * 1000 / calls)
                     metrics.append(metric)
                 kind = f"ssh, {RTT * 1000:.0f} ms RTT"
-                metrics += [_warm(kind, backend, tuned), _cold(kind, backend, tuned),
+                metrics += [_echo_floor(kind, backend), _warm(kind, backend, tuned, runs=30), _cold(kind, backend, tuned),
                             *_edit_loop(kind, backend, tuned, modes=(True,)), *_search(kind, backend, tuned)]
             metrics += [_cli("ssh", server.spec, workspace, server.overrides()),
                         _cli(f"ssh, {RTT * 1000:.0f} ms RTT", spec, workspace, overrides)]
@@ -278,6 +278,29 @@ def isolation_on_off(kind: str, backend: Backend, settings: Settings, runs: int 
     on = _warm(kind, backend, settings, runs, label=", isolation on")
     off = _warm(kind, backend, settings.with_overrides({"sandbox.isolation": "none"}), runs, label=", isolation off")
     return [on, off]
+
+
+def _echo_floor(kind: str, backend: Backend, runs: int = 50) -> Metric:
+    """The rig's floor for a warm run: one small write echoed back by `cat` over an exec channel
+    (the same link, sshd and client as a run's frames, without Herald's work at either end)."""
+    metric = Metric(f"in-backend ({kind}): exec channel round trip (cat echo), the floor", "ms", None,
+                    note="warm print(1) minus this: Herald's own share")
+    channel = backend.open_channel(["cat"])
+    try:
+        for _ in range(runs + 1):
+            started = time.perf_counter()
+            channel.send(b"x" * 64)
+            echoed = b""
+            while len(echoed) < 64:
+                chunk = channel.recv(10.0)
+                if not chunk:
+                    raise RuntimeError(f"cat on {kind} ended or stayed silent: {chunk!r}")
+                echoed += chunk
+            metric.samples.append((time.perf_counter() - started) * 1000)
+    finally:
+        channel.close()
+    metric.samples = metric.samples[1:]  # the first also waits for cat to start
+    return metric
 
 
 def _warm(kind: str, backend: Backend, settings: Settings, runs: int = 20, label: str = "") -> Metric:
