@@ -76,8 +76,12 @@ class SSHChannel:
             raise BackendError(f"could not start {argv[0]!r} on {conn.target}: {exc or type(exc).__name__}") from None
 
     def send(self, data: bytes) -> None:
-        if time.monotonic() - self._heard > PROBE_AFTER_SECONDS:
-            self._conn.probe()  # e.g. a kill after a long silence: is anyone there?
+        # E.g. a kill, or a warm child's run, after a long silence: is anyone there? Asked after
+        # the data, which then leaves first (starting the probe's thread takes a while), unless
+        # the send may have to wait for the host (its window is too small for the data).
+        silent = time.monotonic() - self._heard > PROBE_AFTER_SECONDS
+        if silent and len(data) > self._chan.out_window_size:
+            self._conn.probe()
         if self._chan.closed or not self._conn.alive():
             self.undelivered = True
             return  # the next recv reports the end
@@ -85,6 +89,8 @@ class SSHChannel:
             self._chan.sendall(data)
         except (OSError, EOFError, paramiko.SSHException):
             pass  # the process or the connection is gone; the next recv reports it
+        if silent:
+            self._conn.probe()  # (no second probe if the first one is under way)
 
     def _raw_recv(self, timeout: float) -> bytes | None:
         try:
