@@ -319,7 +319,9 @@ def test_the_supervisor_ignores_a_malformed_grant() -> None:
         # A grant naming a tool whose schema never came (no specs, or malformed ones in the prepare frame).
         files = {"read_max_bytes": 1000, "read_max_line_chars": 100, "read_max_chars": 1000}
         named = {"allowed": ["read_file"], "local": ["read_file"], "max_calls": 1, "cwd": "/", "files": files}
-        for specs in (None, {}, {"read_file": {"properties": []}}, {"rm": {"properties": {}, "required": [], "refused": {}}}):
+        no_specs: tuple[Any, ...] = (None, {}, {"read_file": {"properties": []}},
+                                     {"rm": {"properties": {}, "required": [], "refused": {}}})
+        for specs in no_specs:
             local.set_specs(specs)
             local.set_grant(dict(named))
             assert local.grant is None and local.route(dict(call)) is False
