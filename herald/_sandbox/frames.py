@@ -33,7 +33,7 @@ run's supervisor (scriptproc.py) in the backend:
     FORKED    {"op": FORKED, "pid"} or ERROR {"op": ERROR, "message"}
     EXIT      {"op": EXIT, "pid", "status"}                     a forked child exited
     REAP      {"op": REAP, "pid"}                               the client is done with that pid
-    READY     {"op": READY}                                     host mode: once, after the pre-imports
+    READY     {"op": READY, "pid"}                              host mode: once, after the pre-imports; its own pid
 
 The TypedDicts below give each frame's shape; senders build frames as these types so a checker
 sees a misspelt key, and readers cast a decoded frame once they have checked its `type`.

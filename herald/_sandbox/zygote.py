@@ -106,7 +106,7 @@ class Zygote:
 
     def serve(self) -> None:
         if self.herald is not None:
-            self.send(self.herald, {"op": frames.READY})
+            self.send(self.herald, {"op": frames.READY, "pid": os.getpid()})
         while True:
             watched = [self.wake_r, *self.clients]
             if self.listener is not None:

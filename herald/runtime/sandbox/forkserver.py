@@ -71,6 +71,7 @@ class ForkServer:
         self._replies: list[dict[str, Any]] = []
         self._statuses: dict[int, int] = {}
         self._ready = False
+        self._zygote: int | None = None  # this machine's pid of the zygote, once it is ready
         self.dead: str | None = None
         self._closed = False
         self._reader = threading.Thread(target=self._read_loop, name="herald-forkserver", daemon=True)
@@ -95,22 +96,34 @@ class ForkServer:
                 message = json.loads(data)
             except ValueError:
                 continue
+            op = message.get("op")
+            zygote = self._zygote_pid(message) if op == frames.READY else None
             with self._cond:
-                op = message.get("op")
                 if op == frames.EXIT:
                     pid = int(message["pid"])
                     self._statuses[self._host_pids.get(pid, pid)] = int(message["status"])
                 elif op == frames.READY:
-                    self._ready = True
+                    self._zygote, self._ready = zygote, True
                 else:
                     self._replies.append(message)
                 self._cond.notify_all()
+
+    def _zygote_pid(self, ready: dict[str, Any]) -> int | None:
+        """This machine's pid of the zygote, from the pid its READY names (None if unknown)."""
+        pid = ready.get("pid")
+        if not isinstance(pid, int):
+            return None
+        return host_pid(self.proc.pid, pid) if self.isolation.mode == "bwrap" else pid
+
+    def _gone(self) -> bool:
+        """The zygote has died, whether or not its socket has told the reader thread yet."""
+        return self.dead is not None or (self._zygote is not None and not alive(self._zygote))
 
     # -- what ChildProcess uses ------------------------------------------------------------
 
     @property
     def alive(self) -> bool:
-        return self.dead is None and self.proc.poll() is None
+        return not self._gone() and self.proc.poll() is None
 
     def fork(self, sandbox_dir: str, fds: tuple[int, int, int, int]) -> int:
         """A new child running the sandbox bootstrap in `sandbox_dir` on these fds (stdout,
@@ -150,7 +163,11 @@ class ForkServer:
         with self._cond:
             if pid in self._statuses:
                 return self._statuses[pid]
-            return LOST_STATUS if self.dead is not None and not alive(pid) else None
+            # A forked child dies with its zygote (bootstrap.py: die_with_parent; under bwrap
+            # its PID namespace goes too), a moment after it on a loaded machine: one still
+            # running then is lost all the same (a run handed to it would be killed), so a
+            # waiting one is replaced, not used.
+            return LOST_STATUS if self._gone() else None
 
     def wait(self, pid: int, timeout: float | None) -> int | None:
         with self._cond:
