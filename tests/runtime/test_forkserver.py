@@ -14,6 +14,7 @@ from herald import Runtime
 from herald._sandbox.procs import alive
 from herald.runtime.sandbox.forkserver import ForkServerError
 from herald.runtime.sandbox.host_child import ChildProcess
+from herald.runtime.sandbox.stubgen import write_runtime_package
 
 from ._helpers import IDENTITY, host_pid, run_ok, wait_for
 
@@ -120,6 +121,7 @@ class _ZygoteDyingMidRequest:
 
 
 def test_a_child_spawned_after_a_failed_fork_shares_no_pipe_with_the_orphan(tmp_path: Path) -> None:
+    write_runtime_package(tmp_path)  # the spawned child runs and reads its pipe (else it may be gone before the send)
     zygote = _ZygoteDyingMidRequest()
     child = ChildProcess(sys.executable, str(tmp_path), {"PATH": os.defpath}, forkserver=zygote)  # type: ignore[arg-type]
     try:
