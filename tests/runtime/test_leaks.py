@@ -117,8 +117,13 @@ def herald_temp_dirs() -> set[str]:
     ],
 )
 def test_failed_construction_leaks_nothing(
-    settings: Settings, tmp_path: Path, kwargs: dict[str, Any], error: type[Exception]
+    settings: Settings, tmp_path: Path, kwargs: dict[str, Any], error: type[Exception], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A temp dir of this test's own: other test processes (pytest-xdist's workers) make herald-*
+    # directories in /tmp meanwhile, which must not count as this Herald's.
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
     Runtime(settings=settings, transcript=False).close()  # warm up lazy imports and caches
     fds, children, threads, dirs = (
         fd_count(),
