@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
 	$(BIN)/python -m pip install -q -e '.[all,dev]' 2>&1 | grep -v -e '^WARNING: Location' -e '^ ' -e '^!!' || true
-	@$(BIN)/python -c 'import herald, rich, openai, anthropic, pytest, docker, paramiko, playwright, modal, firecrawl, httpx, trafilatura, mcp' || { echo "python dependencies failed to install"; exit 1; }
+	@$(BIN)/python -c 'import herald, rich, openai, anthropic, pytest, xdist, docker, paramiko, playwright, modal, firecrawl, httpx, trafilatura, mcp' || { echo "python dependencies failed to install"; exit 1; }
 	@touch $(STAMP)
 
 # Debian packages Herald uses when present; installed only when missing and we are root.
@@ -64,8 +64,11 @@ lint: setup
 lowest-deps: setup
 	$(PYTHON) tests/install/lowest_deps.py --python $(PYTHON)
 
+# Three pytest-xdist workers, whole files each (--dist loadfile: a module's fixtures are built
+# once, and its tests, which may look for their own processes, never run beside each other).
+# Most of the suite waits (timeouts, sshd, dockerd, Chromium), so three share two cores well.
 test: lint lowest-deps mcp-servers
-	$(BIN)/python -m pytest --durations=25
+	$(BIN)/python -m pytest -n 3 --dist loadfile --durations=25
 
 bench: setup mcp-servers
 	$(BIN)/python -m bench
