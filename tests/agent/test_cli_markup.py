@@ -27,6 +27,8 @@ def on_terminal(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, s
     """Run herald with stdout and stderr on a 220-column pty; (exit code, the text it showed)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 220, 0, 0))
+    # COLUMNS and LINES would override the pty's size (pytest-xdist's workers set them to 80x24).
+    env = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}
     proc = subprocess.Popen(HERALD + args, cwd=cwd, env={**env, "TERM": "xterm-256color"}, stdin=subprocess.DEVNULL,
                             stdout=slave, stderr=slave)
     os.close(slave)
