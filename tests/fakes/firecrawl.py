@@ -117,7 +117,9 @@ class FakeFirecrawl:
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self._server = _Server(self)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-firecrawl", daemon=True)
+        # shutdown() waits for the loop to notice, up to one poll: 0.05 s, not the default 0.5 s per test
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-firecrawl", daemon=True)
         self._thread.start()
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
 

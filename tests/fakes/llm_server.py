@@ -156,7 +156,9 @@ class FakeLLMServer:
         self._ids = itertools.count(1)
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-llm", daemon=True)
+        # shutdown() waits for the loop to notice, up to one poll: 0.05 s, not the default 0.5 s per test
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-llm",
+                                        daemon=True)
         self._thread.start()
 
     @property
