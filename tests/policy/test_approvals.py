@@ -42,7 +42,7 @@ def _slow_policy(settings: Any, seconds: float, asked: list[PolicyCall]) -> Poli
 @pytest.mark.parametrize("exec_mode", ["host", "backend"])
 def test_a_slow_approval_does_not_burn_the_timeout(make_runtime: MakeRuntime, settings: Any, exec_mode: str) -> None:
     asked: list[PolicyCall] = []
-    runtime = make_runtime(policy=_slow_policy(settings, 3.0, asked), exec_mode=exec_mode)
+    runtime = make_runtime(policy=_slow_policy(settings, 2.5, asked), exec_mode=exec_mode)
     result = runtime.execute(SLOW.format(after="print('after')"), timeout=2)
     assert result.status == "success", result
     assert result.output.split() == ["late", "after"]  # the command ran in full: its timeout moved too
