@@ -224,7 +224,7 @@ def sessions_command(settings: Settings, *, as_json: bool, limit: int) -> int:
         records = [{**dataclasses.asdict(i), "path": str(i.path)} for i in infos]
         print(json.dumps(records, ensure_ascii=False, indent=2))
         return 0
-    console = Console(highlight=False)
+    console = Console(highlight=False, emoji=False)  # a model named "x:cat:1" is listed as written
     if not infos:
         console.print(escape(f'No sessions in {settings.sessions_dir} yet: start one with herald run "task".'))
         return 0

@@ -41,9 +41,10 @@ def make_console(*, stderr: bool = False, file: IO[str] | None = None) -> Consol
     """A console that wraps to a terminal's width, and never hard-wraps piped output (logs and
     grep see whole lines)."""
     stream = file or (sys.stderr if stderr else sys.stdout)
+    # emoji=False: text such as "custom:m:" (a provider:model label) prints as written, not as "customⓂ"
     if stream.isatty():
-        return Console(file=file, stderr=stderr, highlight=False)
-    return Console(file=file, stderr=stderr, highlight=False, soft_wrap=True, width=10_000)
+        return Console(file=file, stderr=stderr, highlight=False, emoji=False)
+    return Console(file=file, stderr=stderr, highlight=False, emoji=False, soft_wrap=True, width=10_000)
 
 
 def _args_preview(arguments: dict[str, Any], runs_script: bool, limit: int = 80) -> str:

@@ -32,8 +32,8 @@ def console(*, stderr: bool = False) -> Console:
     into a file or another program, lines are never hard-wrapped (logs and grep see whole lines)."""
     stream = sys.stderr if stderr else sys.stdout
     if stream.isatty():
-        return Console(stderr=stderr, highlight=False)
-    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=10_000)
+        return Console(stderr=stderr, highlight=False, emoji=False)
+    return Console(stderr=stderr, highlight=False, emoji=False, soft_wrap=True, width=10_000)
 
 
 def positive_seconds(text: str) -> float:

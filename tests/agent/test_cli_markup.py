@@ -60,6 +60,7 @@ def test_brackets_print_intact(workspace: Path, tmp_path: Path, llm: FakeLLMServ
                               _env(home, OPENAI_API_KEY="k"))
     assert code == 0, shown
     assert "model[large] reached" in shown  # the retry notice
+    assert "custom:m: rate_limit" in shown  # its provider:model label, not taken for an emoji code (":m:")
     assert "Checking Optional[str] [bold]first[/bold]." in shown  # the model's text between tools
     assert f'→ terminal(command="echo \\"{INSTALL} gives Optional[str]\\"")' in shown  # the call
     assert f"{INSTALL} gives Optional[str]" in shown.split("✓ terminal", 1)[1]  # its result's summary
