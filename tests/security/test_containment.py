@@ -28,7 +28,8 @@ from tests.security.test_run_containment import _alive_with, _escapes, _marker
 SECRET = "sk-ant-containment-test-" + uuid.uuid4().hex
 
 # Reads every process's environ and memory maps it can, and tries to ptrace-attach every
-# process whose command line is herald's: prints what succeeded.
+# `herald exec` process: prints what succeeded. (Matching the words anywhere also hit other test
+# processes, e.g. a parallel worker's `python -c "import herald ... sys.executable"`, left stopped.)
 PROBE = r'''
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
@@ -46,7 +47,8 @@ for entry in os.listdir("/proc"):
         cmdline = open("/proc/%d/cmdline" % pid, "rb").read()
     except OSError:
         continue
-    if b"herald" in cmdline and b"exec" in cmdline:
+    args = cmdline.split(b"\0")  # whole arguments: a `herald exec`, not any process naming both words
+    if b"exec" in args and any(a == b"herald" or a.endswith(b"/herald") for a in args):
         if libc.ptrace(16, pid, 0, 0) == 0:  # PTRACE_ATTACH
             print("ATTACHED", pid)
             libc.ptrace(17, pid, 0, 0)  # PTRACE_DETACH: let it finish
