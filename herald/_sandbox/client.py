@@ -41,6 +41,7 @@ class ConnectionLost(ToolError):
 ToolError.__module__ = ConnectionLost.__module__ = "hermes_tools"
 
 DEFAULT_MAX_CONNECTIONS = 16
+REPLY_POLL_SECONDS = 0.0002
 CLOSED_BY_HERALD = "Herald closed the connection (the run ended or the token was rejected)"
 
 
@@ -79,7 +80,11 @@ class RpcClient:
         link = self._take(tool)
         try:
             link.sock.sendall(frame)
-            reply = link.frames.read()
+            # The only call in flight looks for its reply a while before sleeping: a small
+            # call's reply comes sooner than a wake-up would (FrameReader._poll). With several,
+            # polling threads would only take the interpreter from each other.
+            alone = self._open - len(self._idle) == 1
+            reply = link.frames.read(poll=REPLY_POLL_SECONDS if alone else 0.0)
             if reply is not None and reply.get("id") != call_id:
                 raise ProtocolError("reply %r answers another call than %d" % (reply.get("id"), call_id))
         except (OSError, ProtocolError) as exc:

@@ -14,6 +14,7 @@ execution (supervisor.py). Part of the sandbox package (see __init__.py for its 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import struct
 import time
@@ -118,6 +119,7 @@ def nested_deeper_than(value: Any, limit: int) -> bool:
 # threshold (128 KiB) that is an mmap/munmap pair per frame — measured at ~15 µs a recv here,
 # a third of a raw round trip. recv_into a buffer made once costs nothing extra.
 RECV_BUFFER_BYTES = 1 << 16
+MAX_POLL_BACKOFF = 6  # after misses in a row, a reader polls on 1 read in 2**6 at least
 
 
 class FrameReader:
@@ -132,10 +134,21 @@ class FrameReader:
         self._into = getattr(sock, "recv_into", None)
         self._buffer = bytearray(RECV_BUFFER_BYTES if self._into is not None else 0)
         self._view = memoryview(self._buffer)
+        self._poll_misses = 0  # polls in a row that did not find the frame
+        self._poll_skips = 0  # reads left to make without polling
 
-    def read(self, deadline: Optional[float] = None) -> Optional[Dict[str, Any]]:
+    def read(self, deadline: Optional[float] = None, poll: float = 0.0) -> Optional[Dict[str, Any]]:
         """The next frame. With a `deadline` (time.monotonic()), a socket that has not delivered
-        the whole frame by then raises socket.timeout, however slowly it trickles bytes."""
+        the whole frame by then raises socket.timeout, however slowly it trickles bytes.
+        `poll`: seconds to look for the frame without sleeping first (see `_poll`)."""
+        if poll > 0 and not self._ready and deadline is None:
+            if self._poll_skips:
+                self._poll_skips -= 1
+            elif self._poll(poll):
+                self._poll_misses = 0
+            else:  # the frame came late: poll less often while that lasts (1 read in 2, 4, ... 64)
+                self._poll_misses = min(self._poll_misses + 1, MAX_POLL_BACKOFF)
+                self._poll_skips = (1 << self._poll_misses) - 1
         while not self._ready:
             if deadline is not None:
                 left = deadline - time.monotonic()
@@ -156,6 +169,36 @@ class FrameReader:
             if len(self._ready) > 1:
                 self._ready.reverse()  # pop() from the end gives them in order
         return self._ready.pop()
+
+    def _poll(self, seconds: float) -> bool:
+        """Look for the frame without blocking for up to `seconds`, yielding the CPU between
+        looks. Why: a reply that comes within a few tens of microseconds (a small tool call) is
+        then taken without a wake-up. Waking a sleeping thread on another CPU costs ~35 µs on
+        a VM whose idle CPUs halt at once (this one's cpuidle-haltpoll polls for 0 ns), twice
+        per call, more than the call itself. Blocking sockets only: on one with a timeout,
+        Python would wait for readiness first. A loaded machine is different: the peer may wait
+        for a CPU, and polling would take it; so `read` polls less after each miss. True when the
+        frame (or the end of the stream) was found."""
+        if self._into is None or getattr(self._sock, "gettimeout", lambda: 0)() is not None:
+            return False
+        into, buffer, dontwait, clock = self._into, self._buffer, socket.MSG_DONTWAIT, time.perf_counter
+        yield_cpu = os.sched_yield
+        end = clock() + seconds
+        while True:
+            try:
+                size = into(buffer, 0, dontwait)
+            except BlockingIOError:
+                if clock() > end:
+                    return False
+                yield_cpu()  # a runnable peer on this CPU goes first: polling never starves it
+                continue
+            if not size:  # the peer closed: the blocking read that follows reports it
+                return True
+            self._ready = self._frames.feed(self._view[:size])
+            if self._ready:
+                if len(self._ready) > 1:
+                    self._ready.reverse()
+                return True
 
 
 class FrameBuffer:

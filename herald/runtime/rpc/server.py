@@ -41,6 +41,8 @@ ACCEPT_RETRY_MAX_SECONDS = 1.0
 # Connections a script refuses to use properly are logged up to this many per server, then
 # counted only: a hostile script opening bad connections in a loop must not flood stderr.
 MAX_CONNECTION_WARNINGS = 5
+# How long a connection looks for the next call before it sleeps (FrameReader._poll).
+CALL_POLL_SECONDS = 0.0001
 _TRANSIENT_ACCEPT_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.ECONNABORTED, errno.EINTR}
 
 S = TypeVar("S")
@@ -237,8 +239,11 @@ class _Connection(Generic[S]):
                 return
             assert self.session is not None and self.limit is not None
             handle, session, calls = self.server._handle, self.session, self.limit.calls
+            limit = self.limit
             while True:
-                message = self._read()
+                # A run's only connection looks for the script's next call a while before
+                # sleeping: in a loop of small calls it comes sooner than a wake-up would.
+                message = self._read(poll=CALL_POLL_SECONDS if limit.connections == 1 else 0.0)
                 if message is None:
                     return
                 with calls:
@@ -252,9 +257,9 @@ class _Connection(Generic[S]):
             self.close()
             self.server._forget(self)  # again: a close() from elsewhere may have come before _admit
 
-    def _read(self, deadline: float | None = None) -> dict[str, Any] | None:
+    def _read(self, deadline: float | None = None, poll: float = 0.0) -> dict[str, Any] | None:
         try:
-            return self._frames.read(deadline)
+            return self._frames.read(deadline, poll)
         except ProtocolError as exc:
             self.server.warn_refused("closing RPC connection after a malformed frame: %s", exc)
             return None
