@@ -16,9 +16,9 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+
+from .scoped import scoped
 
 log = logging.getLogger(__name__)
 
@@ -53,17 +53,9 @@ class SpillBudget:
 _current: contextvars.ContextVar[SpillBudget | None] = contextvars.ContextVar("herald_spill_budget", default=None)
 
 
-@contextmanager
-def charged_to(budget: SpillBudget | None) -> Iterator[None]:
+def charged_to(budget: SpillBudget | None) -> scoped[SpillBudget | None]:
     """Charge spill files made by this thread until the block ends to `budget` (None: as is)."""
-    if budget is None:
-        yield
-        return
-    token = _current.set(budget)
-    try:
-        yield
-    finally:
-        _current.reset(token)
+    return scoped(_current, budget, keep_on_none=True)
 
 
 def current_budget() -> SpillBudget | None:

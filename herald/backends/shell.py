@@ -25,17 +25,17 @@ long tool of another kind can honour the same event through `current_cancel()`.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import posixpath
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from .._sandbox.shellscript import ShellScripts, done_fields, scan, shell_quote
 from ..capture import CappedCapture
+from ..scoped import scoped
 from .base import BackendError, Channel, CommandResult
 
 __all__ = ["PersistentShell", "cancellable", "current_cancel", "foreground_only", "shell_quote"]
@@ -49,33 +49,20 @@ PARSE_CACHE_MAX_CHARS = 4096  # how often a cancellable wait looks at its event
 _cancel: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("herald_cancel", default=None)
 
 
-@contextlib.contextmanager
-def cancellable(event: threading.Event | None) -> Iterator[None]:
+def cancellable(event: threading.Event | None) -> scoped[threading.Event | None]:
     """Let `event` stop what this thread runs until the block ends (commands in any persistent
     shell, and any tool that asks `current_cancel()`). None leaves things as they are."""
-    if event is None:
-        yield
-        return
-    token = _cancel.set(event)
-    try:
-        yield
-    finally:
-        _cancel.reset(token)
+    return scoped(_cancel, event, keep_on_none=True)
 
 
 _foreground_only: contextvars.ContextVar[bool] = contextvars.ContextVar("herald_foreground_only", default=False)
 
 
-@contextlib.contextmanager
-def foreground_only(on: bool = True) -> Iterator[None]:
+def foreground_only(on: bool = True) -> scoped[bool]:
     """While on, the commands this thread runs in a persistent shell end with everything they
     left in the background (a script's commands never outlive them); off, a command's jobs live
     on with the session (a model's direct call may start a server with `&`)."""
-    token = _foreground_only.set(on)
-    try:
-        yield
-    finally:
-        _foreground_only.reset(token)
+    return scoped(_foreground_only, on)
 
 
 def current_cancel() -> threading.Event | None:

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import posixpath
 import threading
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -100,48 +99,75 @@ class KeyedLocks:
         self._cond = threading.Condition()
         self._readers: dict[str, int] = {}
         self._writers: set[str] = set()
+        self._waiting = 0  # callers waiting for a key: only then does a release notify
 
     def _free(self, resource: Resource) -> bool:
         if resource.key in self._writers:
             return False
         return resource.shared or not self._readers.get(resource.key)
 
-    @contextmanager
     def hold(self, resources: Iterable[Resource], cancel: threading.Event | None = None,
-             poll: float = 0.1) -> Iterator[bool]:
-        wanted = _merge(resources)
-        if not wanted:  # most calls touch nothing shared: no lock to take on the hot path
-            yield True
-            return
+             poll: float = 0.1) -> _Hold:
+        """`with locks.hold(resources) as held:` runs the block holding them (held is True), or,
+        cancelled while waiting, without them (held is False)."""
+        return _Hold(self, _merge(resources), cancel, poll)
+
+    def _take(self, wanted: list[Resource], cancel: threading.Event | None, poll: float) -> bool:
         with self._cond:
-            while not all(self._free(r) for r in wanted):
-                if cancel is not None and cancel.is_set():
-                    yield False
-                    return
-                self._cond.wait(poll if cancel is not None else None)
+            if not all(self._free(r) for r in wanted):
+                self._waiting += 1
+                try:
+                    while not all(self._free(r) for r in wanted):
+                        if cancel is not None and cancel.is_set():
+                            return False
+                        self._cond.wait(poll if cancel is not None else None)
+                finally:
+                    self._waiting -= 1
             for r in wanted:
                 if r.shared:
                     self._readers[r.key] = self._readers.get(r.key, 0) + 1
                 else:
                     self._writers.add(r.key)
-        try:
-            yield True
-        finally:
-            with self._cond:
-                for r in wanted:
-                    if r.shared:
-                        left = self._readers[r.key] - 1
-                        if left:
-                            self._readers[r.key] = left
-                        else:
-                            del self._readers[r.key]
+        return True
+
+    def _release(self, wanted: list[Resource]) -> None:
+        with self._cond:
+            for r in wanted:
+                if r.shared:
+                    left = self._readers[r.key] - 1
+                    if left:
+                        self._readers[r.key] = left
                     else:
-                        self._writers.discard(r.key)
+                        del self._readers[r.key]
+                else:
+                    self._writers.discard(r.key)
+            if self._waiting:
                 self._cond.notify_all()
+
+
+class _Hold:
+    """What `KeyedLocks.hold` returns (a class, not a generator: it is on every call's path)."""
+
+    __slots__ = ("_cancel", "_held", "_locks", "_poll", "_wanted")
+
+    def __init__(self, locks: KeyedLocks, wanted: list[Resource], cancel: threading.Event | None, poll: float) -> None:
+        self._locks, self._wanted, self._cancel, self._poll = locks, wanted, cancel, poll
+        self._held = False
+
+    def __enter__(self) -> bool:
+        # Most calls touch nothing shared: no lock to take on the hot path.
+        self._held = not self._wanted or self._locks._take(self._wanted, self._cancel, self._poll)
+        return self._held
+
+    def __exit__(self, *exc: object) -> None:
+        if self._held and self._wanted:
+            self._locks._release(self._wanted)
 
 
 def _merge(resources: Iterable[Resource]) -> list[Resource]:
     """One entry per key; a key both read and changed by the same call is changed."""
+    if isinstance(resources, list) and len(resources) <= 1:
+        return resources  # the usual call: one file, one key
     modes: dict[str, bool] = {}
     for r in resources:
         modes[r.key] = modes.get(r.key, True) and r.shared
