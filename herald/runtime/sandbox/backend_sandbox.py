@@ -16,6 +16,7 @@ channel's close, the Runtime's close does).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -46,11 +47,14 @@ MIN_PYTHON = (3, 8)
 PROBE_TIMEOUT = 30.0
 CLOSE_JOIN_SECONDS = 30.0  # the Runtime's close waits this long for its channels to be closed
 PROBE_MARK = "__HERALD_PROBE__"
+CACHE_MODULE = f"{RUNTIME_PACKAGE}/sandboxcache.py"
 SERVING = "serving"  # the setup's last line: from here on its channel is the first run's supervisor
 # Run by the backend's python in the new directory (argv: the directory, "probe" or "-", the
-# python setting): its version and real path, then, on a python new enough, the sandbox files
-# from the archive that follows on stdin (its length, a newline, zlib-compressed JSON), what can
-# confine a script there, and then it becomes the first run's supervisor on the same stdin and
+# python setting, the archive's name): its version and real path, then, on a python new enough,
+# the sandbox files from the archive that follows on stdin (its length, a newline,
+# zlib-compressed JSON), linked from the backend's cache when it holds exactly them
+# (_sandbox/sandboxcache.py), what can confine a script there (the probe's last answer when
+# still valid), and then it becomes the first run's supervisor on the same stdin and
 # stdout (exec: no channel of its own, no second round trip). Syntax and flags (-E -s -S: no
 # PYTHON* variables, no site) any python knows, so that an old one can say its version.
 SETUP = (
@@ -73,17 +77,20 @@ SETUP = (
     "    while not size.endswith(b'\\n'):\n"
     "        size += take(1)\n"
     "    files = json.loads(zlib.decompress(take(int(size))).decode('utf-8'))\n"
-    "    for name in sorted(files):\n"
-    "        path = os.path.join(sys.argv[1], *name.split('/'))\n"
-    "        if not os.path.isdir(os.path.dirname(path)):\n"
-    "            os.makedirs(os.path.dirname(path))\n"
-    "        with open(path, 'wb') as out:\n"
-    "            out.write(files[name].encode('utf-8'))\n"
-    f"    print('{PROBE_MARK} unpacked')\n"
+    # The cache's code runs from the archive just received, never from the disk it checks.
+    "    cache = {}\n"
+    f"    exec(compile(files['{CACHE_MODULE}'], '{CACHE_MODULE}', 'exec'), cache)\n"
+    "    root = cache['cache_root']()\n"
+    f"    print('{PROBE_MARK} unpacked ' + cache['install'](files, sys.argv[1], sys.argv[4], root))\n"
     "    if sys.argv[2:3] == ['probe']:\n"  # what can confine a script there (_sandbox/isolate.py)
-    "        sys.path.insert(0, sys.argv[1])\n"
-    f"        from {RUNTIME_PACKAGE}.isolate import probe\n"
-    f"        print('{PROBE_MARK} isolation ' + json.dumps(probe()))\n"
+    "        key = cache['probe_key'](files)\n"
+    "        found = cache['known_probe'](root, key)\n"
+    "        if found is None:\n"
+    "            sys.path.insert(0, sys.argv[1])\n"
+    f"            from {RUNTIME_PACKAGE}.isolate import probe\n"
+    "            found = probe()\n"
+    "            cache['remember_probe'](root, key, found)\n"
+    f"        print('{PROBE_MARK} isolation ' + json.dumps(found))\n"
     # A name looked up on PATH runs as what it found; a path as given (it may be a wrapper).
     "    python = sys.argv[3] if '/' in sys.argv[3] or not sys.executable else sys.executable\n"
     f"    print('{PROBE_MARK} {SERVING}')\n"
@@ -94,7 +101,7 @@ SETUP = (
 SETUP_SHELL = (
     f"if ! command -v \"$1\" >/dev/null 2>&1; then echo '{PROBE_MARK} missing'; exit 0; fi; umask 077; "
     f"d=$(mktemp -d \"${{TMPDIR:-/tmp}}/herald-sandbox-XXXXXXXX\") && echo \"{PROBE_MARK} dir $d\" && cd \"$d\" && "
-    "exec \"$1\" -E -s -S -c \"$2\" \"$d\" \"$3\" \"$1\" 2>&1"
+    "exec \"$1\" -E -s -S -c \"$2\" \"$d\" \"$3\" \"$1\" \"$4\" 2>&1"
 )
 
 S = TypeVar("S")
@@ -183,9 +190,12 @@ class BackendSandbox(Generic[S]):
         behind the command; then the same process serves the first run (SETUP). The directory
         and that channel."""
         probe = "probe" if self._asked is not None and self._settings.sandbox.isolation != "none" else "-"
-        channel = self.backend.open_channel(["/bin/sh", "-c", SETUP_SHELL, "herald-setup", self._python, SETUP, probe])
+        name, archive = self._archive()
+        channel = self.backend.open_channel(
+            ["/bin/sh", "-c", SETUP_SHELL, "herald-setup", self._python, SETUP, probe, name]
+        )
         try:
-            channel.send(self._archive())
+            channel.send(archive)
             found, said, rest = _read_setup(channel, time.monotonic() + PROBE_TIMEOUT)
             remote_dir = self._check_setup(found, said)
         except BaseException:
@@ -251,13 +261,15 @@ class BackendSandbox(Generic[S]):
         """The spec the backend's supervisor and zygote confine the script by, if any."""
         return self.isolation.wire() if self.isolation.mode in ("bwrap", "landlock") else None
 
-    def _archive(self) -> bytes:
+    def _archive(self) -> tuple[str, bytes]:
         """The sandbox files (hermes_tools.py, the `_hermes_runtime` package), {path: text} as
         JSON, compressed as one stream (a zip compresses file by file: 25% more to send), behind
-        its length and a newline (SETUP reads exactly that much)."""
+        its length and a newline (SETUP reads exactly that much); and its name in the backend's
+        cache: the hash of that JSON."""
         files = {p.relative_to(self._local_dir).as_posix(): p.read_text("utf-8") for p in self._local_dir.rglob("*.py")}
-        packed = zlib.compress(json.dumps(files, sort_keys=True).encode("utf-8"), 6)  # 9: twice the time, 0.5% smaller
-        return b"%d\n" % len(packed) + packed
+        text = json.dumps(files, sort_keys=True).encode("utf-8")
+        packed = zlib.compress(text, 6)  # 9: twice the time, 0.5% smaller
+        return hashlib.sha256(text).hexdigest(), b"%d\n" % len(packed) + packed
 
     def _remove(self, remote_dir: str) -> None:
         """Remove the directory, on a channel of its own (the session's shell need not run)."""
