@@ -146,16 +146,18 @@ def test_an_old_python_is_refused(workspace: Path, settings: Settings, tmp_path:
 
 
 def test_an_interpreter_that_dies_at_start_up_is_reported(workspace: Path, settings: Settings, tmp_path: Path) -> None:
-    # Passes the probe, then fails when started for real: the error shows what it said.
+    # Passes the setup, then fails when started for real: the error shows what it said.
     fake = tmp_path / "flaky-python"
-    # (the setup runs it with -E, the supervisor with -I)
+    # (the setup runs it with -E and then serves the first run itself; later supervisors start with -I)
     fake.write_text('#!/bin/sh\ncase "$1" in -I) echo "no memory for you" >&2; exit 3;; esac\nexec python3 "$@"\n')
     fake.chmod(0o755)
     flaky = settings.with_overrides({"sandbox.remote_python": str(fake)})
     with LocalBackend(str(workspace), settings=flaky) as backend, Runtime(
         backend, settings=flaky, exec_mode="backend"
-    ) as runtime, pytest.raises(SandboxStartError) as info:
-        runtime.execute("print(1)")
+    ) as runtime:
+        assert run_ok(runtime, "print(1)").output == "1\n"
+        with pytest.raises(SandboxStartError) as info:
+            runtime.execute("print(1)")
     assert "exited during start-up" in str(info.value) and "no memory for you" in str(info.value)
 
 

@@ -50,13 +50,13 @@ PROBE_MARK = "__HERALD_PROBE__"
 CACHE_MODULE = f"{RUNTIME_PACKAGE}/sandboxcache.py"
 SERVING = "serving"  # the setup's last line: from here on its channel is the first run's supervisor
 # Run by the backend's python in the new directory (argv: the directory, "probe" or "-", the
-# python setting, the archive's name): its version and real path, then, on a python new enough,
-# the sandbox files from the archive that follows on stdin (its length, a newline,
-# zlib-compressed JSON), linked from the backend's cache when it holds exactly them
-# (_sandbox/sandboxcache.py), what can confine a script there (the probe's last answer when
-# still valid), and then it becomes the first run's supervisor on the same stdin and
-# stdout (exec: no channel of its own, no second round trip). Syntax and flags (-E -s -S: no
-# PYTHON* variables, no site) any python knows, so that an old one can say its version.
+# archive's name): its version and real path, then, on a python new enough, the sandbox files
+# from the archive that follows on stdin (its length, a newline, zlib-compressed JSON), linked
+# from the backend's cache when it holds exactly them (_sandbox/sandboxcache.py), what can
+# confine a script there (the probe's last answer when still valid), and then it becomes the
+# first run's supervisor on the same stdin and stdout (no channel of its own, no second round
+# trip, no second interpreter). Syntax and flags (-E -s -S: no PYTHON* variables, no site) any
+# python knows, so that an old one can say its version.
 SETUP = (
     "import sys\n"
     "sys.path[:] = [p for p in sys.path if p not in ('', '.')]\n"  # nothing from the cwd (what -I does)
@@ -81,7 +81,7 @@ SETUP = (
     "    cache = {}\n"
     f"    exec(compile(files['{CACHE_MODULE}'], '{CACHE_MODULE}', 'exec'), cache)\n"
     "    root = cache['cache_root']()\n"
-    f"    print('{PROBE_MARK} unpacked ' + cache['install'](files, sys.argv[1], sys.argv[4], root))\n"
+    f"    print('{PROBE_MARK} unpacked ' + cache['install'](files, sys.argv[1], sys.argv[3], root))\n"
     "    if sys.argv[2:3] == ['probe']:\n"  # what can confine a script there (_sandbox/isolate.py)
     "        key = cache['probe_key'](files)\n"
     "        found = cache['known_probe'](root, key)\n"
@@ -91,17 +91,21 @@ SETUP = (
     "            found = probe()\n"
     "            cache['remember_probe'](root, key, found)\n"
     f"        print('{PROBE_MARK} isolation ' + json.dumps(found))\n"
-    # A name looked up on PATH runs as what it found; a path as given (it may be a wrapper).
-    "    python = sys.argv[3] if '/' in sys.argv[3] or not sys.executable else sys.executable\n"
+    "    del files, cache\n"
     f"    print('{PROBE_MARK} {SERVING}')\n"
     "    sys.stdout.flush()\n"
-    f"    os.execvp(python, [python, '-I', '-B', '-c', {REMOTE_LOADER!r}, sys.argv[1]])\n"
+    # It becomes the supervisor itself, no second interpreter: it has what `-I -B` gives one
+    # (no PYTHON* variables, no user site: -E -s, and -S: no site at all; nothing from the cwd
+    # on sys.path), and -B's "no bytecode written" is this flag.
+    "    sys.dont_write_bytecode = True\n"
+    "    sys.argv[1:] = sys.argv[1:2]\n"
+    f"    exec({REMOTE_LOADER!r})\n"
 )
 # The setup's channel: is there a python, a private directory (mktemp -d, 0700), then SETUP in it.
 SETUP_SHELL = (
     f"if ! command -v \"$1\" >/dev/null 2>&1; then echo '{PROBE_MARK} missing'; exit 0; fi; umask 077; "
     f"d=$(mktemp -d \"${{TMPDIR:-/tmp}}/herald-sandbox-XXXXXXXX\") && echo \"{PROBE_MARK} dir $d\" && cd \"$d\" && "
-    "exec \"$1\" -E -s -S -c \"$2\" \"$d\" \"$3\" \"$1\" \"$4\" 2>&1"
+    "exec \"$1\" -E -s -S -c \"$2\" \"$d\" \"$3\" \"$4\" 2>&1"
 )
 
 S = TypeVar("S")
