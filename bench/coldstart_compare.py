@@ -3,10 +3,13 @@ interleaved run by run (so that the machine's load falls on both alike), with th
 sandbox cache (_sandbox/sandboxcache.py) emptied before every run ("cache cold": a backend that
 has never seen this version) and kept ("cache warm": every later session).
 
-    python -m bench.coldstart_compare --before /work/main --after . [--rtt 0.010] [--runs 10]
+    python -m bench.coldstart_compare --before /work/main --after . [--rtt 0.010] [--runs 10] [--in-process]
 
 Starts the test sshd behind the latency proxy as bench/coldstart_timeline.py does; prints the
-median and min-max of each series and the load average before and after.
+median and min-max of each series and the load average before and after. With --in-process,
+what the CLI does past its own start-up instead (a new Runtime with the CLI's settings, print(1),
+close), in one process per checkout over one SSH connection each: without the CLI's imports and
+handshake, whose time on a loaded machine varies more than the setup's.
 """
 
 from __future__ import annotations
@@ -27,7 +30,24 @@ def _series_line(name: str, samples: list[float]) -> str:
             f"max {max(samples):6.0f}   (n={len(samples)})")
 
 
-def run(before: str, after: str, rtt: float, runs: int) -> None:
+# One process per checkout: a line in, one cold Runtime + print(1) + close, its milliseconds out.
+IN_PROCESS = r"""
+import sys, time
+from herald import Runtime, Settings
+from herald.backends.ssh import SSHBackend
+spec, workspace, overrides = sys.argv[1], sys.argv[2], eval(sys.argv[3])
+settings = Settings().with_overrides(dict(overrides, **{"sandbox.warm": False, "sandbox.fork_server": False}))
+backend = SSHBackend(spec, cwd=workspace, settings=settings)
+for line in sys.stdin:
+    started = time.perf_counter()
+    with Runtime(backend, settings=settings, exec_mode="backend", transcript=False) as runtime:
+        assert runtime.execute("print(1)").output == "1\n"
+    print((time.perf_counter() - started) * 1000, flush=True)
+backend.close()
+"""
+
+
+def run(before: str, after: str, rtt: float, runs: int, in_process: bool = False) -> None:
     from tests.fixtures.latency_proxy import proxy_process
     from tests.fixtures.sshd import running_sshd
 
@@ -42,12 +62,23 @@ def run(before: str, after: str, rtt: float, runs: int) -> None:
         cache = subprocess.run(["su", "-s", "/bin/sh", "-c", 'printf %s "${TMPDIR:-/tmp}/herald-cache-$(id -u)"',
                                 server.user], capture_output=True, text=True, check=True).stdout
 
+        children = {tree: subprocess.Popen([sys.executable, "-c", IN_PROCESS, spec, workspace, repr(overrides)],
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=tree,
+                                           env=dict(env, PYTHONPATH=tree))
+                    for tree in ((before, after) if in_process else ())}
+
         def once(tree: str, empty_cache: bool) -> float:
             if empty_cache:
                 shutil.rmtree(cache, ignore_errors=True)
+            child = children.get(tree)
+            if child is not None:
+                assert child.stdin is not None and child.stdout is not None
+                child.stdin.write("run\n")
+                child.stdin.flush()
+                return float(child.stdout.readline())
             started = time.perf_counter()
-            proc = subprocess.run(argv, input="print(1)\n", env=dict(env, PYTHONPATH=tree), capture_output=True,
-                                  text=True, timeout=120)
+            proc = subprocess.run(argv, input="print(1)\n", env=dict(env, PYTHONPATH=tree), cwd=tree,
+                                  capture_output=True, text=True, timeout=120)  # (-m: the cwd comes first)
             elapsed = (time.perf_counter() - started) * 1000
             if proc.returncode != 0 or proc.stdout != "1\n":
                 raise RuntimeError(f"herald exec failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
@@ -64,9 +95,12 @@ def run(before: str, after: str, rtt: float, runs: int) -> None:
                 series["after, cache warm"].append(once(after, False))
             print(f"load average after:  {os.getloadavg()}")
         finally:
+            for child in children.values():
+                child.communicate(timeout=60)
             server.remove_workspace(workspace)
             shutil.rmtree(home, ignore_errors=True)
-        print(f"herald exec --exec-mode backend print(1), RTT {rtt * 1000:.0f} ms; before = {before}, after = {after}")
+        what = "new Runtime + print(1) + close (herald exec's settings)" if in_process else "herald exec --exec-mode backend print(1)"
+        print(f"{what}, RTT {rtt * 1000:.0f} ms; before = {before}, after = {after}")
         for name, samples in series.items():
             print(_series_line(name, samples))
 
@@ -77,5 +111,6 @@ if __name__ == "__main__":
     parser.add_argument("--after", default=os.getcwd(), help="the Herald checkout measured (default: here)")
     parser.add_argument("--rtt", type=float, default=0.010)
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--in-process", action="store_true", help="without the CLI's start-up (see above)")
     options = parser.parse_args()
-    run(os.path.abspath(options.before), os.path.abspath(options.after), options.rtt, options.runs)
+    run(os.path.abspath(options.before), os.path.abspath(options.after), options.rtt, options.runs, options.in_process)
