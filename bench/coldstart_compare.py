@@ -9,7 +9,8 @@ Starts the test sshd behind the latency proxy as bench/coldstart_timeline.py doe
 median and min-max of each series and the load average before and after. With --in-process,
 what the CLI does past its own start-up instead (a new Runtime with the CLI's settings, print(1),
 close), in one process per checkout over one SSH connection each: without the CLI's imports and
-handshake, whose time on a loaded machine varies more than the setup's.
+handshake, whose time on a loaded machine varies more than the setup's. With --local, the same on
+the local backend, with the CPU time of the backend's processes (children there) per run.
 """
 
 from __future__ import annotations
@@ -31,23 +32,32 @@ def _series_line(name: str, samples: list[float]) -> str:
 
 
 # One process per checkout: a line in, one cold Runtime + print(1) + close, its milliseconds out.
+# On the local backend (spec "local") the backend's processes are this one's children: their CPU
+# time follows the milliseconds (wall, then CPU), a measure the machine's load hardly moves.
 IN_PROCESS = r"""
-import sys, time
+import resource, sys, time
 from herald import Runtime, Settings
-from herald.backends.ssh import SSHBackend
 spec, workspace, overrides = sys.argv[1], sys.argv[2], eval(sys.argv[3])
 settings = Settings().with_overrides(dict(overrides, **{"sandbox.warm": False, "sandbox.fork_server": False}))
-backend = SSHBackend(spec, cwd=workspace, settings=settings)
+if spec == "local":
+    from herald.backends.local import LocalBackend
+    backend = LocalBackend(workspace, settings=settings)
+else:
+    from herald.backends.ssh import SSHBackend
+    backend = SSHBackend(spec, cwd=workspace, settings=settings)
+def children_cpu():
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (used.ru_utime + used.ru_stime) * 1000
 for line in sys.stdin:
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), children_cpu()
     with Runtime(backend, settings=settings, exec_mode="backend", transcript=False) as runtime:
         assert runtime.execute("print(1)").output == "1\n"
-    print((time.perf_counter() - started) * 1000, flush=True)
+    print((time.perf_counter() - started) * 1000, children_cpu() - cpu, flush=True)
 backend.close()
 """
 
 
-def run(before: str, after: str, rtt: float, runs: int, in_process: bool = False) -> None:
+def run(before: str, after: str, rtt: float, runs: int, in_process: bool = False, local: bool = False) -> None:
     from tests.fixtures.latency_proxy import proxy_process
     from tests.fixtures.sshd import running_sshd
 
@@ -62,20 +72,24 @@ def run(before: str, after: str, rtt: float, runs: int, in_process: bool = False
         cache = subprocess.run(["su", "-s", "/bin/sh", "-c", 'printf %s "${TMPDIR:-/tmp}/herald-cache-$(id -u)"',
                                 server.user], capture_output=True, text=True, check=True).stdout
 
-        children = {tree: subprocess.Popen([sys.executable, "-c", IN_PROCESS, spec, workspace, repr(overrides)],
+        where = ("local", tempfile.mkdtemp(prefix="herald-bench-compare-work-")) if local else (spec, workspace)
+        children = {tree: subprocess.Popen([sys.executable, "-c", IN_PROCESS, *where, repr(overrides)],
                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=tree,
                                            env=dict(env, PYTHONPATH=tree))
-                    for tree in ((before, after) if in_process else ())}
+                    for tree in ((before, after) if in_process or local else ())}
+        cpu: dict[str, list[float]] = {}
 
         def once(tree: str, empty_cache: bool) -> float:
             if empty_cache:
-                shutil.rmtree(cache, ignore_errors=True)
+                shutil.rmtree(cache if not local else f"/tmp/herald-cache-{os.getuid()}", ignore_errors=True)
             child = children.get(tree)
             if child is not None:
                 assert child.stdin is not None and child.stdout is not None
                 child.stdin.write("run\n")
                 child.stdin.flush()
-                return float(child.stdout.readline())
+                wall, used = map(float, child.stdout.readline().split())
+                cpu.setdefault(f"{tree}, cache {'cold' if empty_cache else 'warm'}", []).append(used)
+                return wall
             started = time.perf_counter()
             proc = subprocess.run(argv, input="print(1)\n", env=dict(env, PYTHONPATH=tree), cwd=tree,
                                   capture_output=True, text=True, timeout=120)  # (-m: the cwd comes first)
@@ -99,10 +113,12 @@ def run(before: str, after: str, rtt: float, runs: int, in_process: bool = False
                 child.communicate(timeout=60)
             server.remove_workspace(workspace)
             shutil.rmtree(home, ignore_errors=True)
-        what = "new Runtime + print(1) + close (herald exec's settings)" if in_process else "herald exec --exec-mode backend print(1)"
-        print(f"{what}, RTT {rtt * 1000:.0f} ms; before = {before}, after = {after}")
+        what = "new Runtime + print(1) + close (herald exec's settings)" if in_process or local else "herald exec print(1)"
+        print(f"{what}, {'local backend' if local else f'RTT {rtt * 1000:.0f} ms'}; before = {before}, after = {after}")
         for name, samples in series.items():
             print(_series_line(name, samples))
+        for name, samples in cpu.items():
+            print(_series_line(f"CPU of the backend's processes: {name}", samples))
 
 
 if __name__ == "__main__":
@@ -112,5 +128,7 @@ if __name__ == "__main__":
     parser.add_argument("--rtt", type=float, default=0.010)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--in-process", action="store_true", help="without the CLI's start-up (see above)")
+    parser.add_argument("--local", action="store_true", help="--in-process on the local backend, with CPU times")
     options = parser.parse_args()
-    run(os.path.abspath(options.before), os.path.abspath(options.after), options.rtt, options.runs, options.in_process)
+    run(os.path.abspath(options.before), os.path.abspath(options.after), options.rtt, options.runs, options.in_process,
+        options.local)
