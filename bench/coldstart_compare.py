@@ -88,7 +88,8 @@ def run(before: str, after: str, rtt: float, runs: int, in_process: bool = False
                 child.stdin.write("run\n")
                 child.stdin.flush()
                 wall, used = map(float, child.stdout.readline().split())
-                cpu.setdefault(f"{tree}, cache {'cold' if empty_cache else 'warm'}", []).append(used)
+                if local:  # (over SSH the backend's processes are not ours)
+                    cpu.setdefault(f"{tree}, cache {'cold' if empty_cache else 'warm'}", []).append(used)
                 return wall
             started = time.perf_counter()
             proc = subprocess.run(argv, input="print(1)\n", env=dict(env, PYTHONPATH=tree), cwd=tree,
