@@ -1,9 +1,10 @@
 """In-backend execution, the backend's side: a supervisor between Herald and the script.
 
-Stdlib only, Python >= 3.8. Herald starts it over the backend's exec channel (a local pipe pair,
-an SSH channel, a Docker exec socket, a Modal exec stream) as
-`python3 -I -B -c <loader> SANDBOX_DIR`; its stdin and stdout are the whole link to Herald and
-carry length-prefixed JSON frames (protocol.py) both ways, multiplexing everything:
+Stdlib only, Python >= 3.8. It runs on the backend's exec channel (a local pipe pair, an SSH
+channel, a Docker exec socket, a Modal exec stream): the first run's is the setup's own process,
+which serves once it has unpacked the sandbox (runtime/sandbox/backend_sandbox.py); later ones
+Herald starts as `python3 -I -B -c <loader> SANDBOX_DIR`. Its stdin and stdout are the whole link
+to Herald and carry length-prefixed JSON frames (protocol.py) both ways, multiplexing everything:
 
     Herald -> here   {"type": "prepare", "env": {"passthrough": [...]}, "loader", "fork_server", "tool_specs"?}
                                                                         start the script
