@@ -23,7 +23,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 
 def _series_line(name: str, samples: list[float]) -> str:
@@ -58,15 +57,14 @@ backend.close()
 
 
 def run(before: str, after: str, rtt: float, runs: int, in_process: bool = False, local: bool = False) -> None:
+    from bench.exec_mode_bench import cli_environment
     from tests.fixtures.latency_proxy import proxy_process
     from tests.fixtures.sshd import running_sshd
 
     with running_sshd() as server, proxy_process((server.host, server.port), rtt) as port:
         workspace = server.make_workspace()
         spec, overrides = server.through(port) if rtt > 0 else (server.spec, server.overrides())
-        home = Path(tempfile.mkdtemp(prefix="herald-bench-compare-"))
-        env = dict(os.environ, HERALD_DATA_DIR=str(home / "data"), HERALD_CONFIG=str(home / "none.toml"))
-        env.update({"HERALD_" + key.replace(".", "_").upper(): str(value) for key, value in overrides.items()})
+        home, env = cli_environment("herald-bench-compare-", overrides)
         argv = [sys.executable, "-m", "herald", "exec", "-", "--backend", spec, "--cwd", workspace,
                 "--exec-mode", "backend"]
         cache = subprocess.run(["su", "-s", "/bin/sh", "-c", 'printf %s "${TMPDIR:-/tmp}/herald-cache-$(id -u)"',

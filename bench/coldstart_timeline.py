@@ -177,18 +177,15 @@ def _show(events: list[tuple[float, str, str]], exit_ms: float, rtt_ms: float) -
 def run(rtt: float, runs: int, tree: str | None = None) -> None:
     """`tree`: the Herald checkout the traced CLI imports (default: this one)."""
     import subprocess
-    import tempfile
-    from pathlib import Path
 
+    from bench.exec_mode_bench import cli_environment
     from tests.fixtures.latency_proxy import proxy_process
     from tests.fixtures.sshd import running_sshd
 
     with running_sshd() as server, proxy_process((server.host, server.port), rtt) as port:
         workspace = server.make_workspace()
         spec, overrides = server.through(port) if rtt > 0 else (server.spec, server.overrides())
-        home = Path(tempfile.mkdtemp(prefix="herald-bench-timeline-"))
-        env = dict(os.environ, HERALD_DATA_DIR=str(home / "data"), HERALD_CONFIG=str(home / "none.toml"))
-        env.update({"HERALD_" + key.replace(".", "_").upper(): str(value) for key, value in overrides.items()})
+        home, env = cli_environment("herald-bench-timeline-", overrides)
         if tree:
             env["PYTHONPATH"] = tree
         argv = ["exec", "-", "--backend", spec, "--cwd", workspace, "--exec-mode", "backend"]

@@ -248,15 +248,22 @@ def _search(kind: str, backend: Backend, settings: Settings) -> list[Metric]:
     return metrics
 
 
+def cli_environment(prefix: str, overrides: dict[str, Any]) -> tuple[Path, dict[str, str]]:
+    """A new home for a `herald` process (its data dir, no config file) and its environment,
+    with the settings `overrides` as HERALD_* variables. The caller removes the home."""
+    home = Path(tempfile.mkdtemp(prefix=prefix))
+    env = dict(os.environ, HERALD_DATA_DIR=str(home / "data"), HERALD_CONFIG=str(home / "none.toml"))
+    env.update({"HERALD_" + key.replace(".", "_").upper(): str(value) for key, value in overrides.items()})
+    return home, env
+
+
 def _cli(kind: str, spec: str, workspace: str, overrides: dict[str, Any], runs: int = 5) -> Metric:
     """`herald exec - --exec-mode backend --backend SPEC` running print(1), as a person runs it:
     a new process (its imports, connecting, the setup, the run, the close), `runs` times. Where
     the time goes, step by step: bench/coldstart_timeline.py."""
     metric = Metric(f"in-backend ({kind}): herald exec --exec-mode backend print(1)", "ms", CLI_TARGET_MS,
                     note="a new process, end to end")
-    home = Path(tempfile.mkdtemp(prefix="herald-bench-cli-"))
-    env = dict(os.environ, HERALD_DATA_DIR=str(home / "data"), HERALD_CONFIG=str(home / "none.toml"))
-    env.update({"HERALD_" + key.replace(".", "_").upper(): str(value) for key, value in overrides.items()})
+    home, env = cli_environment("herald-bench-cli-", overrides)
     argv = [sys.executable, "-m", "herald", "exec", "-", "--backend", spec, "--cwd", workspace, "--exec-mode", "backend"]
     try:
         for _ in range(runs + 1):
