@@ -1,20 +1,15 @@
-"""The backend's cache of sandbox versions and of its isolation probe's answer, used by the
-backend setup (backend_sandbox.py). Stdlib only, Python >= 3.8, no imports of the package: the
-setup runs this file's text from the archive it has just received (never from the disk it
-checks), so what checks the cache is always sent fresh.
+"""The backend's cache of its isolation probe's answer, and the unpacking of the sandbox files,
+used by the backend setup (backend_sandbox.py). Stdlib only, Python >= 3.8, no imports of the
+package: the setup runs this file's text from the archive it has just received (never from the
+disk), so what reads the cache is always sent fresh.
 
 Where: `${TMPDIR:-/tmp}/herald-cache-<uid>`, made 0700 and used only when it is a real directory
-of this user that nobody else can enter (else there is no cache: every session unpacks, as
-without one). In it, one directory per sandbox version, named by the archive's hash, and probe.json: the
-last positive isolation probe's answer and what it depends on.
+of this user that nobody else can enter (else nothing is kept). In it, probe.json: the last
+positive isolation probe's answer and what it depends on.
 
-Scripts are hostile: an unconfined one (isolation "none") runs as this user and can write here,
-to plant code for the next session's supervisor. So a version is used only when it holds exactly
-the archive's files, each compared byte for byte with the archive Herald has just sent, and
-nothing else (no __pycache__, no extension module or stray .py that would shadow the sources);
-anything else is rebuilt. A version is never partial: it is built under a temporary name and
-renamed into place. A session gets hard links to a checked version in its own private directory
-(mktemp -d, 0700), where its sockets and scratch files live as before.
+The sandbox files are not cached: each session writes its own from the archive (~3 ms). A
+shared copy (hard links to one checked version) would let an unconfined script (isolation
+"none") rewrite, through the links, what a concurrent session's supervisor imports.
 
 The probe (isolate.probe: does bwrap work here, Landlock's ABI) runs bwrap, ~10-80 ms. Only an
 answer that bwrap works is kept, under a key that changes with anything it depends on: the boot,
@@ -34,8 +29,6 @@ import zlib
 from typing import Any, Dict, List, Optional, Set
 
 PREFIX = "herald-cache-"
-KEEP_VERSIONS = 6  # most recently used versions kept; older ones are removed when one is added
-STALE_SECONDS = 600.0  # a temporary directory this old was left by a killed setup
 PROBE_MAX_AGE = 3600.0
 PROBE_FILE = "probe.json"
 ISOLATE_FILE = "_hermes_runtime/isolate.py"
@@ -61,49 +54,10 @@ def cache_root() -> Optional[str]:
     return root if _private_dir(root) else None
 
 
-def install(files: Dict[str, str], session_dir: str, name: str, root: Optional[str]) -> str:
-    """Put the sandbox `files` ({relative path: text}) into `session_dir`: hard links to the
-    cached version `name` when it holds exactly these files ("cached"), else written from
-    `files` and kept as that version for the next session ("unpacked")."""
-    version = os.path.join(root, name) if root is not None and _is_digest(name) else None
-    if version is not None and holds(version, files):
-        try:
-            _link_tree(version, files, session_dir)
-            os.utime(version)  # most recently used: removed last
-            return "cached"
-        except OSError:
-            _remove_files(files, session_dir)  # (links only: the cached inodes are never written)
+def install(files: Dict[str, str], session_dir: str) -> str:
+    """Write the sandbox `files` ({relative path: text}) into the session's own directory."""
     _write_tree(files, session_dir)
-    if version is not None and root is not None:
-        try:
-            _keep(root, version, files, session_dir)
-        except OSError:
-            pass  # no cache this time (disk full, a concurrent setup): this session has its files
     return "unpacked"
-
-
-def holds(version: str, files: Dict[str, str]) -> bool:
-    """Whether `version` is a directory of ours holding exactly `files`: the same names, regular
-    files with the same bytes, no other entry at any depth."""
-    if not _private_dir(version):
-        return False
-    dirs = {"", *_dirs_of(files)}
-    seen = 0
-    for directory in sorted(dirs):
-        try:
-            entries = list(os.scandir(os.path.join(version, *directory.split("/")) if directory else version))
-        except OSError:
-            return False
-        for entry in entries:
-            relative = directory + "/" + entry.name if directory else entry.name
-            if entry.is_dir(follow_symlinks=False) and relative in dirs:
-                continue
-            if relative not in files or not entry.is_file(follow_symlinks=False):
-                return False
-            if not _same_bytes(entry.path, files[relative].encode("utf-8")):
-                return False
-            seen += 1
-    return seen == len(files)
 
 
 def probe_key(files: Dict[str, str]) -> Optional[str]:
@@ -176,32 +130,6 @@ def _private_dir(path: str) -> bool:
     return stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid() and not found.st_mode & 0o077
 
 
-def _is_digest(name: str) -> bool:
-    return len(name) == 64 and all(c in "0123456789abcdef" for c in name)
-
-
-def _same_bytes(path: str, expected: bytes) -> bool:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return False
-    try:
-        found = os.fstat(fd)
-        if not stat.S_ISREG(found.st_mode) or found.st_uid != os.getuid() or found.st_size != len(expected):
-            return False
-        got = b""
-        while len(got) <= len(expected):
-            chunk = os.read(fd, len(expected) + 1 - len(got))
-            if not chunk:
-                break
-            got += chunk
-        return got == expected
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-
-
 def _dirs_of(files: Dict[str, str]) -> List[str]:
     dirs: Set[str] = set()
     for relative in files:
@@ -211,17 +139,13 @@ def _dirs_of(files: Dict[str, str]) -> List[str]:
 
 
 def _write_tree(files: Dict[str, str], into: str) -> None:
-    """The files written into `into` (new files only: a name already there is replaced, never
-    written through, since it may be a link to a cached file)."""
+    """The files written into `into` (a new directory: each file is made, never opened)."""
     for directory in _dirs_of(files):
         path = os.path.join(into, *directory.split("/"))
         if not os.path.isdir(path):
             os.mkdir(path, 0o700)
     for relative in sorted(files):
-        path = os.path.join(into, *relative.split("/"))
-        if os.path.lexists(path):
-            os.unlink(path)
-        _write_file(path, files[relative].encode("utf-8"))
+        _write_file(os.path.join(into, *relative.split("/")), files[relative].encode("utf-8"))
 
 
 def _write_file(path: str, data: bytes) -> None:
@@ -239,77 +163,6 @@ def _write_new(root: str, name: str, data: bytes) -> None:
     temporary = os.path.join(root, ".new-%s-%d" % (name, os.getpid()))
     _write_file(temporary, data)
     os.rename(temporary, os.path.join(root, name))
-
-
-def _link_tree(source: str, files: Dict[str, str], into: str) -> None:
-    for directory in _dirs_of(files):
-        path = os.path.join(into, *directory.split("/"))
-        if not os.path.isdir(path):
-            os.mkdir(path, 0o700)
-    for relative in files:
-        parts = relative.split("/")
-        os.link(os.path.join(source, *parts), os.path.join(into, *parts), follow_symlinks=False)
-
-
-def _remove_files(files: Dict[str, str], into: str) -> None:
-    for relative in files:
-        try:
-            os.unlink(os.path.join(into, *relative.split("/")))
-        except OSError:
-            pass
-
-
-def _keep(root: str, version: str, files: Dict[str, str], session_dir: str) -> None:
-    """The session's fresh files kept as `version` (hard links, or copies on another file
-    system), built under a temporary name and renamed into place; the oldest versions beyond
-    KEEP_VERSIONS, stale temporaries and expired probe answers removed."""
-    building = os.path.join(root, ".new-%s-%d" % (os.path.basename(version), os.getpid()))
-    _remove(building)
-    os.mkdir(building, 0o700)
-    try:
-        try:
-            _link_tree(session_dir, files, building)
-        except OSError:
-            _remove(building)
-            os.mkdir(building, 0o700)
-            _write_tree(files, building)
-        if os.path.lexists(version):  # it failed the check: moved aside (one rename), then removed
-            old = os.path.join(root, ".old-%s-%d" % (os.path.basename(version), os.getpid()))
-            os.rename(version, old)
-            _remove(old)
-        os.rename(building, version)
-    finally:
-        _remove(building)
-    _prune(root, os.path.basename(version))
-
-
-def _prune(root: str, keep: str) -> None:
-    now = time.time()
-    versions = []
-    for entry in os.scandir(root):
-        try:
-            found = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        if entry.name.startswith((".new-", ".old-")):
-            if now - found.st_mtime > STALE_SECONDS:
-                _remove(entry.path)
-        elif entry.name != keep and _is_digest(entry.name):
-            versions.append((found.st_mtime, entry.path))
-    for _, path in sorted(versions, reverse=True)[KEEP_VERSIONS - 1:]:
-        _remove(path)
-
-
-def _remove(path: str) -> None:
-    if os.path.isdir(path) and not os.path.islink(path):
-        import shutil  # here: a session that finds its version cached removes nothing
-
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
 
 
 def _which(name: str) -> str:

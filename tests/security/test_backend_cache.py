@@ -1,7 +1,7 @@
-"""The backend's sandbox cache (_sandbox/sandboxcache.py), as an attacker sees it: the next
-session's supervisor imports the sandbox files a hostile script may have rewritten, so nothing
-the script leaves in the cache may run there, whatever it tried; a cache left damaged (a setup
-killed mid-unpack, a file lost or changed) is rebuilt; the probe's cached answer can only say
+"""The backend's cache (_sandbox/sandboxcache.py), as an attacker sees it: a session's
+supervisor imports sandbox files a hostile script in another session may have tried to rewrite
+(through the cache, or through files shared with it), so nothing the script leaves behind may run
+in another session, one that runs beside it or the next; the probe's cached answer can only say
 what was found, for the machine as it still is.
 
 The SSH cases run on the test sshd (this machine) as its user; what they damage or check on the
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import stat
 import time
@@ -73,13 +72,6 @@ def _cache_root(backend: Backend) -> str:
     return backend.run('printf %s "${TMPDIR:-/tmp}/herald-cache-$(id -u)"', timeout=30).output.strip()
 
 
-def _newest_version(backend: Backend, root: str) -> str:
-    listed = backend.run(f"ls -t {shlex.quote(root)}", timeout=30).output.split()
-    versions = [name for name in listed if sandboxcache._is_digest(name)]
-    assert versions, f"no sandbox version cached in {root}: {listed}"
-    return os.path.join(root, versions[0])
-
-
 def _session(sshd: Any, settings: Settings, workspace: str, **overrides: Any) -> tuple[Backend, Runtime]:
     from herald.backends.ssh import SSHBackend
 
@@ -104,19 +96,27 @@ def test_what_a_script_leaves_in_the_cache_never_runs_in_the_next_session(
         pytest.skip(f"bubblewrap unusable here: {isolation.bwrap_problem()}")
     overrides = {} if confined else {"sandbox.isolation": "none"}
     marker = os.path.join(ssh_workspace, "planted-marker")
-    backend, runtime = _session(sshd, settings, ssh_workspace, **overrides)
+    bystander = _session(sshd, settings, ssh_workspace, **overrides)  # a session running beside the attack
     try:
-        run_ok(runtime, "print('the cache holds this version')")
-        root = _cache_root(backend)
-        attack = f"CACHE_ROOT = {root!r}\nMARKER = {marker!r}\nHOW = {how!r}\n" + ATTACK
-        done = json.loads(run_ok(runtime, attack).output)
-        if confined:
-            assert done["wrote"] == [], done  # the package is read-only and the cache out of sight
-        else:
-            assert any(path.startswith(root) for path in done["wrote"]), done  # it did reach the cache
+        assert run_ok(bystander[1], "print(1)").output == "1\n"
+        backend, runtime = _session(sshd, settings, ssh_workspace, **overrides)
+        try:
+            run_ok(runtime, "print('the backend has this version')")
+            root = _cache_root(backend)
+            attack = f"CACHE_ROOT = {root!r}\nMARKER = {marker!r}\nHOW = {how!r}\n" + ATTACK
+            done = json.loads(run_ok(runtime, attack).output)
+            if confined:
+                assert done["wrote"] == [], done  # the package is read-only and the cache out of sight
+            else:
+                assert done["wrote"], done  # it did rewrite what it could reach
+        finally:
+            runtime.close()
+            backend.close()
+        for _ in range(2):  # the bystander's next runs: a new supervisor and script each
+            assert run_ok(bystander[1], "print(1)").output == "1\n"
     finally:
-        runtime.close()
-        backend.close()
+        bystander[1].close()
+        bystander[0].close()
     for fork_server in (True, False):
         backend, runtime = _session(sshd, settings, ssh_workspace, **{**overrides, "sandbox.fork_server": fork_server})
         try:
@@ -130,63 +130,6 @@ def test_what_a_script_leaves_in_the_cache_never_runs_in_the_next_session(
     ran = Path(marker).read_text().split() if os.path.exists(marker) else []
     assert not confined or not ran, ran
     assert all(path.startswith(done["package"] + "/") for path in ran), f"planted code ran in another session: {ran}"
-    left = _planted_left(sshd, settings, ssh_workspace, root)
-    assert left == "", f"the planted code is still in the cache: {left}"
-
-
-def _planted_left(sshd: Any, settings: Settings, workspace: str, root: str) -> str:
-    backend, runtime = _session(sshd, settings, workspace)
-    try:
-        version = _newest_version(backend, root)
-        run_ok(runtime, "print('rebuilt, if need be')")
-        return backend.run(f"grep -rl {shlex.quote(PLANTED)} {shlex.quote(version)}; ls -a {shlex.quote(version)} "
-                           "| grep -v -x -e . -e .. -e hermes_tools.py -e _hermes_runtime; true", timeout=30).output.strip()
-    finally:
-        runtime.close()
-        backend.close()
-
-
-DAMAGE = {
-    "missing": "rm {v}/_hermes_runtime/client.py",
-    "truncated": ": > {v}/_hermes_runtime/bootstrap.py",
-    "changed": "printf '\\n# changed\\n' >> {v}/_hermes_runtime/frames.py",
-    "bytecode": "mkdir {v}/_hermes_runtime/__pycache__ && : > {v}/_hermes_runtime/__pycache__/frames.cpython-311.pyc",
-    "symlink": "cp {v}/hermes_tools.py {v}.stub && ln -sf {v}.stub {v}/hermes_tools.py",
-    "open-to-others": "chmod 0755 {v}",
-    "killed-mid-unpack": ("mv {v} {t} && rm {t}/_hermes_runtime/[a-m]*.py && touch -d '2 hours ago' {t}"),
-}
-
-
-@pytest.mark.parametrize("damage", sorted(DAMAGE))
-def test_a_damaged_cache_is_rebuilt(sshd: Any, settings: Settings, ssh_workspace: str, damage: str) -> None:
-    backend, runtime = _session(sshd, settings, ssh_workspace)
-    try:
-        run_ok(runtime, "print('cached')")
-    finally:
-        runtime.close()
-    root = _cache_root(backend)
-    version = _newest_version(backend, root)
-    saved = f"{version}.saved-{os.getpid()}"
-    leftover = os.path.join(root, f".new-{os.path.basename(version)}-1")
-    try:
-        backend.run(f"cp -a {version} {saved}", timeout=30)
-        command = DAMAGE[damage].format(v=shlex.quote(version), t=shlex.quote(leftover))
-        assert backend.run(command, timeout=30).exit_code == 0
-        backend2, runtime2 = _session(sshd, settings, ssh_workspace)
-        try:
-            assert run_ok(runtime2, "import hermes_tools\nprint(1)").output == "1\n"
-        finally:
-            runtime2.close()
-            backend2.close()
-        same = backend.run(f"diff -r --no-dereference {version} {saved} && stat -c %a {version}", timeout=30)
-        assert same.exit_code == 0 and same.output.strip().endswith("700"), same.output
-        assert backend.run(f"test -e {leftover}", timeout=30).exit_code != 0, "a killed setup's leftover stays"
-    finally:
-        backend.run(f"rm -rf {saved} {version}.stub {leftover}", timeout=30)
-        backend.close()
-
-
-# -- the cache's pieces, on this machine -----------------------------------------------------
 
 
 @pytest.fixture
@@ -215,48 +158,16 @@ def test_a_cache_root_not_safely_ours_is_not_used(tmpdir_env: Path) -> None:
         assert sandboxcache.cache_root() is None  # someone else's
         os.chown(root, 0, 0)
     assert sandboxcache.cache_root() == str(root)
+    root.chmod(0o755)
+    assert sandboxcache.cache_root() is None  # others may enter it: nothing is kept there
+
+
+def test_a_session_writes_its_own_files(tmpdir_env: Path) -> None:
     session = tmpdir_env / "session"
     session.mkdir()
-    root.chmod(0o755)
-    assert sandboxcache.install(FILES, str(session), "a" * 64, sandboxcache.cache_root()) == "unpacked"
+    assert sandboxcache.install(FILES, str(session)) == "unpacked"
     assert (session / "_hermes_runtime" / "a.py").read_text() == "A = 1\n"
-    assert os.listdir(root) == []  # nothing kept where others could enter
-
-
-def test_a_session_links_a_checked_version_and_never_writes_through_it(tmpdir_env: Path) -> None:
-    root = sandboxcache.cache_root()
-    assert root is not None
-    name = "b" * 64
-    first, second, third = (tmpdir_env / n for n in ("one", "two", "three"))
-    for session in (first, second, third):
-        session.mkdir()
-    assert sandboxcache.install(FILES, str(first), name, root) == "unpacked"
-    assert sandboxcache.install(FILES, str(second), name, root) == "cached"
-    kept = Path(root, name, "_hermes_runtime", "a.py")
-    assert os.stat(second / "_hermes_runtime" / "a.py").st_ino == kept.stat().st_ino
-    changed = dict(FILES, **{"_hermes_runtime/a.py": "A = 2\n"})
-    (third / "_hermes_runtime").mkdir()
-    os.link(kept, third / "_hermes_runtime" / "a.py")  # a name already there, linked to the cache
-    assert sandboxcache.install(changed, str(third), name, root) == "unpacked"
-    assert (third / "_hermes_runtime" / "a.py").read_text() == "A = 2\n"
-    assert (second / "_hermes_runtime" / "a.py").read_text() == "A = 1\n"  # replaced, not written through
-    assert sandboxcache.holds(str(Path(root, name)), changed)
-    assert stat.S_IMODE(Path(root, name).stat().st_mode) == 0o700
-
-
-def test_old_versions_are_removed_beyond_the_bound(tmpdir_env: Path) -> None:
-    root = sandboxcache.cache_root()
-    assert root is not None
-    names = [f"{i:064x}" for i in range(sandboxcache.KEEP_VERSIONS + 3)]
-    for age, name in enumerate(reversed(names)):
-        session = tmpdir_env / f"s{age}"
-        session.mkdir()
-        sandboxcache.install(dict(FILES, v=name), str(session), name, root)
-        os.utime(os.path.join(root, name), (time.time() - 1000 + age, time.time() - 1000 + age))
-        shutil.rmtree(session)
-    kept = sorted(n for n in os.listdir(root) if sandboxcache._is_digest(n))
-    assert len(kept) == sandboxcache.KEEP_VERSIONS
-    assert names[0] in kept  # the last one made (the newest) stays
+    assert stat.S_IMODE((session / "_hermes_runtime" / "a.py").stat().st_mode) == 0o600
 
 
 def test_the_probe_answer_is_reused_only_for_the_same_machine_state(tmpdir_env: Path) -> None:

@@ -16,7 +16,6 @@ channel's close, the Runtime's close does).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import threading
@@ -49,11 +48,11 @@ CLOSE_JOIN_SECONDS = 30.0  # the Runtime's close waits this long for its channel
 PROBE_MARK = "__HERALD_PROBE__"
 CACHE_MODULE = f"{RUNTIME_PACKAGE}/sandboxcache.py"
 SERVING = "serving"  # the setup's last line: from here on its channel is the first run's supervisor
-# Run by the backend's python in the new directory (argv: the directory, "probe" or "-", the
-# archive's name): its version and real path, then, on a python new enough, the sandbox files
-# from the archive that follows on stdin (its length, a newline, zlib-compressed JSON), linked
-# from the backend's cache when it holds exactly them (_sandbox/sandboxcache.py), what can
-# confine a script there (the probe's last answer when still valid), and then it becomes the
+# Run by the backend's python in the new directory (argv: the directory, "probe" or "-"): its
+# version and real path, then, on a python new enough, the sandbox files from the archive that
+# follows on stdin (its length, a newline, zlib-compressed JSON), what can confine a script
+# there (the probe's answer kept in the backend's cache while still valid:
+# _sandbox/sandboxcache.py), and then it becomes the
 # first run's supervisor on the same stdin and stdout (no channel of its own, no second round
 # trip, no second interpreter). Syntax and flags (-E -s -S: no PYTHON* variables, no site) any
 # python knows, so that an old one can say its version.
@@ -80,10 +79,9 @@ SETUP = (
     # The cache's code runs from the archive just received, never from the disk it checks.
     "    cache = {}\n"
     f"    exec(compile(files['{CACHE_MODULE}'], '{CACHE_MODULE}', 'exec'), cache)\n"
-    "    root = cache['cache_root']()\n"
-    f"    print('{PROBE_MARK} unpacked ' + cache['install'](files, sys.argv[1], sys.argv[3], root))\n"
+    f"    print('{PROBE_MARK} unpacked ' + cache['install'](files, sys.argv[1]))\n"
     "    if sys.argv[2:3] == ['probe']:\n"  # what can confine a script there (_sandbox/isolate.py)
-    "        key = cache['probe_key'](files)\n"
+    "        root, key = cache['cache_root'](), cache['probe_key'](files)\n"
     "        found = cache['known_probe'](root, key)\n"
     "        if found is None:\n"
     "            sys.path.insert(0, sys.argv[1])\n"
@@ -105,7 +103,7 @@ SETUP = (
 SETUP_SHELL = (
     f"if ! command -v \"$1\" >/dev/null 2>&1; then echo '{PROBE_MARK} missing'; exit 0; fi; umask 077; "
     f"d=$(mktemp -d \"${{TMPDIR:-/tmp}}/herald-sandbox-XXXXXXXX\") && echo \"{PROBE_MARK} dir $d\" && cd \"$d\" && "
-    "exec \"$1\" -E -s -S -c \"$2\" \"$d\" \"$3\" \"$4\" 2>&1"
+    "exec \"$1\" -E -s -S -c \"$2\" \"$d\" \"$3\" 2>&1"
 )
 
 S = TypeVar("S")
@@ -194,9 +192,9 @@ class BackendSandbox(Generic[S]):
         behind the command; then the same process serves the first run (SETUP). The directory
         and that channel."""
         probe = "probe" if self._asked is not None and self._settings.sandbox.isolation != "none" else "-"
-        name, archive = self._archive()
+        archive = self._archive()
         channel = self.backend.open_channel(
-            ["/bin/sh", "-c", SETUP_SHELL, "herald-setup", self._python, SETUP, probe, name]
+            ["/bin/sh", "-c", SETUP_SHELL, "herald-setup", self._python, SETUP, probe]
         )
         try:
             channel.send(archive)
@@ -265,15 +263,13 @@ class BackendSandbox(Generic[S]):
         """The spec the backend's supervisor and zygote confine the script by, if any."""
         return self.isolation.wire() if self.isolation.mode in ("bwrap", "landlock") else None
 
-    def _archive(self) -> tuple[str, bytes]:
+    def _archive(self) -> bytes:
         """The sandbox files (hermes_tools.py, the `_hermes_runtime` package), {path: text} as
         JSON, compressed as one stream (a zip compresses file by file: 25% more to send), behind
-        its length and a newline (SETUP reads exactly that much); and its name in the backend's
-        cache: the hash of that JSON."""
+        its length and a newline (SETUP reads exactly that much)."""
         files = {p.relative_to(self._local_dir).as_posix(): p.read_text("utf-8") for p in self._local_dir.rglob("*.py")}
-        text = json.dumps(files, sort_keys=True).encode("utf-8")
-        packed = zlib.compress(text, 6)  # 9: twice the time, 0.5% smaller
-        return hashlib.sha256(text).hexdigest(), b"%d\n" % len(packed) + packed
+        packed = zlib.compress(json.dumps(files, sort_keys=True).encode("utf-8"), 6)  # 9: twice the time, 0.5% smaller
+        return b"%d\n" % len(packed) + packed
 
     def _remove(self, remote_dir: str) -> None:
         """Remove the directory, on a channel of its own (the session's shell need not run)."""
