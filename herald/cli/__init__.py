@@ -14,12 +14,10 @@ import sys
 import threading
 from typing import NoReturn
 
-from rich.markup import escape
-
 from .. import __version__
 from ..keys import take_api_keys
 from . import agent, doctor, exec, mcp, tools
-from .common import USAGE_ERROR, BackendUnavailable, UsageError, add_config_options, console
+from .common import USAGE_ERROR, BackendUnavailable, UsageError, add_config_options, console, escape
 from .signals import Stopped
 
 

@@ -7,16 +7,22 @@ import argparse
 import math
 import os
 import sys
+import threading
 import tomllib
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from ..backends.base import Backend, BackendError
 from ..config import ConfigError, Settings, load_settings
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 USAGE_ERROR = 2
+# rich is imported on first use, not with the CLI: a `herald exec` that prints only the script's
+# output (or --json) never needs it, and the one that ends with a summary line imports it on a
+# thread while its script runs (`import_rich_meanwhile`), not after.
+RICH_MODULES = ("rich.console", "rich.markup")
 
 
 class UsageError(Exception):
@@ -30,10 +36,32 @@ class BackendUnavailable(Exception):
 def console(*, stderr: bool = False) -> Console:
     """A rich console for stdout or stderr. On a terminal it wraps to the terminal's width; piped
     into a file or another program, lines are never hard-wrapped (logs and grep see whole lines)."""
+    from rich.console import Console
+
     stream = sys.stderr if stderr else sys.stdout
     if stream.isatty():
         return Console(stderr=stderr, highlight=False, emoji=False)
     return Console(stderr=stderr, highlight=False, emoji=False, soft_wrap=True, width=10_000)
+
+
+def escape(text: str) -> str:
+    """`text` with rich's markup characters escaped, to print as it is."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+def import_rich_meanwhile() -> None:
+    """Import rich on a daemon thread now, for a console wanted later: the caller is about to
+    wait (for the network, a script), and the import then costs it nothing."""
+
+    def load() -> None:
+        import importlib
+
+        for name in RICH_MODULES:
+            importlib.import_module(name)
+
+    threading.Thread(target=load, name="herald-import-rich", daemon=True).start()
 
 
 def positive_seconds(text: str) -> float:

@@ -17,12 +17,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rich.markup import escape
-from rich.table import Table
-
 from ..config import Settings, default_config_path
 from ..keys import herald_environ
-from .common import UsageError, console, ensure_data_dir, load
+from .common import UsageError, console, ensure_data_dir, escape, load
 
 
 @dataclass(frozen=True)
@@ -202,6 +199,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([asdict(r) for r in rows], indent=2, ensure_ascii=False))
         return 1 if failed else 0
+    from rich.table import Table
+
     table = Table(title="herald doctor", show_lines=False)
     for column in ("check", "status", "detail"):
         table.add_column(column)

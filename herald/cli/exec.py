@@ -22,8 +22,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.markup import escape
-
 from ..backends.base import Backend
 from .common import (
     UsageError,
@@ -31,6 +29,8 @@ from .common import (
     connect_backend,
     console,
     ensure_data_dir,
+    escape,
+    import_rich_meanwhile,
     load,
     new_backend,
     runtime_flags,
@@ -156,6 +156,8 @@ def cmd_exec(args: argparse.Namespace) -> int:
                 if approvals is not None and isinstance(view, LiveView):
                     approvals.pause = view.suspended
                 stop.interrupt = interrupting(runtime.interrupt, approvals)
+                if not args.json:
+                    import_rich_meanwhile()  # for the summary line at the end
                 try:
                     result = runtime.execute(code, on_output=view.output if view is not None else None)
                 except SandboxStartError as exc:

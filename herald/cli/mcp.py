@@ -12,13 +12,12 @@ import argparse
 import json
 from typing import Any
 
-from rich.markup import escape
-
 from .common import (
     UsageError,
     add_runtime_options,
     console,
     ensure_data_dir,
+    escape,
     load,
     open_backend,
     runtime_flags,

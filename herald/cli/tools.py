@@ -8,9 +8,7 @@ import json
 import os
 from typing import Any
 
-from rich.markup import escape
-
-from .common import UsageError, add_profile_option, console, load
+from .common import UsageError, add_profile_option, console, escape, load
 
 FORMATS = ("openai", "anthropic")
 

@@ -137,3 +137,15 @@ def test_doctor_reports_local_backend_ok(workspace: Path, home: Path) -> None:
     proc = run(["doctor"], workspace, home)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "backend local" in proc.stdout
+
+
+def test_the_cli_imports_rich_only_to_print_with_it() -> None:
+    """Every `herald` command pays for what `herald.cli` imports: rich (~40 ms here) waits for a
+    console, so a piped `herald exec` or `--json` never loads it."""
+    probe = ("import sys, herald.cli\n"
+             "from herald.cli.common import escape\n"
+             "print('rich' in sys.modules, end=' ')\n"
+             "escape('[x]')\n"
+             "print('rich' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert proc.stdout == "False True\n"
