@@ -19,19 +19,7 @@ import sys
 import time
 from typing import Callable, Dict, Iterable, List, Optional
 
-
-def stat_fields(pid: int) -> Optional[List[bytes]]:
-    """The fields of /proc/PID/stat after the command name (state, ppid, ...); None if gone."""
-    try:  # os.open/read, not open(): no buffered file object (a third of the time; walks read many)
-        fd = os.open("/proc/%d/stat" % pid, os.O_RDONLY)
-        try:
-            stat = os.read(fd, 4096)
-        finally:
-            os.close(fd)
-    except OSError:
-        return None
-    # The command name may hold spaces or parentheses: fields resume after the last ')'.
-    return stat[stat.rfind(b")") + 2 :].split()
+from .owners import stat_fields
 
 
 def children() -> Dict[int, List[int]]:

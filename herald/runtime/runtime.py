@@ -51,6 +51,7 @@ from .outcome import OutputListener, build_result, capture_streams, unrunnable
 from .owned import owned_tempdir
 from .rpc.server import RpcServer
 from .sandbox import forkserver, isolation
+from .sandbox.backend_child import RemoteDirGone
 from .sandbox.backend_sandbox import BackendPythonError, BackendSandbox
 from .sandbox.contract import SandboxChild, SandboxStartError
 from .sandbox.host_child import ChildProcess
@@ -164,7 +165,7 @@ class Runtime:
             self._children: WarmChildren[SandboxChild] = WarmChildren(
                 self._spawn, enabled=self.settings.sandbox.warm
             )
-            self._kernels = KernelSessions(take_child=lambda: self._children.take(READY_TIMEOUT), grants=self._grants,
+            self._kernels = KernelSessions(take_child=self._take_child, grants=self._grants,
                                            dispatcher=self.dispatcher, start_fields=self._start_fields)
             self._closed = False
             if self._remote is not None and self.settings.sandbox.warm:
@@ -330,11 +331,23 @@ class Runtime:
         """What every start frame carries, one-shot or kernel."""
         return {"socket": self._server.path, "cwd": self._script_cwd(), "max_parallel": self._max_parallel}
 
+    def _take_child(self, *, replenish: bool = True) -> SandboxChild:
+        """A ready child. In backend mode the Runtime's directory there may have been swept while
+        the connection that owned it was down (_sandbox/owners.py): it is then prepared again, once."""
+        try:
+            return self._children.take(READY_TIMEOUT, replenish=replenish)
+        except RemoteDirGone:
+            if self._remote is None:
+                raise
+            self._children.drop()  # made for the directory that is gone
+            self._remote.forget_dir()
+            return self._children.take(READY_TIMEOUT, replenish=replenish)
+
     def _start_run(self, frame: StartFrame) -> SandboxChild:
         """A ready child that has taken `frame`. A waiting child can die before its run (its
         zygote's PID namespace went away with the zygote): the run then goes to a new one."""
         for _ in range(2):
-            child = self._children.take(READY_TIMEOUT, replenish=False)
+            child = self._take_child(replenish=False)
             try:
                 child.send(frame)
                 return child

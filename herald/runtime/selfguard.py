@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 
 from .._sandbox.procs import set_dumpable
-from .owned import sweep_dead_owners
+from .owned import sweep
 
 _lock = threading.Lock()
 _guarded = False
@@ -30,4 +30,4 @@ def guard_process() -> None:
             return
         set_dumpable(False)
         _guarded = True
-    sweep_dead_owners()
+    sweep()

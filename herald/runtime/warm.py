@@ -79,6 +79,13 @@ class WarmChildren(Generic[C]):
         child.wait_ready(ready_timeout)
         return child
 
+    def drop(self) -> None:
+        """Kill the waiting child (it was made for what is no longer there); the next is made on demand."""
+        self._join()
+        child, self._waiting = self._waiting, None
+        if child is not None:
+            child.kill()
+
     def wait_ready(self, timeout: float) -> None:
         """Block until the waiting child is ready (benchmarks and tests use it)."""
         self._join()

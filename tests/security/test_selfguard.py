@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from herald.runtime import owned
+from tests.runtime._helpers import wait_for
 
 
 def test_a_dead_owners_dirs_are_swept_and_a_live_owners_kept(tmp_path: Path) -> None:
@@ -43,3 +44,17 @@ def test_taken_keys_are_wiped_from_the_exec_time_environment_block() -> None:
     assert b"sk-example-secret" not in done.stdout
     assert b"EXAMPLE_API_KEY=\0" in done.stdout  # the name stays, its value is gone
     assert b"HERALD_KEEP=kept-value\0" in done.stdout  # nothing else is touched
+
+
+def test_an_owner_that_exited_but_is_not_yet_reaped_counts_as_gone(tmp_path: Path) -> None:
+    from herald._sandbox.owners import owner_tag, stat_fields
+
+    child = subprocess.Popen(["true"])  # not waited for until the end: a zombie meanwhile
+    try:
+        tag = owner_tag(child.pid)
+        assert wait_for(lambda: (stat_fields(child.pid) or [b"Z"])[0] == b"Z", timeout=60)
+        left = tmp_path / f"herald-test-{tag}-zombie"
+        left.mkdir()
+        assert owned.sweep_dead_owners((str(tmp_path),)) == [str(left)]
+    finally:
+        child.wait()

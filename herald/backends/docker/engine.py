@@ -17,7 +17,7 @@ import socket
 import time
 from typing import Any
 
-from ..._sandbox.procs import stat_fields
+from ..._sandbox.owners import start_time
 from ...config import DockerSettings
 from ..base import BackendError
 from ..remote import IDLE_COMMAND
@@ -56,7 +56,7 @@ def connect(settings: DockerSettings) -> Any:
 
 
 def owner_label() -> str:
-    return f"{socket.gethostname()}:{_boot_id()}:{os.getpid()}:{_start_time(os.getpid())}"
+    return f"{socket.gethostname()}:{_boot_id()}:{os.getpid()}:{start_time(os.getpid()) or ''}"
 
 
 def ensure_image(api: Any, image: str) -> None:
@@ -184,7 +184,7 @@ def reap_orphans(api: Any) -> list[str]:
             continue  # another machine's container: its owner cannot be checked from here
         same_boot = parts[1] == boot
         pid = int(parts[2]) if parts[2].isdigit() else 0
-        if same_boot and pid and _start_time(pid) == parts[3]:
+        if same_boot and pid and str(start_time(pid) or '') == parts[3]:
             continue  # the owner still runs
         remove_container(api, item["Id"])
         removed.append(item["Id"])
@@ -197,13 +197,6 @@ def _boot_id() -> str:
             return fh.read().strip()
     except OSError:
         return "unknown"
-
-
-def _start_time(pid: int) -> str:
-    """The process's start time in clock ticks since boot ("" if it is gone): with the pid, an
-    identity that a recycled pid does not share."""
-    fields = stat_fields(pid) or []
-    return fields[19].decode() if len(fields) > 19 else ""
 
 
 def _reason(exc: BaseException) -> str:

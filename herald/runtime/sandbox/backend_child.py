@@ -62,6 +62,15 @@ S_contra = TypeVar("S_contra", contravariant=True)
 log = logging.getLogger(__name__)
 
 
+# What a supervisor says instead of starting when its directory is gone (backend_sandbox.py's
+# loader): a sweep removed it while the connection that owned it was down (_sandbox/owners.py).
+DIR_GONE = "__HERALD_DIR_GONE__"
+
+
+class RemoteDirGone(SandboxStartError):
+    """The Runtime's directory in the backend is gone: prepare it again (runtime.py does, once)."""
+
+
 class LocalGrants(Protocol[S_contra]):
     """The tools a run's supervisor answers itself (runtime/backend_tools.py)."""
 
@@ -212,6 +221,8 @@ class BackendChild(Generic[S]):
             if self._open_error:
                 raise SandboxStartError(self._open_error)
             if not self.ready and (self.gone or self.exit_code is not None or self.failure):
+                if DIR_GONE in self.failure:
+                    raise RemoteDirGone(f"the sandbox files on {self._where} were removed")
                 raise SandboxStartError(self._startup_failure())
 
     def _startup_failure(self) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 import zlib
@@ -27,10 +28,11 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from ..._sandbox import frames
+from ..._sandbox.owners import owner_tag
 from ...backends.base import Backend, BackendError, Channel
 from ...config import Settings
 from ..rpc.server import Handler
-from .backend_child import BackendChild, LocalGrants
+from .backend_child import DIR_GONE, BackendChild, LocalGrants
 from .backend_closer import ChannelCloser, close_channel
 from .backend_zygote import BackendZygote
 from .contract import SandboxStartError
@@ -38,8 +40,13 @@ from .host_child import LOADER
 from .isolation import PENDING, Isolation, settle
 from .stubgen import RUNTIME_PACKAGE
 
+# A later run's supervisor, in the directory the setup made: gone if a sweep removed it while
+# the connection that owned it was down (_sandbox/owners.py); the Runtime then prepares again.
 REMOTE_LOADER = (
-    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "import os, sys\n"
+    f"if not os.path.isdir(os.path.join(sys.argv[1], '{RUNTIME_PACKAGE}')):\n"
+    f"    sys.stdout.write('{DIR_GONE}\\n'); sys.exit(3)\n"
+    "sys.path.insert(0, sys.argv[1])\n"
     f"from {RUNTIME_PACKAGE}.supervisor import main; main()"
 )
 MIN_PYTHON = (3, 8)
@@ -47,10 +54,13 @@ PROBE_TIMEOUT = 30.0
 CLOSE_JOIN_SECONDS = 30.0  # the Runtime's close waits this long for its channels to be closed
 PROBE_MARK = "__HERALD_PROBE__"
 CACHE_MODULE = f"{RUNTIME_PACKAGE}/sandboxcache.py"
+OWNERS_MODULE = f"{RUNTIME_PACKAGE}/owners.py"
 SERVING = "serving"  # the setup's last line: from here on its channel is the first run's supervisor
-# Run by the backend's python in the new directory (argv: the directory, "probe" or "-"): its
+# Run by the backend's python (argv: the temp dir, "probe" or "-", the owner's tag or ""): its
 # version and real path, then, on a python new enough, the sandbox files from the archive that
-# follows on stdin (its length, a newline, zlib-compressed JSON), what can confine a script
+# follows on stdin (its length, a newline, zlib-compressed JSON) in a new private directory named
+# after its owner (the connection's sshd, or the tag Herald gives: _sandbox/owners.py), the
+# directories of owners that are gone swept, what can confine a script
 # there (the probe's answer kept in the backend's cache while still valid:
 # _sandbox/sandboxcache.py), and then it becomes the
 # first run's supervisor on the same stdin and stdout (no channel of its own, no second round
@@ -77,9 +87,15 @@ SETUP = (
     "        size += take(1)\n"
     "    files = json.loads(zlib.decompress(take(int(size))).decode('utf-8'))\n"
     # The cache's code runs from the archive just received, never from the disk it checks.
-    "    cache = {}\n"
+    "    cache, owners = {}, {}\n"
     f"    exec(compile(files['{CACHE_MODULE}'], '{CACHE_MODULE}', 'exec'), cache)\n"
+    f"    exec(compile(files['{OWNERS_MODULE}'], '{OWNERS_MODULE}', 'exec'), owners)\n"
+    "    parent = sys.argv[1]\n"
+    "    sys.argv[1] = owners['make_owned_dir'](parent, 'sandbox', sys.argv[3] or owners['connection_owner']())\n"
+    "    os.chdir(sys.argv[1])\n"
+    f"    print('{PROBE_MARK} dir ' + sys.argv[1])\n"
     f"    print('{PROBE_MARK} unpacked ' + cache['install'](files, sys.argv[1]))\n"
+    "    owners['sweep_dead_owners']((parent,), 'sandbox')\n"
     "    if sys.argv[2:3] == ['probe']:\n"  # what can confine a script there (_sandbox/isolate.py)
     "        root, key = cache['cache_root'](), cache['probe_key'](files)\n"
     "        found = cache['known_probe'](root, key)\n"
@@ -89,7 +105,7 @@ SETUP = (
     "            found = probe()\n"
     "            cache['remember_probe'](root, key, found)\n"
     f"        print('{PROBE_MARK} isolation ' + json.dumps(found))\n"
-    "    del files, cache\n"
+    "    del files, cache, owners\n"
     f"    print('{PROBE_MARK} {SERVING}')\n"
     "    sys.stdout.flush()\n"
     # It becomes the supervisor itself, no second interpreter: it has what `-I -B` gives one
@@ -99,11 +115,10 @@ SETUP = (
     "    sys.argv[1:] = sys.argv[1:2]\n"
     f"    exec({REMOTE_LOADER!r})\n"
 )
-# The setup's channel: is there a python, a private directory (mktemp -d, 0700), then SETUP in it.
+# The setup's channel: is there a python, then SETUP (which makes the private directory).
 SETUP_SHELL = (
     f"if ! command -v \"$1\" >/dev/null 2>&1; then echo '{PROBE_MARK} missing'; exit 0; fi; umask 077; "
-    f"d=$(mktemp -d \"${{TMPDIR:-/tmp}}/herald-sandbox-XXXXXXXX\") && echo \"{PROBE_MARK} dir $d\" && cd \"$d\" && "
-    "exec \"$1\" -E -s -S -c \"$2\" \"$d\" \"$3\" 2>&1"
+    "exec \"$1\" -E -s -S -c \"$2\" \"${TMPDIR:-/tmp}\" \"$3\" \"$4\" 2>&1"
 )
 
 S = TypeVar("S")
@@ -193,8 +208,11 @@ class BackendSandbox(Generic[S]):
         and that channel."""
         probe = "probe" if self._asked is not None and self._settings.sandbox.isolation != "none" else "-"
         archive = self._archive()
+        # On this machine the directory lives as long as this process; elsewhere the setup finds
+        # the owner there (the connection's sshd), or there is none (a container's).
+        owner = owner_tag(os.getpid()) if self.backend.name == "local" else ""
         channel = self.backend.open_channel(
-            ["/bin/sh", "-c", SETUP_SHELL, "herald-setup", self._python, SETUP, probe]
+            ["/bin/sh", "-c", SETUP_SHELL, "herald-setup", self._python, SETUP, probe, owner]
         )
         try:
             channel.send(archive)
@@ -280,6 +298,18 @@ class BackendSandbox(Generic[S]):
             return
         _read_setup(channel, time.monotonic() + PROBE_TIMEOUT)  # until rm is done (its output ends)
         close_channel(channel, None)
+
+    def forget_dir(self) -> None:
+        """The directory was swept (a supervisor found it gone: RemoteDirGone): the next spawn
+        prepares a new one, with a zygote of its own."""
+        with self._lock:
+            self.remote_dir = None
+            zygote, self.zygote = self.zygote, None
+            first, self._first = self._first, None
+        if first is not None:
+            self._closer.retire(first, None)
+        if zygote is not None:
+            zygote.close()
 
     def spawn(self) -> BackendChild[S]:
         """A child whose channel opens in the background (on a remote backend that is a round
