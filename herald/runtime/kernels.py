@@ -24,7 +24,7 @@ from ..policy.approvals import PausedTime
 from .dispatcher import Dispatcher
 from .grants import Grant, Grants
 from .outcome import OutputListener, build_result, capture_streams
-from .sandbox.contract import SandboxChild
+from .sandbox.contract import SandboxChild, SandboxStartError
 from .sandbox.result import ExecutionResult
 
 
@@ -102,12 +102,20 @@ class KernelSessions:
         )
 
     def _start(self, name: str) -> _Kernel:
-        child = self._take_child()
-        token, grant = self._grants.issue(self._dispatcher.new_scope(0))
-        sentinel = f"\0__HERALD_KERNEL_{secrets.token_hex(8)}__\0"
-        frame = self._start_fields()
-        frame["mode"], frame["token"], frame["sentinel"] = "kernel", token, sentinel
-        child.send(frame)
+        for attempt in range(2):  # a waiting child can die before it takes the session (runtime.py)
+            child = self._take_child()
+            token, grant = self._grants.issue(self._dispatcher.new_scope(0))
+            sentinel = f"\0__HERALD_KERNEL_{secrets.token_hex(8)}__\0"
+            frame = self._start_fields()
+            frame["mode"], frame["token"], frame["sentinel"] = "kernel", token, sentinel
+            try:
+                child.send(frame)
+                break
+            except BrokenPipeError:
+                child.kill()
+                self._grants.revoke(token, grant)
+                if attempt:
+                    raise SandboxStartError("the sandbox child died before it could start the session, twice") from None
         kernel = _Kernel(child, token, grant, sentinel.encode("ascii"))
         self._kernels[name] = kernel
         return kernel

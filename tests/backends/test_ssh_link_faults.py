@@ -92,9 +92,9 @@ def killable_sshd(sshd: SSHServer) -> Iterator[SSHServer]:
 def test_sshd_killed_mid_script(killable_sshd: SSHServer, settings: Settings, mode: str) -> None:
     server = killable_sshd
     workspace = server.make_workspace()
-    # No warm child in backend mode: one waiting on the killed connection would take the next
-    # run (BackendChild.send drops a failed send, so the Runtime cannot tell it is gone).
-    tuned = settings.with_overrides(server.overrides(**{"sandbox.kill_grace": GRACE, "sandbox.warm": mode == "host"}))
+    # Warm children on (the default): the one made during the first run waits on the killed
+    # connection, and the next run must go to a new one.
+    tuned = settings.with_overrides(server.overrides(**{"sandbox.kill_grace": GRACE, "sandbox.warm": True}))
     flag = Path(workspace, "started")  # the host is this machine
     script = (
         "from hermes_tools import terminal\n"

@@ -162,14 +162,17 @@ class BackendChild(Generic[S]):
             self._send(prepare)
         self._opened.set()
 
-    def _send(self, data: bytes) -> None:
+    def _send(self, data: bytes) -> bool:
+        """Whether `data` left; a failure is otherwise reported by the next read (the channel's end)."""
         with self._send_lock:
             if self.closed or self._channel is None:
-                return
+                return False
             try:
                 self._channel.send(data)
-            except Exception as exc:  # the next read reports the channel's end
+            except Exception as exc:
                 log.debug("send on the exec channel failed: %s", exc)
+                return False
+            return True
 
     def _read(self, timeout: float) -> list[dict[str, Any]]:
         if self._channel is None and not self.gone:
@@ -243,7 +246,9 @@ class BackendChild(Generic[S]):
             # Not the socket or token: the supervisor gives the script its own.
             start = cast(frames.StartFrame, {"type": frames.START, **{k: message.get(k) for k in keys}})
             self._add_grant(start)
-            self._send(encode_frame(start))
+            if self.gone or not self._send(encode_frame(start)):
+                # A waiting child whose connection dropped: the Runtime gives the run to a new one.
+                raise BrokenPipeError(f"the exec channel to {self._where} is gone")
         else:
             cell: frames.CodeFrame = {
                 "type": frames.CODE, "code": message.get("code", ""), "line_buffered": bool(message.get("line_buffered"))
