@@ -27,7 +27,10 @@ class NotRegularFileError(OSError):
 
 
 class FileTooLargeError(OSError):
-    """The file holds more bytes than its reader accepts (`max_bytes`)."""
+    """The file holds more bytes than its reader accepts (`max_bytes`); `size` is what its stat
+    said, when that was already too much (None: it held more than its stat said)."""
+
+    size: Optional[int] = None
 
 
 def check_regular(path: str, mode: int, size: int, max_bytes: int) -> None:
@@ -38,9 +41,11 @@ def check_regular(path: str, mode: int, size: int, max_bytes: int) -> None:
     if not st_mod.S_ISREG(mode):
         raise NotRegularFileError(errno.EINVAL, "not a regular file (%s)" % _kind(mode), path)
     if size > max_bytes:
-        raise FileTooLargeError(
+        error = FileTooLargeError(
             errno.EFBIG, "the file is {:,} bytes, over the {:,}-byte limit".format(size, max_bytes), path
         )
+        error.size = size
+        raise error
 
 
 def check_length(path: str, data: bytes, max_bytes: int) -> bytes:

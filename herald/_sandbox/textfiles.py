@@ -77,25 +77,21 @@ def split_lines(text: str) -> List[str]:
 
 def load(files: Files, limits: Mapping[str, int], prefix: str, path: str, absolute: str) -> bytes:
     """The bytes of the file a tool reads; each refusal says what to do instead. `prefix` starts
-    the messages ("patch: ")."""
+    the messages ("patch: "). No stat of its own first: every backend's reader looks before it
+    opens and says what it found in a standard error (the conformance suite holds them to it),
+    so a small read costs one look, not two (a system call here, a command or round trip there)."""
     limit = limits["read_max_bytes"]
-    info = files.stat(absolute)
-    if info is None:
-        raise FileMissing(prefix, path, absolute)
-    if info.is_dir:
+    try:
+        # The reader refuses what is not a regular file, by the opened file: a FIFO or a device
+        # reached through a symlink, or swapped in after its look.
+        return files.read_bytes(absolute, limit)
+    except (FileNotFoundError, NotADirectoryError):
+        raise FileMissing(prefix, path, absolute) from None
+    except IsADirectoryError:
         raise ToolError(
             "%s%s is a directory, not a file. List it with terminal('ls %s') or "
             "search_files('*', target='files', path='%s')." % (prefix, path, path, path)
-        )
-    if info.size > limit:
-        raise ToolError(
-            "{}{} is {:,} bytes, over read_file's {:,}-byte limit. Read parts of it with terminal "
-            "(head, tail, sed -n '100,200p'), or grep it with search_files.".format(prefix, path, info.size, limit)
-        )
-    try:
-        # The reader refuses what is not a regular file, by the opened file: a FIFO or a device
-        # reached through a symlink, or swapped in after the stat above.
-        return files.read_bytes(absolute, limit)
+        ) from None
     except NotRegularFileError as exc:
         raise ToolError(
             "%s%s is %s: reading it could block or never end, so it is refused. See what it is "
@@ -103,10 +99,11 @@ def load(files: Files, limits: Mapping[str, int], prefix: str, path: str, absolu
             "terminal('head -c 4096 %s | xxd', timeout=10)." % (prefix, path, exc.strerror, path, path),
             "NotRegularFile",
         ) from None
-    except FileTooLargeError:
+    except FileTooLargeError as exc:
+        size = "is {:,} bytes".format(exc.size) if exc.size is not None else "holds over {:,} bytes".format(limit)
         raise ToolError(
-            "{}{} holds over {:,} bytes (it grew while being read), over read_file's limit. Read "
-            "parts of it with terminal (head, tail, sed -n '100,200p').".format(prefix, path, limit),
+            "{}{} {}, over read_file's {:,}-byte limit. Read parts of it with terminal "
+            "(head, tail, sed -n '100,200p'), or grep it with search_files.".format(prefix, path, size, limit)
         ) from None
 
 
