@@ -3,10 +3,11 @@ the pool that serves tool calls (see backend_child.py for the policy and the per
 
 `BackendSandbox.prepare` probes the python (`command -v`, version >= 3.8; anything else is a
 `BackendPythonError` that says what to install or set), makes a private 0700 directory on the
-backend (`mktemp -d`) and unpacks the sandbox files into it, all on one exec channel (the files
-follow the command on its stdin, compressed, without waiting for it to start), whose process
-then becomes the first run's supervisor: a cold start opens one channel and starts no
-interpreter twice, and the session's shell need not run;
+backend named after its owner and unpacks the sandbox files into it, all on one exec channel
+(backend_setup.py: the files follow the command on its stdin, compressed, without waiting for
+it to start), whose process then becomes the first run's supervisor: a cold start opens one
+channel and starts no interpreter twice, and the session's shell need not run; a directory
+found gone later (swept while its connection was down) is made again (`forget_dir`);
 `spawn` starts a `BackendChild` there (the first on the setup's channel), whose script is forked
 by the Runtime's zygote in the backend when there is one (backend_zygote.py, setting
 `sandbox.fork_server`); `close` stops the zygote and removes the directory while the channels
@@ -32,95 +33,24 @@ from ..._sandbox.owners import owner_tag
 from ...backends.base import Backend, BackendError, Channel
 from ...config import Settings
 from ..rpc.server import Handler
-from .backend_child import DIR_GONE, BackendChild, LocalGrants
+from .backend_child import BackendChild, LocalGrants
 from .backend_closer import ChannelCloser, close_channel
+from .backend_setup import (
+    MIN_PYTHON,
+    PROBE_TIMEOUT,
+    REMOTE_LOADER,
+    SERVING,
+    SETUP,
+    SETUP_SHELL,
+    Preread,
+    read_setup,
+)
 from .backend_zygote import BackendZygote
 from .contract import SandboxStartError
 from .host_child import LOADER
 from .isolation import PENDING, Isolation, settle
-from .stubgen import RUNTIME_PACKAGE
 
-# A later run's supervisor, in the directory the setup made: gone if a sweep removed it while
-# the connection that owned it was down (_sandbox/owners.py); the Runtime then prepares again.
-REMOTE_LOADER = (
-    "import os, sys\n"
-    f"if not os.path.isdir(os.path.join(sys.argv[1], '{RUNTIME_PACKAGE}')):\n"
-    f"    sys.stdout.write('{DIR_GONE}\\n'); sys.exit(3)\n"
-    "sys.path.insert(0, sys.argv[1])\n"
-    f"from {RUNTIME_PACKAGE}.supervisor import main; main()"
-)
-MIN_PYTHON = (3, 8)
-PROBE_TIMEOUT = 30.0
 CLOSE_JOIN_SECONDS = 30.0  # the Runtime's close waits this long for its channels to be closed
-PROBE_MARK = "__HERALD_PROBE__"
-CACHE_MODULE = f"{RUNTIME_PACKAGE}/sandboxcache.py"
-OWNERS_MODULE = f"{RUNTIME_PACKAGE}/owners.py"
-SERVING = "serving"  # the setup's last line: from here on its channel is the first run's supervisor
-# Run by the backend's python (argv: the temp dir, "probe" or "-", the owner's tag or ""): its
-# version and real path, then, on a python new enough, the sandbox files from the archive that
-# follows on stdin (its length, a newline, zlib-compressed JSON) in a new private directory named
-# after its owner (the connection's sshd, or the tag Herald gives: _sandbox/owners.py), the
-# directories of owners that are gone swept, what can confine a script
-# there (the probe's answer kept in the backend's cache while still valid:
-# _sandbox/sandboxcache.py), and then it becomes the
-# first run's supervisor on the same stdin and stdout (no channel of its own, no second round
-# trip, no second interpreter). Syntax and flags (-E -s -S: no PYTHON* variables, no site) any
-# python knows, so that an old one can say its version.
-SETUP = (
-    "import sys\n"
-    "sys.path[:] = [p for p in sys.path if p not in ('', '.')]\n"  # nothing from the cwd (what -I does)
-    f"print('{PROBE_MARK} version %d.%d' % sys.version_info[:2])\n"
-    f"print('{PROBE_MARK} python ' + (sys.executable or ''))\n"
-    "sys.stdout.flush()\n"
-    f"if sys.version_info >= {MIN_PYTHON!r}:\n"
-    "    import json, os, zlib\n"
-    "    def take(size):\n"  # exactly `size` bytes of stdin: what follows is the supervisor's
-    "        got = bytearray()\n"
-    "        while len(got) < size:\n"
-    "            chunk = os.read(0, size - len(got))\n"
-    "            if not chunk:\n"
-    "                raise SystemExit('the sandbox archive ended early')\n"
-    "            got += chunk\n"
-    "        return bytes(got)\n"
-    "    size = b''\n"
-    "    while not size.endswith(b'\\n'):\n"
-    "        size += take(1)\n"
-    "    files = json.loads(zlib.decompress(take(int(size))).decode('utf-8'))\n"
-    # The cache's code runs from the archive just received, never from the disk it checks.
-    "    cache, owners = {}, {}\n"
-    f"    exec(compile(files['{CACHE_MODULE}'], '{CACHE_MODULE}', 'exec'), cache)\n"
-    f"    exec(compile(files['{OWNERS_MODULE}'], '{OWNERS_MODULE}', 'exec'), owners)\n"
-    "    parent = sys.argv[1]\n"
-    "    sys.argv[1] = owners['make_owned_dir'](parent, 'sandbox', sys.argv[3] or owners['connection_owner']())\n"
-    "    os.chdir(sys.argv[1])\n"
-    f"    print('{PROBE_MARK} dir ' + sys.argv[1])\n"
-    f"    print('{PROBE_MARK} unpacked ' + cache['install'](files, sys.argv[1]))\n"
-    "    owners['sweep_dead_owners']((parent,), 'sandbox')\n"
-    "    if sys.argv[2:3] == ['probe']:\n"  # what can confine a script there (_sandbox/isolate.py)
-    "        root, key = cache['cache_root'](), cache['probe_key'](files)\n"
-    "        found = cache['known_probe'](root, key)\n"
-    "        if found is None:\n"
-    "            sys.path.insert(0, sys.argv[1])\n"
-    f"            from {RUNTIME_PACKAGE}.isolate import probe\n"
-    "            found = probe()\n"
-    "            cache['remember_probe'](root, key, found)\n"
-    f"        print('{PROBE_MARK} isolation ' + json.dumps(found))\n"
-    "    del files, cache, owners\n"
-    f"    print('{PROBE_MARK} {SERVING}')\n"
-    "    sys.stdout.flush()\n"
-    # It becomes the supervisor itself, no second interpreter: it has what `-I -B` gives one
-    # (no PYTHON* variables, no user site: -E -s, and -S: no site at all; nothing from the cwd
-    # on sys.path), and -B's "no bytecode written" is this flag.
-    "    sys.dont_write_bytecode = True\n"
-    "    sys.argv[1:] = sys.argv[1:2]\n"
-    f"    exec({REMOTE_LOADER!r})\n"
-)
-# The setup's channel: is there a python, then SETUP (which makes the private directory).
-SETUP_SHELL = (
-    f"if ! command -v \"$1\" >/dev/null 2>&1; then echo '{PROBE_MARK} missing'; exit 0; fi; umask 077; "
-    "exec \"$1\" -E -s -S -c \"$2\" \"${TMPDIR:-/tmp}\" \"$3\" \"$4\" 2>&1"
-)
-
 S = TypeVar("S")
 log = logging.getLogger(__name__)
 
@@ -216,12 +146,12 @@ class BackendSandbox(Generic[S]):
         )
         try:
             channel.send(archive)
-            found, said, rest = _read_setup(channel, time.monotonic() + PROBE_TIMEOUT)
+            found, said, rest = read_setup(channel, time.monotonic() + PROBE_TIMEOUT)
             remote_dir = self._check_setup(found, said)
         except BaseException:
             self._closer.retire(channel, b"")  # it ends by itself (an error said, or stdin closed)
             raise
-        return remote_dir, (_Preread(channel, rest) if rest else channel)
+        return remote_dir, (Preread(channel, rest) if rest else channel)
 
     def _check_setup(self, found: dict[str, str], said: str) -> str:
         """The remote directory, from what the setup said; else the error that says what to fix
@@ -296,7 +226,7 @@ class BackendSandbox(Generic[S]):
         except Exception as exc:  # the backend may be gone already; nothing left to clean then
             log.debug("could not remove %s on %s: %s", remote_dir, self.where, exc)
             return
-        _read_setup(channel, time.monotonic() + PROBE_TIMEOUT)  # until rm is done (its output ends)
+        read_setup(channel, time.monotonic() + PROBE_TIMEOUT)  # until rm is done (its output ends)
         close_channel(channel, None)
 
     def forget_dir(self) -> None:
@@ -351,56 +281,3 @@ class BackendSandbox(Generic[S]):
         if remote_dir is not None:
             self._remove(remote_dir)  # nothing there writes into it any more: no wait for them to leave
         self._closer.close(CLOSE_JOIN_SECONDS)
-
-
-def _read_setup(channel: Channel, deadline: float) -> tuple[dict[str, str], str, bytes]:
-    """What the setup said, up to its SERVING line or the end of its output: the marked
-    lines ({key: value}), the others (a shell's or python's complaint), and what came after
-    the SERVING line (the supervisor's, if it said anything already: failing to start)."""
-    found: dict[str, str] = {}
-    said: list[str] = []
-    buffer = b""
-    while True:
-        while b"\n" in buffer:
-            raw, buffer = buffer.split(b"\n", 1)
-            line = raw.decode("utf-8", "replace")
-            if not line.startswith(PROBE_MARK + " "):
-                said.append(line)
-                continue
-            key, _, value = line[len(PROBE_MARK) + 1 :].partition(" ")
-            found[key] = value
-            if key == SERVING:
-                return found, "\n".join(said).strip(), buffer
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise BackendError(f"the setup did not finish within {PROBE_TIMEOUT:g} s")
-        chunk = channel.recv(min(left, 1.0))
-        if chunk == b"":
-            said.append(buffer.decode("utf-8", "replace"))
-            return found, "\n".join(said).strip(), b""
-        buffer += chunk or b""
-
-
-class _Preread:
-    """A channel whose first output was read already (`head`): it is read again first."""
-
-    def __init__(self, channel: Channel, head: bytes) -> None:
-        self._channel = channel
-        self._head = head
-
-    def send(self, data: bytes) -> None:
-        self._channel.send(data)
-
-    def recv(self, timeout: float) -> bytes | None:
-        if self._head:
-            head, self._head = self._head, b""
-            return head
-        return self._channel.recv(timeout)
-
-    def close(self) -> None:
-        self._channel.close()
-
-    @property
-    def returncode(self) -> int | None:
-        code = getattr(self._channel, "returncode", None)
-        return code if isinstance(code, int) else None
