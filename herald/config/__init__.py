@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .errors import ConfigError
+from .mcp_servers import McpServerSettings, parse_mcp_servers
+
+__all__ = ["ConfigError", "McpServerSettings", "Settings", "default_config_path", "load_settings", "parse_mcp_servers"]
+
 # Durations where 0 would stop everything at once rather than mean "no limit".
 MUST_BE_POSITIVE = frozenset({"sandbox.timeout", "terminal.timeout", "agent.request_timeout"})
-
-
-class ConfigError(ValueError):
-    """A setting is unknown or has a value of the wrong type; the message says which and where."""
 
 
 @dataclass
@@ -178,7 +179,7 @@ class Settings:
     web: WebSettings = field(default_factory=WebSettings)
     agent: AgentSettings = field(default_factory=AgentSettings)
     policy: PolicySettings = field(default_factory=PolicySettings)
-    mcp_servers: dict[str, McpServerSettings] = field(default_factory=dict)  # see the end of this file
+    mcp_servers: dict[str, McpServerSettings] = field(default_factory=dict)  # mcp_servers.py
 
     @property
     def spill_dir(self) -> Path:
@@ -290,7 +291,7 @@ def _assign(settings: Settings, key: str, value: Any, source: str) -> None:
 
 def _budgets(value: Any, bad: Any) -> dict[str, float]:
     """`{name = limit}` (TOML), or "name=limit,name=limit" (environment, -c)."""
-    from .policy.budgets import BUDGETS, check_budgets
+    from ..policy.budgets import BUDGETS, check_budgets
 
     if isinstance(value, str):
         pairs = [p.partition("=") for p in value.split(",") if p.strip()]
@@ -353,82 +354,3 @@ def _coerce(key: str, value: Any, current: Any, source: str) -> Any:
     if isinstance(value, str):
         return value
     raise bad("a string")
-
-
-# -- MCP servers ([mcp_servers.NAME] tables, as Claude's `mcpServers` and Codex's `mcp_servers`) --
-
-
-@dataclass(frozen=True)
-class McpServerSettings:
-    """One MCP server whose tools Herald offers as `mcp_<server>_<tool>`: a command Herald starts
-    (stdio) or a `url` (streamable HTTP). `env` reaches the server's process only, never a script."""
-
-    name: str
-    command: str = ""
-    args: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
-    cwd: str = ""
-    url: str = ""
-    headers: tuple[tuple[str, str], ...] = ()
-    enabled: bool = True
-    startup_timeout_sec: float = 30.0
-    tool_timeout_sec: float = 120.0
-
-
-def parse_mcp_servers(value: Any, source: str) -> dict[str, McpServerSettings]:
-    """`{name: {command, args, env, cwd} | {url, headers}}` (a TOML table, or JSON text from the
-    environment) as settings; anything else is a ConfigError naming the server and the key."""
-    if isinstance(value, str):
-        import json
-
-        try:
-            value = json.loads(value) if value.strip() else {}
-        except ValueError:
-            raise ConfigError(f"{source}: mcp_servers must be a table (JSON in the environment), got {value!r}") from None
-    if not isinstance(value, dict):
-        raise ConfigError(f"{source}: mcp_servers must be a table of servers, e.g. [mcp_servers.time]")
-    servers: dict[str, McpServerSettings] = {}
-    fields = {f.name for f in dataclasses.fields(McpServerSettings)} - {"name"}
-    for name, table in value.items():
-        where = f"{source}: [mcp_servers.{name}]"
-        if not isinstance(table, dict):
-            raise ConfigError(f"{where} must be a table with command (and args, env, cwd) or url (and headers)")
-        unknown = sorted(set(table) - fields)
-        if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}. Known keys: {', '.join(sorted(fields))}")
-        if bool(table.get("command")) == bool(table.get("url")):
-            raise ConfigError(f"{where} needs exactly one of command (a program to start) or url (streamable HTTP)")
-        try:
-            servers[str(name)] = McpServerSettings(
-                name=str(name),
-                command=_text(table.get("command", "")),
-                args=tuple(_text(a) for a in _items(table.get("args", []))),
-                env=tuple((str(k), _text(v)) for k, v in _pairs(table.get("env", {}))),
-                cwd=_text(table.get("cwd", "")),
-                url=_text(table.get("url", "")),
-                headers=tuple((str(k), _text(v)) for k, v in _pairs(table.get("headers", {}))),
-                enabled=bool(table.get("enabled", True)),
-                startup_timeout_sec=float(table.get("startup_timeout_sec", 30.0)),
-                tool_timeout_sec=float(table.get("tool_timeout_sec", 120.0)),
-            )
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"{where}: {exc}") from None
-    return servers
-
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str | int | float) or isinstance(value, bool):
-        raise TypeError(f"expected a string, got {value!r}")
-    return str(value)
-
-
-def _items(value: Any) -> list[Any]:
-    if not isinstance(value, list):
-        raise TypeError(f"args must be a list of strings, got {value!r}")
-    return value
-
-
-def _pairs(value: Any) -> list[tuple[Any, Any]]:
-    if not isinstance(value, dict):
-        raise TypeError(f"env and headers must be tables of strings, got {value!r}")
-    return list(value.items())
