@@ -51,8 +51,8 @@ from .outcome import OutputListener, build_result, capture_streams, unrunnable
 from .owned import owned_tempdir
 from .rpc.server import RpcServer
 from .sandbox import forkserver, isolation
-from .sandbox.backend_child import RemoteDirGone
 from .sandbox.backend_sandbox import BackendPythonError, BackendSandbox
+from .sandbox.backend_setup import RemoteDirGone
 from .sandbox.contract import SandboxChild, SandboxStartError
 from .sandbox.host_child import ChildProcess
 from .sandbox.isolation import Isolation, shared_root

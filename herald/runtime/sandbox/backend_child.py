@@ -37,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from ..._sandbox import frames
 from ..._sandbox.procs import KillClock
@@ -46,7 +46,8 @@ from ...backends.base import Channel
 from ...capture import CappedCapture
 from ..rpc.server import Handler, serve_call
 from .backend_closer import close_channel
-from .contract import Collected, Reason, SandboxStartError
+from .backend_setup import DIR_GONE, RemoteDirGone
+from .contract import Collected, LocalGrants, Reason, SandboxStartError
 from .streams import OutputStream, drain_fd
 
 POLL_SECONDS = 0.05  # how long the collect loop waits on a quiet stream before checking interrupts
@@ -58,45 +59,7 @@ GOODBYE = encode_frame({"type": frames.CLOSE})
 # A call from the backend names its connection there as well as its id: the reply carries both.
 CALL_KEYS = ("id", "conn")
 S = TypeVar("S")
-S_contra = TypeVar("S_contra", contravariant=True)
 log = logging.getLogger(__name__)
-
-
-# What a supervisor says instead of starting when its directory is gone (backend_sandbox.py's
-# loader): a sweep removed it while the connection that owned it was down (_sandbox/owners.py).
-DIR_GONE = "__HERALD_DIR_GONE__"
-
-
-class RemoteDirGone(SandboxStartError):
-    """The Runtime's directory in the backend is gone: prepare it again (runtime.py does, once)."""
-
-
-class LocalGrants(Protocol[S_contra]):
-    """The tools a run's supervisor answers itself (runtime/backend_tools.py)."""
-
-    def specs(self) -> dict[str, Any]:
-        """The "tool_specs" of the prepare frame: the schemas of the tools a grant may name."""
-        ...
-
-    def grant(self, session: S_contra) -> dict[str, Any] | None:
-        """The "tools" of the run's start frame (and of each kernel cell's code frame)."""
-        ...
-
-    def record(self, session: S_contra, message: dict[str, Any]) -> None:
-        """A call the supervisor answered: count and log it."""
-        ...
-
-    def cwd(self) -> str:
-        """The session's directory now (the supervisor resolves paths against it)."""
-        ...
-
-    def prefetch(self) -> None:
-        """Ask the backend now what the first grant needs (called while the sandbox is set up)."""
-        ...
-
-    def ran(self, session: S_contra, message: dict[str, Any]) -> dict[str, Any]:
-        """A terminal call the supervisor ran whose output Herald caps: count, log, the reply."""
-        ...
 
 
 class BackendChild(Generic[S]):

@@ -33,7 +33,7 @@ from ..._sandbox.owners import owner_tag
 from ...backends.base import Backend, BackendError, Channel
 from ...config import Settings
 from ..rpc.server import Handler
-from .backend_child import BackendChild, LocalGrants
+from .backend_child import BackendChild
 from .backend_closer import ChannelCloser, close_channel
 from .backend_setup import (
     MIN_PYTHON,
@@ -46,7 +46,7 @@ from .backend_setup import (
     read_setup,
 )
 from .backend_zygote import BackendZygote
-from .contract import SandboxStartError
+from .contract import LocalGrants, SandboxStartError
 from .host_child import LOADER
 from .isolation import PENDING, Isolation, settle
 

@@ -13,8 +13,17 @@ from __future__ import annotations
 import time
 
 from ...backends.base import BackendError, Channel
-from .backend_child import DIR_GONE
+from .contract import SandboxStartError
 from .stubgen import RUNTIME_PACKAGE
+
+# What a supervisor says instead of starting when its directory is gone (REMOTE_LOADER
+# below): a sweep removed it while the connection that owned it was down (_sandbox/owners.py).
+DIR_GONE = "__HERALD_DIR_GONE__"
+
+
+class RemoteDirGone(SandboxStartError):
+    """The Runtime's directory in the backend is gone: prepare it again (runtime.py does, once)."""
+
 
 # A later run's supervisor, in the directory the setup made: gone if a sweep removed it while
 # the connection that owned it was down (_sandbox/owners.py); the Runtime then prepares again.

@@ -9,19 +9,21 @@ A child's life: made (and warming up) → `wait_ready` → `send` a run (`{"mode
 cells for a kernel) → `collect` until it exits, a kernel cell is done, or the deadline / an
 interrupt kills it → `kill` (idempotent; also for a child never used).
 What `collect` returns (`Collected`) and the error of a child that cannot start are defined here,
-with the contract, so neither implementation depends on the other.
+with the contract, so neither implementation depends on the other; so is `LocalGrants`, what a
+backend-mode child needs of the tools its supervisor answers itself (runtime/backend_tools.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from ..._sandbox import frames
 from ...capture import CappedCapture
 
 Reason = Literal["exited", "done", "timeout", "interrupted"]
+S_contra = TypeVar("S_contra", contravariant=True)
 
 
 class SandboxStartError(RuntimeError):
@@ -63,3 +65,31 @@ class SandboxChild(Protocol):
 
     def kill(self, grace: float = 0.0) -> None:
         """Stop the interpreter and everything it started (SIGTERM, `grace`, SIGKILL)."""
+
+
+class LocalGrants(Protocol[S_contra]):
+    """The tools a run's supervisor answers itself (runtime/backend_tools.py)."""
+
+    def specs(self) -> dict[str, Any]:
+        """The "tool_specs" of the prepare frame: the schemas of the tools a grant may name."""
+        ...
+
+    def grant(self, session: S_contra) -> dict[str, Any] | None:
+        """The "tools" of the run's start frame (and of each kernel cell's code frame)."""
+        ...
+
+    def record(self, session: S_contra, message: dict[str, Any]) -> None:
+        """A call the supervisor answered: count and log it."""
+        ...
+
+    def cwd(self) -> str:
+        """The session's directory now (the supervisor resolves paths against it)."""
+        ...
+
+    def prefetch(self) -> None:
+        """Ask the backend now what the first grant needs (called while the sandbox is set up)."""
+        ...
+
+    def ran(self, session: S_contra, message: dict[str, Any]) -> dict[str, Any]:
+        """A terminal call the supervisor ran whose output Herald caps: count, log, the reply."""
+        ...
