@@ -24,7 +24,14 @@ import os
 import stat as st_mod
 from collections.abc import Callable
 
-from .base import CommandResult, DirEntry, FileStat, NotRegularFileError, check_length
+from .base import (
+    CommandResult,
+    DirEntry,
+    FileStat,
+    NotRegularFileError,
+    check_length,
+    check_regular,
+)
 from .realpath import moved, resolve_links
 from .shell import shell_quote
 
@@ -37,10 +44,12 @@ Upload = Callable[[str, bytes], None]  # (temp file path, contents): write them 
 # {limit} bytes whatever size the file claims. The redirection is on the group so that a failed
 # open fails the command rather than feeding base64 nothing. A swap to a FIFO between the test
 # and the open is left to the file shell's timeout.
+# A file whose size is already over the limit is refused with its size, without sending it.
 _READ = (
     'p={path}; if [ -d "$p" ]; then echo EISDIR; elif [ ! -e "$p" ]; then echo ENOENT; '
     'elif [ ! -f "$p" ]; then echo ENOTREG; elif [ ! -r "$p" ]; then echo EACCES; '
-    'else echo OK; {{ head -c {limit} | base64; }} < "$p" && echo END; fi'
+    'else s=$(stat -L -c %s -- "$p" 2>/dev/null) || s=0; if [ "$s" -gt {max_bytes} ]; then echo "EFBIG $s"; '
+    'else echo OK; {{ head -c {limit} | base64; }} < "$p" && echo END; fi; fi'
 )
 _STAT = 'p={path}; if [ -e "$p" ]; then stat -L -c "%s %f %Y" -- "$p"; else echo NONE; fi'
 _LIST = (
@@ -112,8 +121,12 @@ class ShellFiles:
 
     def read_bytes(self, path: str, max_bytes: int, pinned: str | None = None) -> bytes:
         """The regular file at `path` (see Backend.read_bytes); `pinned`: see `_guarded`."""
-        result = self._guarded(_READ.format(path=shell_quote(path), limit=max_bytes + 1), path, pinned)
+        result = self._guarded(_READ.format(path=shell_quote(path), max_bytes=max_bytes, limit=max_bytes + 1),
+                               path, pinned)
         status, _, body = result.output.partition("\n")
+        word, _, size = status.partition(" ")
+        if word == "EFBIG" and size.isdigit():
+            check_regular(path, st_mod.S_IFREG, int(size), max_bytes)  # raises FileTooLargeError, with the size
         if status == "ENOTREG":
             raise NotRegularFileError(errno.EINVAL, "not a regular file (a device, FIFO or socket)", path)
         if status != "OK":

@@ -64,6 +64,16 @@ def test_read_file_refuses_binary_files_and_directories(call: CallTool, backend:
         call("read_file", path="pkg")
 
 
+def test_read_file_refuses_a_file_over_its_limit_and_says_its_size(make_call: Callable[..., CallTool],
+                                                                     backend: Backend) -> None:
+    backend.write_bytes("big.txt", b"x" * 150)
+    backend.write_bytes("fits.txt", b"y" * 100)
+    call = make_call(**{"files.read_max_bytes": 100})
+    with pytest.raises(ToolError, match=re.escape("big.txt is 150 bytes, over read_file's 100-byte limit")):
+        call("read_file", path="big.txt")
+    assert call("read_file", path="fits.txt")["total_lines"] == 1
+
+
 def test_missing_file_suggests_near_names(call: CallTool, backend: Backend) -> None:
     backend.write_bytes("src/config.yaml", b"a: 1\n")
     with pytest.raises(ToolError) as info:
