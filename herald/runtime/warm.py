@@ -3,9 +3,12 @@
 Policy: after a run takes the waiting child, the next one is made at once on a helper thread
 (while the run goes on), so back-to-back runs find it ready and no run pays for a start-up on
 its result path. A caller that has the run to hand over first (the Runtime's start frame) asks
-for the next child just after that: starting the helper thread (and what it sets going: an
-exec channel opening in backend mode) before the hand-over would delay it. A child that died while waiting is replaced when taken. Nothing is made once the
-owner is closing; `close` kills the one that waits.
+for the next child just after that: what the helper sets going (a fork, an exec channel
+opening in backend mode) would delay the hand-over. The helper is one thread for the owner's
+life, woken for each child: starting a thread per child made the run wait for the new thread
+to be scheduled (`Thread.start` waits until it runs), about a sixth of a warm `print(1)` on a
+busy 2-core machine. A child that died while waiting is replaced when taken. Nothing is made
+once the owner is closing; `close` kills the one that waits and ends the helper.
 """
 
 from __future__ import annotations
@@ -34,7 +37,10 @@ class WarmChildren(Generic[C]):
         self._spawn = spawn
         self._enabled = enabled
         self._waiting: C | None = None
-        self._making: threading.Thread | None = None
+        self._cond = threading.Condition(threading.Lock())
+        self._wanted = False  # a child was asked for and the helper has not started on it
+        self._busy = False  # the helper is making one
+        self._helper: threading.Thread | None = None
         self._closed = False
 
     def put(self, child: C) -> None:
@@ -42,26 +48,52 @@ class WarmChildren(Generic[C]):
         self._waiting = child
 
     def replenish(self) -> None:
-        """Make the next child on a helper thread (no-op when closing, disabled, or one is
-        waiting or being made already)."""
+        """Have the helper make the next child (no-op when closing, disabled, or one is waiting
+        or being made already)."""
         if not self._enabled or self._closed or self._waiting is not None:
             return
-        if self._making is not None and self._making.is_alive():
-            return
+        with self._cond:
+            if self._wanted or self._busy or self._closed:
+                return
+            self._wanted = True
+            if self._helper is None or not self._helper.is_alive():
+                self._helper = threading.Thread(target=self._help, name="herald-warm-spawn", daemon=True)
+                self._helper.start()  # once per owner, unless it died (of what only a thread can die of)
+            else:
+                self._cond.notify()
 
-        def make() -> None:
-            try:
-                self._waiting = self._spawn()
-            except Exception:  # the next run spawns its own child and reports the failure
-                log.exception("could not pre-spawn the next sandbox interpreter")
-
-        self._making = threading.Thread(target=make, name="herald-warm-spawn", daemon=True)
-        self._making.start()
+    def _help(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    while not self._wanted and not self._closed:
+                        self._cond.wait()
+                    if self._closed:
+                        return
+                    self._wanted, self._busy = False, True
+                child: C | None = None
+                try:
+                    child = self._spawn()
+                except Exception:  # the next run spawns its own child and reports the failure
+                    log.exception("could not pre-spawn the next sandbox interpreter")
+                finally:
+                    with self._cond:
+                        if child is not None and self._closed:
+                            child.kill()
+                        elif child is not None:
+                            self._waiting = child
+                        self._busy = False
+                        self._cond.notify_all()
+        finally:  # however it ends, nobody waits for it any more (a later replenish starts another)
+            with self._cond:
+                self._wanted = self._busy = False
+                self._cond.notify_all()
 
     def _join(self) -> None:
-        if self._making is not None:
-            self._making.join()
-            self._making = None
+        """Wait until no child is asked for or being made."""
+        with self._cond:
+            while self._busy or (self._wanted and not self._closed):
+                self._cond.wait()
 
     def take(self, ready_timeout: float, *, replenish: bool = True) -> C:
         """A ready child for a run: the waiting one if it is alive, else a new one. The next is
@@ -93,8 +125,14 @@ class WarmChildren(Generic[C]):
             self._waiting.wait_ready(timeout)
 
     def close(self) -> None:
-        self._closed = True
+        with self._cond:
+            self._closed = True
+            self._wanted = False
+            self._cond.notify_all()
         self._join()
         if self._waiting is not None:
             self._waiting.kill()
             self._waiting = None
+        helper = self._helper
+        if helper is not None and helper is not threading.current_thread():
+            helper.join()

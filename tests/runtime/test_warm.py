@@ -4,6 +4,7 @@ replaced when taken, and nothing is made for an owner that is closing."""
 from __future__ import annotations
 
 import itertools
+import threading
 
 from herald.runtime.warm import WarmChildren
 
@@ -59,6 +60,7 @@ def test_nothing_is_made_once_closing() -> None:
     children, made = make()
     children.replenish()
     children.take(5)
+    children.wait_ready(5)  # the next one is made and waits
     children.close()
     assert made[-1].killed  # the waiting one is gone
     count = len(made)
@@ -104,3 +106,27 @@ def test_a_dead_child_taken_without_replenish_still_starts_the_next() -> None:
     assert children.take(5, replenish=False) is made[0] and dead.killed
     children.wait_ready(5)
     assert [c.number for c in made] == [1, 2], "a child spawned on the spot has its successor made meanwhile"
+
+
+def test_close_while_the_next_is_being_made_kills_it_and_ends_the_helper() -> None:
+    started, release = threading.Event(), threading.Event()
+    made: list[FakeChild] = []
+
+    def spawn() -> FakeChild:
+        started.set()
+        assert release.wait(30)
+        made.append(FakeChild(len(made) + 1))
+        return made[-1]
+
+    children = WarmChildren(spawn, enabled=True)
+    before = set(threading.enumerate())
+    children.replenish()
+    assert started.wait(30)
+    helpers = set(threading.enumerate()) - before
+    closer = threading.Thread(target=children.close)
+    closer.start()
+    release.set()
+    closer.join(30)
+    assert not closer.is_alive()
+    assert len(made) == 1 and made[0].killed  # made after close began: not left waiting
+    assert helpers and not any(t.is_alive() for t in helpers)  # the helper thread ended with it
