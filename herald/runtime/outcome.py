@@ -9,6 +9,7 @@ import secrets
 import time
 from collections.abc import Callable
 
+from ..backends.base import BackendError
 from ..capture import CappedCapture
 from ..config import Settings
 from .dispatcher import CallScope
@@ -124,5 +125,14 @@ def unrunnable(code: str, session: str | None) -> ExecutionResult | None:
         except UnicodeEncodeError as exc:  # Python could not compile it, and the child never sees it
             message = (f"The script is not valid text: {exc.reason} at character {exc.start} "
                        f"({code[exc.start : exc.end]!a}). Write the character itself or an escape such as '\\u00e9'.")
+    return ExecutionResult(status="error", output="", error=message, exit_code=None, tool_calls_made=0,
+                           duration_seconds=0.0, session=session)
+
+
+def unreachable(exc: BackendError, session: str | None) -> ExecutionResult:
+    """The result of a run that could not start because the backend could not be reached (in
+    backend mode): an error result, not an exception, so an agent's run goes on."""
+    message = (f"The script did not run: {exc}. Check that the backend is reachable (host up, network, "
+               "sshd or the engine running); the next run connects again.")
     return ExecutionResult(status="error", output="", error=message, exit_code=None, tool_calls_made=0,
                            duration_seconds=0.0, session=session)

@@ -47,14 +47,14 @@ from .dispatcher import Dispatcher
 from .execute_code import execute_code_tool
 from .grants import Grant, Grants
 from .kernels import KernelSessions
-from .outcome import OutputListener, build_result, capture_streams, unrunnable
+from .outcome import OutputListener, build_result, capture_streams, unreachable, unrunnable
 from .owned import owned_tempdir
 from .rpc.server import RpcServer
 from .sandbox import forkserver, isolation
 from .sandbox.backend_sandbox import BackendPythonError, BackendSandbox
 from .sandbox.backend_setup import RemoteDirGone
 from .sandbox.contract import SandboxChild, SandboxStartError
-from .sandbox.host_child import ChildProcess
+from .sandbox.host_child import ChildProcess, check_interpreter
 from .sandbox.isolation import Isolation, shared_root
 from .sandbox.result import ExecutionResult
 from .sandbox.streams import drain_fd
@@ -176,7 +176,7 @@ class Runtime:
                         raise
                     log.warning("%s", exc)  # the first run tries again, and says what failed
             elif self._remote is None:
-                _check_interpreter(self.settings.sandbox.python)
+                check_interpreter(self.settings.sandbox.python)
             undo.pop_all()
         if self._remote is None:
             self._children.replenish()  # the first warm child starts in the background: no wait here
@@ -283,9 +283,8 @@ class Runtime:
             except BackendError as exc:  # in backend mode: the backend could not be reached to start the run
                 if self._remote is None:
                     raise
-                return ExecutionResult(status="error", output="", error=_unreachable(exc), exit_code=None,
-                                       tool_calls_made=0, duration_seconds=0.0, session=session,
-                                       isolation=self.isolation.describe, profile=self.dispatcher.policy.profile)
+                return replace(unreachable(exc, session), isolation=self.isolation.describe,
+                               profile=self.dispatcher.policy.profile)
             finally:
                 if self.transcript is not None:
                     try:
@@ -389,18 +388,3 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _unreachable(exc: BackendError) -> str:
-    """What a run says when in-backend execution could not start because the backend could
-    not be reached: an error result, not an exception, so an agent's run goes on."""
-    return (f"The script did not run: {exc}. Check that the backend is reachable (host up, network, "
-            "sshd or the engine running); the next run connects again.")
-
-
-def _check_interpreter(python: str) -> None:
-    if not (shutil.which(python) or (os.path.isfile(python) and os.access(python, os.X_OK))):
-        raise SandboxStartError(
-            f"could not start the sandbox interpreter {python}: no such executable "
-            "(setting sandbox.python; Python 3.8 or newer)"
-        )

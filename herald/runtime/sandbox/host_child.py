@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import select
+import shutil
 import signal
 import subprocess
 import time
@@ -348,3 +349,12 @@ class ChildProcess:
                     os.close(fd)
                 except OSError:
                     pass
+
+
+def check_interpreter(python: str) -> None:
+    """SandboxStartError unless `python` (setting sandbox.python) names an executable."""
+    if not (shutil.which(python) or (os.path.isfile(python) and os.access(python, os.X_OK))):
+        raise SandboxStartError(
+            f"could not start the sandbox interpreter {python}: no such executable "
+            "(setting sandbox.python; Python 3.8 or newer)"
+        )
