@@ -15,6 +15,7 @@ allows, and never more than its limit + 1 bytes.
 
 from __future__ import annotations
 
+import contextvars
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -27,11 +28,27 @@ from .._sandbox.fileaccess import (
     check_regular,
     resolve_path,
 )
+from ..scoped import scoped
 
 __all__ = [
     "Backend", "BackendError", "Channel", "CommandResult", "DirEntry", "FileStat", "FileTooLargeError",
-    "NotRegularFileError", "check_length", "check_regular", "resolve_path",
+    "NotRegularFileError", "call_cwd", "check_length", "check_regular", "pinned_cwd", "resolve_path",
 ]
+
+_call_cwd: contextvars.ContextVar[str | None] = contextvars.ContextVar("herald_call_cwd", default=None)
+
+
+def call_cwd(backend: Backend) -> str:
+    """The directory the current tool call's relative paths lead from: the backend's cwd when
+    the call began (the Dispatcher pins it), so that the policy's check of a path, the call's
+    locks and the tool's work all name the same file, even when a concurrent command (a
+    `terminal('cd ...')` in parallel()) moves the shell meanwhile. Outside a call, the cwd now."""
+    return _call_cwd.get() or backend.cwd
+
+
+def pinned_cwd(cwd: str) -> scoped[str | None]:
+    """`with pinned_cwd(backend.cwd):` around one tool call (see call_cwd)."""
+    return scoped(_call_cwd, cwd)
 
 
 class BackendError(RuntimeError):

@@ -24,7 +24,7 @@ import posixpath
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ..backends.base import resolve_path
+from ..backends.base import call_cwd, resolve_path
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -120,7 +120,7 @@ class Workspace:
         """(the absolute path the tool will open, where it leads or None)."""
         if "\0" in path:
             return path, None
-        full = resolve_path(self.backend.cwd, path)
+        full = resolve_path(call_cwd(self.backend), path)
         if full == "~" or full.startswith("~/"):
             if not self._local:
                 return full, None

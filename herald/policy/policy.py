@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..backends.base import resolve_path
+from ..backends.base import call_cwd, resolve_path
 from ..tools.resources import ANY_FILE, SHELL, Resource
 from .domains import WEB_SCHEMES, domain_matches, metadata_refusal, url_host
 from .paths import Workspace
@@ -193,7 +193,7 @@ class Gate:
         # A built-in tool's `path` is a file here even when its locks do not say so
         # (browser_screenshot); another tool's (an MCP server's) may name anything.
         if not paths and isinstance(named, str) and named and "path" in tool.properties and _builtin(tool):
-            paths.append(resolve_path(self.backend.cwd, named))
+            paths.append(resolve_path(call_cwd(self.backend), named))
         return paths
 
     def check(self, tool: Tool, args: dict[str, Any], ctx: ToolContext, origin: str,

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._sandbox.protocol import HEADER, reply_frame
-from ..backends.base import BackendError
+from ..backends.base import BackendError, pinned_cwd
 from ..backends.shell import CANCEL_POLL_SECONDS, cancellable, foreground_only
 from ..policy import Gate, Policy, Verdict
 from ..policy.budgets import Budgets
@@ -264,6 +264,14 @@ class Dispatcher:
         return tool.resources(args, self.ctx)
 
     def _run(
+        self, tool: Tool, args: Any, scope: CallScope | None, cancel: threading.Event | None, run_id: str
+    ) -> dict[str, Any]:
+        # Relative paths lead from where the shell is now, for the check and the work alike
+        # (backends/base.py call_cwd): a `cd` running beside this call cannot move it in between.
+        with pinned_cwd(self.ctx.backend.cwd):
+            return self._run_pinned(tool, args, scope, cancel, run_id)
+
+    def _run_pinned(
         self, tool: Tool, args: Any, scope: CallScope | None, cancel: threading.Event | None, run_id: str
     ) -> dict[str, Any]:
         try:

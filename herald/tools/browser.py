@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..backends.base import call_cwd
 from ..config import Settings
 from .registry import Tool, ToolContext, ToolError
 from .resources import BROWSER, fixed
@@ -65,7 +66,7 @@ def _screenshot(session: BrowserSession, args: Result, ctx: ToolContext) -> Resu
         path = Path(args["path"]).expanduser()
         if not path.is_absolute():
             # Chromium writes on this machine: a relative path means the local backend's cwd.
-            base = Path(ctx.backend.cwd) if ctx.backend.name == "local" else ctx.settings.data_dir / "screenshots"
+            base = Path(call_cwd(ctx.backend)) if ctx.backend.name == "local" else ctx.settings.data_dir / "screenshots"
             path = base / path
     else:
         stamp = time.strftime("%Y%m%d-%H%M%S")

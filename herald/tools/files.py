@@ -14,13 +14,14 @@ from typing import Any
 from .._sandbox import textfiles
 from .._sandbox.textfiles import FileMissing, looks_binary, split_lines
 from .._sandbox.walk import SKIP_DIRS, walk_files
+from ..backends.base import call_cwd
 from .registry import Tool, ToolContext, ToolError
 from .resources import path_argument
 
 
 def display_path(ctx: ToolContext, absolute: str) -> str:
     """Paths under the session's cwd are shown relative to it; others stay absolute."""
-    return textfiles.display_path(ctx.backend.cwd, absolute)
+    return textfiles.display_path(call_cwd(ctx.backend), absolute)
 
 
 def file_limits(ctx: ToolContext) -> dict[str, int]:
@@ -55,7 +56,7 @@ def similar_paths(ctx: ToolContext, absolute: str, limit: int = 5) -> list[str]:
     found += [posixpath.join(parent, n) for n in difflib.get_close_matches(name, names, n=limit, cutoff=0.6)]
     lowered = name.lower()
     near: list[tuple[float, str]] = []
-    for path in walk_files(backend, backend.cwd, max_entries=5000):
+    for path in walk_files(backend, call_cwd(backend), max_entries=5000):
         base = posixpath.basename(path).lower()
         if base == lowered:
             near.append((2.0, path))
@@ -72,7 +73,7 @@ def similar_paths(ctx: ToolContext, absolute: str, limit: int = 5) -> list[str]:
 
 def _run_core(name: str, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     try:
-        return textfiles.TOOLS[name](ctx.backend, ctx.backend.cwd, file_limits(ctx), args)
+        return textfiles.TOOLS[name](ctx.backend, call_cwd(ctx.backend), file_limits(ctx), args)
     except FileMissing as missing:
         raise not_found(ctx, missing.path, missing.absolute) from None
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..backends.base import resolve_path
+from ..backends.base import call_cwd, resolve_path
 
 if TYPE_CHECKING:
     from .registry import ToolContext
@@ -48,7 +48,7 @@ def file_at(ctx: ToolContext, path: Any, *, shared: bool = False) -> Resource:
     unusable path is the whole tree (the call then conflicts with every file call)."""
     if not isinstance(path, str) or not path.strip():
         return Resource(ANY_FILE, shared)
-    return Resource("file:" + resolve_path(ctx.backend.cwd, path), shared)
+    return Resource("file:" + resolve_path(call_cwd(ctx.backend), path), shared)
 
 
 def path_argument(name: str = "path", *, shared: bool = False, default: str | None = None) -> ResourceFn:

@@ -14,6 +14,7 @@ from typing import Any
 from .._sandbox import search as core
 from .._sandbox.ignorefiles import Tree
 from .._sandbox.search import SEARCH_TIMEOUT, Ran
+from ..backends.base import call_cwd
 from ..backends.shell import current_cancel
 from ..runtime.sandbox import spawner
 from .registry import Tool, ToolContext
@@ -26,7 +27,7 @@ class BackendPlace:
     def __init__(self, ctx: ToolContext) -> None:
         self._backend = ctx.backend
         self.tree: Tree = ctx.backend
-        self.cwd = ctx.backend.cwd
+        self.cwd = call_cwd(ctx.backend)
         self.python_only = ctx.settings.files.search == "python"
         self.cache = ctx.cache
         self.cache_lock: threading.Lock = ctx.cache_lock

@@ -13,7 +13,7 @@ import pytest
 from herald import Runtime
 from herald.policy import Policy, PolicyCall, RuleError, parse_rule
 
-from .conftest import MakeRuntime, both
+from .conftest import MakeRuntime, both, direct
 
 
 def records(runtime: Runtime, kind: str) -> list[dict[str, Any]]:
@@ -95,6 +95,31 @@ def test_ask_with_an_approve_callback(make_runtime: MakeRuntime, workspace: Path
     decisions = [(r["decision"], r["rule"]) for r in records(runtime, "policy")]
     rule = "policy.rules: ask terminal command=touch"
     assert decisions == [("approved", rule)] * 2 + [("denied", rule)] * 2
+
+
+def test_what_was_approved_is_what_runs_when_the_shell_moves_meanwhile(
+    make_runtime: MakeRuntime, workspace: Path, settings: Any
+) -> None:
+    """A call's relative path leads from where the shell was when the call began: a `cd` that
+    runs while the call waits for its approval (a terminal call beside it in parallel()) moves
+    neither the file approved nor the file written."""
+    (workspace / "elsewhere").mkdir()
+    made: list[Runtime] = []
+    asked: list[PolicyCall] = []
+
+    def approve(call: PolicyCall) -> bool:
+        asked.append(call)
+        assert made[0].backend.run("cd elsewhere").exit_code == 0  # the shell moves while the call waits
+        return True
+
+    policy = Policy.from_settings(settings.with_overrides({"policy.rules": ["ask write_file path=*.txt"]}),
+                                  approve=approve)
+    made.append(make_runtime(policy=policy))
+    outcome = direct(made[0], "write_file", {"path": "note.txt", "content": "approved here\n"})
+    assert outcome.ok, outcome.message
+    assert len(asked) == 1
+    assert (workspace / "note.txt").read_text() == "approved here\n"
+    assert not (workspace / "elsewhere" / "note.txt").exists()
 
 
 def test_allowed_domains(make_runtime: MakeRuntime, web_settings: dict[str, Any]) -> None:
