@@ -35,20 +35,28 @@ __all__ = [
     "NotRegularFileError", "call_cwd", "check_length", "check_regular", "pinned_cwd", "resolve_path",
 ]
 
-_call_cwd: contextvars.ContextVar[str | None] = contextvars.ContextVar("herald_call_cwd", default=None)
+# The current tool call's cwd, once something asked for it (a list of at most one: filled on
+# first use, so a call that resolves no path never asks the backend, which may have to connect).
+_call_cwd: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("herald_call_cwd", default=None)
 
 
 def call_cwd(backend: Backend) -> str:
     """The directory the current tool call's relative paths lead from: the backend's cwd when
-    the call began (the Dispatcher pins it), so that the policy's check of a path, the call's
-    locks and the tool's work all name the same file, even when a concurrent command (a
-    `terminal('cd ...')` in parallel()) moves the shell meanwhile. Outside a call, the cwd now."""
-    return _call_cwd.get() or backend.cwd
+    the call first resolved a path (its locks or the policy's check, before the tool runs), so
+    that the check of a path, the call's locks and the tool's work all name the same file even
+    when a concurrent command (a `terminal('cd ...')` in parallel()) moves the shell meanwhile.
+    Outside a call (see pinned_cwd), the cwd now."""
+    pinned = _call_cwd.get()
+    if pinned is None:
+        return backend.cwd
+    if not pinned:
+        pinned.append(backend.cwd)
+    return pinned[0]
 
 
-def pinned_cwd(cwd: str) -> scoped[str | None]:
-    """`with pinned_cwd(backend.cwd):` around one tool call (see call_cwd)."""
-    return scoped(_call_cwd, cwd)
+def pinned_cwd() -> scoped[list[str] | None]:
+    """`with pinned_cwd():` around one tool call: its cwd is fixed at first use (see call_cwd)."""
+    return scoped(_call_cwd, [])
 
 
 class BackendError(RuntimeError):

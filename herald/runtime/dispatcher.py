@@ -266,9 +266,9 @@ class Dispatcher:
     def _run(
         self, tool: Tool, args: Any, scope: CallScope | None, cancel: threading.Event | None, run_id: str
     ) -> dict[str, Any]:
-        # Relative paths lead from where the shell is now, for the check and the work alike
-        # (backends/base.py call_cwd): a `cd` running beside this call cannot move it in between.
-        with pinned_cwd(self.ctx.backend.cwd):
+        # Relative paths lead from one place for the check and the work alike (backends/base.py
+        # call_cwd): a `cd` running beside this call cannot move it in between.
+        with pinned_cwd():
             return self._run_pinned(tool, args, scope, cancel, run_id)
 
     def _run_pinned(
