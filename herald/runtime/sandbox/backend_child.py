@@ -6,10 +6,11 @@ Policy:
   backend shell's current directory.
 - Once per Runtime, `BackendSandbox` (backend_sandbox.py) probes the backend's python (`command -v`, version >= 3.8;
   anything else is a `BackendPythonError` that says what to install or set), makes a private
-  0700 directory there (`mktemp -d`) and unpacks the sandbox files into it, on one channel
-  whose process then serves the first run: the same `hermes_tools.py` and `_hermes_runtime`
-  package as in host mode (which holds the supervisor, supervisor.py). The directory is removed
-  when the Runtime closes.
+  0700 directory there named after its owner (_sandbox/owners.py) and unpacks the sandbox files
+  into it, on one channel whose process then serves the first run (backend_setup.py): the same
+  `hermes_tools.py` and `_hermes_runtime` package as in host mode (which holds the supervisor,
+  supervisor.py). The directory is removed when the Runtime closes, or by a later session's
+  setup once its owner is gone.
 - Per run, `BackendChild` opens one exec channel (`Backend.open_channel`, in a background thread,
   so a warm successor costs the run that spawns it nothing; the first run's is the setup's) running the supervisor, which
   starts the host mode's child bootstrap in its own process group: forked by the Runtime's

@@ -132,10 +132,10 @@ class BackendSandbox(Generic[S]):
             return self.remote_dir
 
     def _setup(self) -> tuple[str, Channel]:
-        """One channel: is there a python (and which version), a private directory (`mktemp -d`,
-        0700), the sandbox files unpacked into it by that python from the archive sent right
-        behind the command; then the same process serves the first run (SETUP). The directory
-        and that channel."""
+        """One channel: is there a python (and which version), a private 0700 directory named
+        after its owner, the sandbox files unpacked into it by that python from the archive sent
+        right behind the command; then the same process serves the first run (SETUP). The
+        directory and that channel."""
         probe = "probe" if self._asked is not None and self._settings.sandbox.isolation != "none" else "-"
         archive = self._archive()
         # On this machine the directory lives as long as this process; elsewhere the setup finds
