@@ -99,7 +99,8 @@ class Channel(Protocol):
     def close(self) -> None:
         """Stop the process and everything it started (SIGTERM, a short grace, SIGKILL).
 
-        A channel may also have a `returncode` attribute: the exit status once known, else None.
+        A channel may also have a `returncode` attribute: the exit status once known, else None;
+        and an `undelivered` one: True once a send found the process already gone.
         """
         ...
 

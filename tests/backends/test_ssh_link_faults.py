@@ -6,14 +6,19 @@ within the kill grace + 3 s, close included, and the next run reconnects.
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from herald import Runtime, Settings
+from herald._sandbox import frames
+from herald._sandbox.protocol import encode_frame
 from herald.backends.ssh import SSHBackend
 from tests.fixtures.latency_proxy import LatencyProxy
 from tests.fixtures.sshd import SSHServer, running_sshd
@@ -128,6 +133,54 @@ def test_sshd_killed_mid_script(killable_sshd: SSHServer, settings: Settings, mo
         again = runtime.execute("from hermes_tools import terminal\nprint(terminal('echo back')['output'])", timeout=RELAXED)
         assert again.ok and again.output.strip() == "back", (again.status, again.error)
     server.remove_workspace(workspace)
+
+
+def test_the_first_run_after_a_dropped_connection_runs(killable_sshd: SSHServer, settings: Settings) -> None:
+    """Between two runs the connection's sshd process dies (killed, out of memory): the child
+    made ready for the next run waits on a channel that is gone, and the next run must go to a
+    new one on a new connection, not be lost with the old. Default settings: warm children and
+    the backend's fork server."""
+    if os.geteuid() != 0:
+        pytest.skip("killing the connection's sshd process needs root here")
+    server = killable_sshd
+    workspace = server.make_workspace()
+    tuned = settings.with_overrides(server.overrides())
+    with SSHBackend(server.spec, cwd=workspace, settings=tuned) as backend, Runtime(
+        backend, settings=tuned, transcript=False, exec_mode="backend"
+    ) as runtime:
+        assert runtime.execute("print(1)", timeout=RELAXED).ok
+        # The next run's child has said it is ready, on this connection, and nobody has read
+        # that yet: what is unread must not make it look alive once its connection is gone.
+        remote = runtime._remote
+        assert wait_until(lambda: _ready_unread(runtime), RELAXED)
+        owned = re.search(r"/herald-sandbox-(\d+)-", remote.remote_dir or "") if remote is not None else None
+        assert owned is not None  # named after the connection's sshd (_sandbox/owners.py)
+        os.kill(int(owned.group(1)), signal.SIGKILL)
+        # Once the client has seen the connection end (as it has, a moment after, in real life).
+        assert wait_until(lambda: backend._conn is None or not backend._conn.alive(), RELAXED)
+        again = runtime.execute("print(2)", timeout=RELAXED)
+        assert again.ok and again.output == "2\n", (again.status, again.error)
+    server.remove_workspace(workspace)
+
+
+def _ready_unread(runtime: Runtime) -> bool:
+    """The waiting child has said it is ready and that frame still sits unread in its exec
+    channel (Herald's and paramiko's internals: no public call tells, and reading it, as
+    wait_warm does, would hide the fault: a dead child then looks alive to one poll)."""
+    child = runtime._children._waiting
+    paramiko_channel = getattr(getattr(child, "_channel", None), "_chan", None)
+    if paramiko_channel is None:
+        return False
+    return bytes(paramiko_channel.in_buffer._buffer).endswith(encode_frame({"type": frames.READY}))
+
+
+def wait_until(done: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def test_unreachable_at_run_start_in_backend_mode_is_an_error_result(sshd: SSHServer, settings: Settings) -> None:

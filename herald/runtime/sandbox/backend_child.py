@@ -55,6 +55,7 @@ POLL_SECONDS = 0.05  # how long the collect loop waits on a quiet stream before 
 KILL_MARGIN_SECONDS = 3.0  # time past the kill grace for the backend to report the exit
 OPEN_JOIN_SECONDS = 30.0  # closing a child whose channel is still opening waits this long for it
 FAILURE_TEXT_LIMIT = 4000
+POLL_READS = 64  # poll's reads of what is already there (a waiting child says little)
 
 GOODBYE = encode_frame({"type": frames.CLOSE})
 # A call from the backend names its connection there as well as its id: the reply carries both.
@@ -98,6 +99,7 @@ class BackendChild(Generic[S]):
         self.exit_code: int | None = None  # the script interpreter's status, once reported
         self.gone = False  # the channel ended (or stopped carrying frames)
         self.failure = ""  # what came instead of frames, or the supervisor's own error
+        self._quiet = False  # the last read found nothing to read
         self.ready = False
         self.closed = False
         if tools is not None:
@@ -147,6 +149,7 @@ class BackendChild(Generic[S]):
             return []
         try:
             chunk = self._channel.recv(timeout)
+            self._quiet = chunk is None
         except Exception as exc:
             self._lost(f"the exec channel failed: {exc}")
             return []
@@ -210,7 +213,8 @@ class BackendChild(Generic[S]):
             # Not the socket or token: the supervisor gives the script its own.
             start = cast(frames.StartFrame, {"type": frames.START, **{k: message.get(k) for k in keys}})
             self._add_grant(start)
-            if self.gone or not self._send(encode_frame(start)):
+            sent = self._send(encode_frame(start))
+            if self.gone or not sent or getattr(self._channel, "undelivered", False):
                 # A waiting child whose connection dropped: the Runtime gives the run to a new one.
                 raise BrokenPipeError(f"the exec channel to {self._where} is gone")
         else:
@@ -329,9 +333,15 @@ class BackendChild(Generic[S]):
         self._send(reply_frame(message, reply, echo=CALL_KEYS))
 
     def poll(self) -> int | None:
-        """The script interpreter's exit status once it is gone (-1 if unknown), else None."""
-        if self.exit_code is None and not self.gone and not self.closed and self._opened.is_set():
+        """The script interpreter's exit status once it is gone (-1 if unknown), else None.
+        Reads all the channel holds now: one whose connection dropped may still hand over
+        output it had before saying it ended, and a waiting child must not look alive then."""
+        for _ in range(POLL_READS):
+            if self.exit_code is not None or self.gone or self.closed or not self._opened.is_set():
+                break
             self._backlog.extend(m for m in self._read(0) if m.get("type") != frames.READY)
+            if self._quiet:
+                break
         if self.exit_code is not None:
             return self.exit_code
         return -1 if self.gone or self.closed else None
