@@ -1,7 +1,8 @@
 """`with scoped(var, value):` — a context variable set for the length of a block.
 
-A class, not a @contextmanager generator: the dispatcher sets three of these around every tool
-call, and a generator-based one costs several times as much on that path.
+A class, not a @contextmanager generator: the dispatcher sets four of these around every tool
+call (its cwd, cancel event, foreground rule and spill budget), and a generator-based one costs
+several times as much on that path.
 """
 
 from __future__ import annotations

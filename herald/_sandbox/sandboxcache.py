@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import time
 import zlib
@@ -63,7 +64,7 @@ def install(files: Dict[str, str], session_dir: str) -> str:
 def probe_key(files: Dict[str, str]) -> Optional[str]:
     """What a probe's answer depends on (JSON); None when any of it cannot be read (then the
     probe runs) or there is no bwrap (then the probe runs nothing that takes time)."""
-    bwrap = _which("bwrap")
+    bwrap = shutil.which("bwrap") or ""
     if not bwrap:
         return None
     try:
@@ -105,7 +106,7 @@ def known_probe(root: Optional[str], key: Optional[str]) -> Optional[Dict[str, A
     landlock = kept.get("landlock")
     if not isinstance(landlock, int) or isinstance(landlock, bool):
         return None
-    return {"bwrap": _which("bwrap"), "bwrap_problem": None, "landlock": landlock}
+    return {"bwrap": shutil.which("bwrap") or "", "bwrap_problem": None, "landlock": landlock}
 
 
 def remember_probe(root: Optional[str], key: Optional[str], found: Dict[str, Any]) -> None:
@@ -163,15 +164,6 @@ def _write_new(root: str, name: str, data: bytes) -> None:
     temporary = os.path.join(root, ".new-%s-%d" % (name, os.getpid()))
     _write_file(temporary, data)
     os.rename(temporary, os.path.join(root, name))
-
-
-def _which(name: str) -> str:
-    """`name` found on PATH as shutil.which finds it ("" if not)."""
-    for directory in (os.environ.get("PATH") or os.defpath).split(os.pathsep):
-        path = os.path.join(directory or ".", name)
-        if os.access(path, os.X_OK) and not os.path.isdir(path):
-            return path
-    return ""
 
 
 def _read_or_dash(path: str) -> str:

@@ -24,7 +24,7 @@ from ..policy.approvals import PausedTime
 from .dispatcher import Dispatcher
 from .grants import Grant, Grants
 from .outcome import OutputListener, build_result, capture_streams
-from .sandbox.contract import SandboxChild, SandboxStartError
+from .sandbox.contract import SandboxChild
 from .sandbox.result import ExecutionResult
 
 
@@ -42,12 +42,12 @@ class KernelSessions:
     def __init__(
         self,
         *,
-        take_child: Callable[[], SandboxChild],
+        start_run: Callable[[StartFrame], SandboxChild],
         grants: Grants,
         dispatcher: Dispatcher,
         start_fields: Callable[[], StartFrame],
     ) -> None:
-        self._take_child = take_child  # a ready child
+        self._start_run = start_run  # a ready child that has taken the start frame (Runtime._start_run)
         self._grants = grants
         self._dispatcher = dispatcher
         self._start_fields = start_fields  # what every start frame carries: socket, cwd, max_parallel
@@ -102,20 +102,15 @@ class KernelSessions:
         )
 
     def _start(self, name: str) -> _Kernel:
-        for attempt in range(2):  # a waiting child can die before it takes the session (runtime.py)
-            child = self._take_child()
-            token, grant = self._grants.issue(self._dispatcher.new_scope(0))
-            sentinel = f"\0__HERALD_KERNEL_{secrets.token_hex(8)}__\0"
-            frame = self._start_fields()
-            frame["mode"], frame["token"], frame["sentinel"] = "kernel", token, sentinel
-            try:
-                child.send(frame)
-                break
-            except BrokenPipeError:
-                child.kill()
-                self._grants.revoke(token, grant)
-                if attempt:
-                    raise SandboxStartError("the sandbox child died before it could start the session, twice") from None
+        token, grant = self._grants.issue(self._dispatcher.new_scope(0))
+        sentinel = f"\0__HERALD_KERNEL_{secrets.token_hex(8)}__\0"
+        frame = self._start_fields()
+        frame["mode"], frame["token"], frame["sentinel"] = "kernel", token, sentinel
+        try:
+            child = self._start_run(frame)
+        except BaseException:
+            self._grants.revoke(token, grant)
+            raise
         kernel = _Kernel(child, token, grant, sentinel.encode("ascii"))
         self._kernels[name] = kernel
         return kernel

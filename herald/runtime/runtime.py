@@ -165,7 +165,7 @@ class Runtime:
             self._children: WarmChildren[SandboxChild] = WarmChildren(
                 self._spawn, enabled=self.settings.sandbox.warm
             )
-            self._kernels = KernelSessions(take_child=self._take_child, grants=self._grants,
+            self._kernels = KernelSessions(start_run=self._start_run, grants=self._grants,
                                            dispatcher=self.dispatcher, start_fields=self._start_fields)
             self._closed = False
             if self._remote is not None and self.settings.sandbox.warm:

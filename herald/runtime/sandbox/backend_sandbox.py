@@ -232,14 +232,20 @@ class BackendSandbox(Generic[S]):
     def forget_dir(self) -> None:
         """The directory was swept (a supervisor found it gone: RemoteDirGone): the next spawn
         prepares a new one, with a zygote of its own."""
+        self._let_go()
+
+    def _let_go(self) -> str | None:
+        """Forget the directory, stop its zygote and the setup's channel if no run took it; the
+        directory that was in use."""
         with self._lock:
-            self.remote_dir = None
+            remote_dir, self.remote_dir = self.remote_dir, None
             zygote, self.zygote = self.zygote, None
             first, self._first = self._first, None
         if first is not None:
-            self._closer.retire(first, None)
+            self._closer.retire(first, None)  # waiting for its prepare frame: it cannot hear a goodbye
         if zygote is not None:
             zygote.close()
+        return remote_dir
 
     def spawn(self) -> BackendChild[S]:
         """A child whose channel opens in the background (on a remote backend that is a round
@@ -270,14 +276,7 @@ class BackendSandbox(Generic[S]):
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-        with self._lock:
-            remote_dir, self.remote_dir = self.remote_dir, None
-            zygote, self.zygote = self.zygote, None
-            first, self._first = self._first, None
-        if first is not None:
-            self._closer.retire(first, None)  # waiting for its prepare frame: it cannot hear a goodbye
-        if zygote is not None:
-            zygote.close()
+        remote_dir = self._let_go()
         if remote_dir is not None:
             self._remove(remote_dir)  # nothing there writes into it any more: no wait for them to leave
         self._closer.close(CLOSE_JOIN_SECONDS)
