@@ -21,8 +21,8 @@ Each message is one JSON object:
 
 Why: starting an interpreter costs ~35 ms; a fork of this one, which has already imported the
 stdlib modules scripts and the runtime use, costs well under one. Each child is a new process
-(new session and process group, fresh random seed, its own `hermes_tools` imported after the
-fork from the sandbox directory), so nothing leaks between runs. This process stays
+(new session and process group, fresh random seed, its own copy of the sandbox directory's
+`hermes_tools`, which this process imported once: stubcache.py), so nothing leaks between runs. This process stays
 single-threaded: forking a threaded process is unsafe.
 
 An exited child is reported at once (to the client that asked for it) but reaped only on
@@ -41,9 +41,10 @@ import select
 import signal
 import socket
 import sys
+from types import ModuleType
 from typing import Any, Dict, List, Optional, Set
 
-from . import frames
+from . import frames, stubcache
 from .procs import (
     become_subreaper,
     descendants,
@@ -67,6 +68,7 @@ class _Child:
     def __init__(self, owner: socket.socket) -> None:
         self.owner = owner  # the client that asked for it: its exit goes there, only it may reap
         self.reported = False
+        self.reap_on_exit = False  # its client let it go while it was still on its way out
 
 
 class Zygote:
@@ -87,6 +89,7 @@ class Zygote:
             self.clients[herald.fileno()] = herald
         self.broken: Set[socket.socket] = set()  # clients a send failed on: dropped by the loop
         self.children: Dict[int, _Child] = {}
+        self.stubs = stubcache.StubCache()
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
         os.set_blocking(self.wake_r, False)
@@ -188,7 +191,7 @@ class Zygote:
             if op == frames.FORK and len(fds) == FDS_PER_FORK:
                 self.fork(client, str(message["sandbox_dir"]), list(fds))
             elif op == frames.REAP:
-                self.reap(int(message["pid"]), client)
+                self.reap(int(message["pid"]), client, block=False)
             else:
                 self.send(client, {"op": frames.ERROR, "message": "bad request %r" % (op,)})
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -202,17 +205,18 @@ class Zygote:
         return True
 
     def fork(self, client: socket.socket, sandbox_dir: str, fds: "List[int]") -> None:
+        stubs = self.stubs.get(sandbox_dir)
         try:
             pid = os.fork()
         except OSError as exc:
             self.send(client, {"op": frames.ERROR, "message": "fork failed: %s" % exc})
             return
         if pid == 0:
-            self.become_child(sandbox_dir, fds)  # never returns
+            self.become_child(sandbox_dir, fds, stubs)  # never returns
         self.children[pid] = _Child(client)
         self.send(client, {"op": frames.FORKED, "pid": pid})
 
-    def become_child(self, sandbox_dir: str, fds: "List[int]") -> None:
+    def become_child(self, sandbox_dir: str, fds: "List[int]", stubs: Optional[ModuleType]) -> None:
         try:
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -236,6 +240,8 @@ class Zygote:
             random.seed()  # the zygote's state is shared by every fork: re-seed per child
             os.chdir(sandbox_dir)
             sys.path.insert(0, sandbox_dir)
+            if stubs is not None:
+                sys.modules[stubcache.MODULE] = stubs
             from .bootstrap import serve
 
             serve(ctl_read, ctl_write)
@@ -257,6 +263,9 @@ class Zygote:
                 continue
             if info is None:
                 continue
+            if child.reap_on_exit:
+                self.reap(pid, child.owner)
+                continue
             status = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
             child.reported = True
             self.send(child.owner, {"op": frames.EXIT, "pid": pid, "status": status})
@@ -277,7 +286,7 @@ class Zygote:
             except ChildProcessError:
                 pass
 
-    def reap(self, pid: int, client: socket.socket) -> None:
+    def reap(self, pid: int, client: socket.socket, block: bool = True) -> None:
         child = self.children.get(pid)
         if child is None or child.owner is not client:  # not this client's to reap
             return
@@ -287,7 +296,12 @@ class Zygote:
             except OSError:
                 pass
         try:
-            os.waitpid(pid, 0)
+            # A client lets a run go as soon as its script says it is leaving (host_child.py):
+            # the process may still be on its way out. Reap it when it is gone (report_exits),
+            # and serve the next fork meanwhile.
+            if os.waitpid(pid, 0 if block or child.reported else os.WNOHANG) == (0, 0):
+                child.reap_on_exit = True
+                return
         except ChildProcessError:
             pass
         del self.children[pid]

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from herald import Runtime
-from herald._sandbox.procs import alive
+from herald._sandbox.owners import stat_fields
+from herald._sandbox.procs import alive, children_of
+from herald._sandbox.stubcache import StubCache
 from herald.runtime.sandbox.forkserver import ForkServerError
 from herald.runtime.sandbox.host_child import ChildProcess
 from herald.runtime.sandbox.stubgen import write_runtime_package
@@ -131,3 +133,63 @@ def test_a_child_spawned_after_a_failed_fork_shares_no_pipe_with_the_orphan(tmp_
             assert report.read() == b"EOF", "the orphan of the failed fork read the run's frames"
     finally:
         child.kill()
+
+
+def _zombies_below(pid: int) -> list[int]:
+    found = []
+    for child in children_of(pid):
+        fields = stat_fields(child)
+        if fields is not None and fields[0] == b"Z":
+            found.append(child)
+    return found
+
+
+def test_finished_runs_are_reaped_by_the_zygote(make_runtime: Callable[..., Runtime]) -> None:
+    """A run ends when its script says it is leaving, before its process is gone: the zygote
+    reaps each such child once it has exited, so none piles up as a zombie."""
+    runtime = make_runtime()
+    zygote = identity(runtime)[1]
+    for _ in range(20):
+        run_ok(runtime, "print(1)")
+    assert wait_for(lambda: not _zombies_below(zygote)), f"unreaped: {_zombies_below(zygote)}"
+    assert wait_for(lambda: len(children_of(zygote)) <= 1), f"more than the warm child left: {children_of(zygote)}"
+
+
+def test_each_runtime_gets_its_own_stubs_from_a_shared_zygote(make_runtime: Callable[..., Runtime]) -> None:
+    """The zygote holds each sandbox directory's hermes_tools (stubcache.py): a Runtime's
+    children see its own tools, never those of another Runtime served by the same zygote."""
+    reader, shell = make_runtime(tools=["read_file"]), make_runtime(tools=["terminal"])
+    code = "import hermes_tools\nprint(hasattr(hermes_tools, 'read_file'), hasattr(hermes_tools, 'terminal'))\n"
+    for _ in range(2):
+        assert run_ok(reader, code).output == "True False\n"
+        assert run_ok(shell, code).output == "False True\n"
+    assert identity(reader)[1] == identity(shell)[1]
+
+
+def test_the_stub_cache_never_runs_a_stub_file_that_changed(tmp_path: Path) -> None:
+    """What the zygote imports is what Herald wrote before the Runtime's first child; a file
+    rewritten later (by a script that could write there) is left to the child to import."""
+    counter = tmp_path / "loads"
+    stubs = tmp_path / "hermes_tools.py"
+    stubs.write_text(f"open({str(counter)!r}, 'a').write('x')\nVALUE = 1\n")
+    cache = StubCache()
+    first = cache.get(str(tmp_path))
+    assert first is not None and first.VALUE == 1 and cache.get(str(tmp_path)) is first
+    stubs.write_text(f"open({str(counter)!r}, 'a').write('x')\nVALUE = 2  # changed\n")
+    assert cache.get(str(tmp_path)) is None
+    assert counter.read_text() == "x", "a changed stub file must not be run by the zygote"
+    assert StubCache().get(str(tmp_path / "nowhere")) is None
+
+
+def test_the_stub_cache_keeps_a_bounded_number_of_directories(tmp_path: Path) -> None:
+    cache = StubCache(limit=2)
+    dirs = []
+    for name in "abc":
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "hermes_tools.py").write_text(f"NAME = {name!r}\n")
+        dirs.append(str(tmp_path / name))
+    modules = [cache.get(d) for d in dirs]
+    assert [m.NAME for m in modules if m is not None] == ["a", "b", "c"]
+    assert cache.get(dirs[2]) is modules[2] and cache.get(dirs[1]) is modules[1]
+    reloaded = cache.get(dirs[0])
+    assert reloaded is not None and reloaded is not modules[0], "the oldest directory was let go"

@@ -12,7 +12,8 @@ from collections.abc import Callable
 import pytest
 
 from herald import Runtime
-from tests.runtime._helpers import wait_for
+from herald._sandbox.procs import alive
+from tests.runtime._helpers import host_pid, wait_for
 
 
 def _marker() -> str:
@@ -78,3 +79,36 @@ def test_nothing_the_script_started_outlives_the_run(
     assert result.status == ending + ("ed" if ending == "interrupt" else "") if ending != "success" else result.ok, result
     assert wait_for(lambda: not _alive_with(marker), timeout=30), \
         f"left running after {ending}: {_alive_with(marker)} ({result.isolation})"
+
+
+FORGED_EXIT = (
+    "import fcntl, json, stat, struct\n"
+    "for fd in range(3, 256):\n"  # the control pipe: the one write-only pipe past stderr
+    "    try:\n"
+    "        if stat.S_ISFIFO(os.fstat(fd).st_mode) and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:\n"
+    "            break\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "subprocess.Popen(['sleep', M])\n"  # in the script's own process group
+    "print('pid', os.getpid(), os.readlink('/proc/self/ns/pid'), flush=True)\n"
+    "body = json.dumps({'type': 'exit', 'exit_code': 7}).encode()\n"
+    "os.write(fd, struct.pack('>I', len(body)) + body)\n"
+    "time.sleep(300)\n"
+)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"sandbox.isolation": "none"}], ids=["defaults", "no-isolation"])
+def test_a_forged_exit_report_ends_the_run_and_everything_it_started(
+    make_runtime: Callable[..., Runtime], overrides: dict[str, object]
+) -> None:
+    """A forked script's report that it is leaving ends its run at once (host_child.py): one it
+    forges while it goes on running ends only its own run, as sys.exit would, and neither it
+    nor anything it started, in its group or escaped from it, outlives that run."""
+    runtime = make_runtime(overrides=overrides)
+    marker = _marker()
+    result = runtime.execute(_escapes(marker) + FORGED_EXIT, timeout=120)
+    assert result.exit_code == 7 and result.duration_seconds < 100, result
+    ns_pid, pidns = result.output.split("pid ", 1)[1].split()
+    script = host_pid(int(ns_pid), pidns)
+    assert script is None or wait_for(lambda: not alive(script)), "the script outlived its forged exit"
+    assert wait_for(lambda: not _alive_with(marker), timeout=30), f"left running: {_alive_with(marker)}"

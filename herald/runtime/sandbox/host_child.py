@@ -141,6 +141,7 @@ class ChildProcess:
         except (AttributeError, OSError):
             self._pidfd = None
         self._ctl_frames = FrameBuffer(MAX_CONTROL_FRAME_BYTES)
+        self._leaving = False  # it reported its exit status on its way out: collect returned
         self.ready = False
         self.closed = False
 
@@ -282,6 +283,13 @@ class ChildProcess:
                 exited = self._exited()
             if exited:
                 break
+            if reported is not None and self.forked and sentinel is None and clock.reason is None:
+                # The script flushed its output, killed what it started and said it is leaving
+                # (bootstrap.py): the run is over now, not when the kernel has torn the process
+                # down (a millisecond or more). kill() takes the rest, and the fork server, a
+                # subreaper, kills whatever a status forged by the script left running.
+                self._leaving = True
+                break
             if done and clock.reason is None and all(s.seen for s in streams.values()):
                 return Collected("done", done_status, alive=True)
         killing = cast("Reason | None", clock.reason)
@@ -328,7 +336,11 @@ class ChildProcess:
         """Stop the child and everything it started; reap it."""
         if self.closed:
             return
-        if not self._exited():
+        if self._leaving:
+            # What it started it killed itself; what a forged report left running is orphaned
+            # to the fork server (a subreaper), which kills children it did not fork.
+            signal_pids([self.pid], signal.SIGKILL)
+        elif not self._exited():
             known = self._terminate() if grace > 0 else set(descendants(self.pid)) | {self.pid}
             self._process.wait(grace)
             signal_pids(known | set(descendants(self.pid)), signal.SIGKILL)
