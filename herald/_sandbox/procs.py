@@ -54,13 +54,19 @@ PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 
 
+_prctl_call: Optional[Callable[..., int]] = None  # libc's prctl, found once (a zygote's forks inherit it)
+
+
 def _prctl(option: int, value: int) -> bool:
+    global _prctl_call
     if not sys.platform.startswith("linux"):
         return False
     try:
-        import ctypes
+        if _prctl_call is None:
+            import ctypes
 
-        return bool(ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0)
+            _prctl_call = ctypes.CDLL(None, use_errno=True).prctl
+        return bool(_prctl_call(option, value, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
 
