@@ -16,7 +16,6 @@ from __future__ import annotations
 import builtins
 import linecache
 import os
-import select
 import signal
 import sys
 import traceback
@@ -24,7 +23,7 @@ from typing import Any, Dict, Optional, Set
 
 from . import frames
 from .procs import become_subreaper, descendants, die_with_parent, set_dumpable, signal_pids
-from .protocol import HEADER, FrameReader, ProtocolError, decode_body, encode_frame
+from .protocol import FrameReader, ProtocolError, encode_frame
 
 KEEP_ARG = "keep"
 BLOCKED_MESSAGE = (
@@ -221,25 +220,6 @@ def _kernel(message: Dict[str, Any], reader: FrameReader, ctl_write: int) -> Non
         os.write(ctl_write, encode_frame(done))
 
 
-def _rehearse() -> None:
-    """Go through a run's steps once with nothing to run. A forked child copies each page it
-    shares with the zygote the first time it writes there (reference counts, the allocator's
-    free lists), some microseconds per page on a virtual machine: a run would pay about 50
-    such copies on its way (~0.2 ms). Done while no run waits, it costs the run nothing."""
-    from . import client
-
-    try:
-        start = decode_body(encode_frame({"mode": "oneshot", "socket": "", "token": "", "code": "pass"})[HEADER.size:])
-        _set_line_buffering(False)
-        client.configure(client.unix_connector(start["socket"]), start["token"], 1)
-        client._default = None
-        run_code(start["code"], "<rehearsal>", {"__name__": "__rehearsal__", "__builtins__": builtins})
-        linecache.cache.pop("<rehearsal>", None)
-        encode_frame({"type": frames.LEAVING})
-    except Exception:
-        pass
-
-
 def main() -> None:
     from .confine import confine_from_environ
 
@@ -270,8 +250,6 @@ def serve(ctl_read: int, ctl_write: int) -> None:
 
     ready: frames.ReadyFrame = {"type": frames.READY, "pid": os.getpid()}
     os.write(ctl_write, encode_frame(ready))
-    if not select.select([ctl_read], [], [], 0)[0]:
-        _rehearse()
     reader = FrameReader(_PipeReader(ctl_read))
     try:
         message = reader.read()
