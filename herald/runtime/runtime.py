@@ -58,7 +58,7 @@ from .sandbox.host_child import ChildProcess, check_interpreter
 from .sandbox.isolation import Isolation, shared_root
 from .sandbox.result import ExecutionResult
 from .sandbox.streams import drain_fd
-from .sandbox.stubgen import write_sandbox
+from .sandbox.stubgen import shared_runtime_package, write_sandbox
 from .selfguard import guard_process
 from .warm import WarmChildren
 
@@ -128,7 +128,8 @@ class Runtime:
             self._sandbox_dir = (tempfile.mkdtemp(prefix="sandbox-", dir=shared_root()) if host_mode
                                  else owned_tempdir("sandbox"))
             undo.callback(shutil.rmtree, self._sandbox_dir, ignore_errors=True)
-            write_sandbox(Path(self._sandbox_dir), self.dispatcher.script_tools, self._elsewhere())
+            write_sandbox(Path(self._sandbox_dir), self.dispatcher.script_tools, self._elsewhere(),
+                          package=shared_runtime_package(shared_root()) if host_mode else None)
             self._max_parallel = max(1, self.settings.sandbox.max_parallel_calls)
             self._server: RpcServer[Grant] = RpcServer(
                 self._grants.lookup,

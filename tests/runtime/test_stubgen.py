@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from herald.runtime.sandbox.stubgen import (
     HELPERS,
     render_module,
     render_stub,
+    shared_runtime_package,
     signatures,
     write_sandbox,
 )
@@ -89,6 +91,38 @@ def test_sandbox_layout(tmp_path: Path) -> None:
     assert sorted(p.name for p in package.iterdir()) == sorted(p.name for p in source.glob("*.py"))
     for copied in package.iterdir():
         assert copied.read_bytes() == (source / copied.name).read_bytes(), copied.name
+
+
+def test_host_sandboxes_link_one_copy_of_the_package(tmp_path: Path) -> None:
+    """Host-mode sandbox directories share the process's one copy of the package (copying it
+    per Runtime was most of what making a Runtime cost); what is shipped elsewhere is a copy."""
+    package = shared_runtime_package(str(tmp_path))
+    assert shared_runtime_package(str(tmp_path)) == package
+    one, two, shipped = (tmp_path / name for name in ("one", "two", "shipped"))
+    for directory in (one, two, shipped):
+        directory.mkdir()
+    write_sandbox(one, script_tools(), package=package)
+    write_sandbox(two, script_tools(), package=package)
+    write_sandbox(shipped, script_tools())
+    assert (one / "_hermes_runtime").resolve() == (two / "_hermes_runtime").resolve() == package.resolve()
+    assert not (shipped / "_hermes_runtime").is_symlink() and (shipped / "_hermes_runtime" / "bootstrap.py").is_file()
+    info = import_in_child(one, "print(json.dumps({'ok': hermes_tools.ToolError.__name__}))")
+    assert info == {"ok": "ToolError"}
+
+
+def test_stub_bytecode_is_checked_against_the_source_not_its_time(tmp_path: Path) -> None:
+    """One compilation serves every Runtime with the same tools, so the compiled stubs must be
+    valid for whichever file holds that source: a hash-checked .pyc, used by the child only
+    while the source is unchanged."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir(), two.mkdir()
+    stubs = write_sandbox(one, script_tools()), write_sandbox(two, script_tools())
+    compiled = [Path(importlib.util.cache_from_source(str(stub))).read_bytes() for stub in stubs]
+    assert compiled[0] == compiled[1]
+    assert int.from_bytes(compiled[0][4:8], "little") == 0b11, "flags: hash-based, checked"
+    stubs[1].write_text(stubs[1].read_text() + "\nCHANGED = True\n")
+    info = import_in_child(two, "print(json.dumps({'changed': getattr(hermes_tools, 'CHANGED', False)}))")
+    assert info == {"changed": True}, "a stale .pyc must not stand in for a changed source"
 
 
 def test_module_surface(tmp_path: Path) -> None:

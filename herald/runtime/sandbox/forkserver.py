@@ -15,21 +15,18 @@ from __future__ import annotations
 import array
 import json
 import logging
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from ..._sandbox import frames
 from ..._sandbox.procs import alive, host_pid
 from . import spawner
 from .isolation import Isolation, shared_root
-from .stubgen import RUNTIME_PACKAGE, write_runtime_package
+from .stubgen import RUNTIME_PACKAGE, shared_runtime_package
 
 LOADER = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
@@ -49,8 +46,7 @@ class ForkServer:
     def __init__(self, python: str, env: Mapping[str, str], isolation: Isolation | None = None) -> None:
         self.python = python
         self.isolation = isolation or Isolation("none")
-        self._dir = tempfile.mkdtemp(prefix="zygote-", dir=shared_root())  # visible inside the isolation
-        write_runtime_package(Path(self._dir))
+        self._dir = str(shared_runtime_package(shared_root()).parent)  # visible inside the isolation
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._host_pids: dict[int, int] = {}  # the zygote's name for a child -> this machine's pid
         self._ns_pids: dict[int, int] = {}  # and back
@@ -62,7 +58,6 @@ class ForkServer:
             )
         except OSError as exc:
             self._sock.close()
-            shutil.rmtree(self._dir, ignore_errors=True)
             raise ForkServerError(f"could not start the fork server with {python}: {exc}") from None
         finally:
             theirs.close()
@@ -201,7 +196,6 @@ class ForkServer:
             self.proc.kill()
             self.proc.wait()
         self._reader.join(timeout=5)
-        shutil.rmtree(self._dir, ignore_errors=True)
 
 
 # -- the pool: one zygote per (interpreter, environment) ---------------------------------------

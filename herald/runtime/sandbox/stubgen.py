@@ -13,7 +13,9 @@ import importlib.util
 import keyword
 import py_compile
 import shutil
+import tempfile
 import textwrap
+import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -187,12 +189,52 @@ def write_runtime_package(directory: Path) -> Path:
     return package
 
 
-def write_sandbox(directory: Path, tools: Iterable[Tool], elsewhere: Mapping[str, str] | None = None) -> Path:
-    """Write hermes_tools.py and the `_hermes_runtime` package into `directory`."""
-    write_runtime_package(directory)
+_shared_packages: dict[str, Path] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_runtime_package(root: str) -> Path:
+    """This process's one copy of the sandbox package under `root` (isolation.shared_root(),
+    read-only in every sandbox), for the fork server and every host-mode sandbox directory:
+    copying its 40-odd files per Runtime was most of what making one cost."""
+    with _shared_lock:
+        package = _shared_packages.get(root)
+        if package is None or not package.is_dir():
+            package = _shared_packages[root] = write_runtime_package(Path(tempfile.mkdtemp(prefix="package-", dir=root)))
+        return package
+
+
+def write_sandbox(
+    directory: Path, tools: Iterable[Tool], elsewhere: Mapping[str, str] | None = None, *, package: Path | None = None
+) -> Path:
+    """Write hermes_tools.py into `directory` and the `_hermes_runtime` package beside it: a
+    link to `package` (shared_runtime_package) when given, else a copy (one to ship elsewhere)."""
+    if package is not None:
+        (directory / RUNTIME_PACKAGE).symlink_to(package, target_is_directory=True)
+    else:
+        write_runtime_package(directory)
     stub = directory / "hermes_tools.py"
     stub.write_text(render_module(tools, elsewhere), encoding="utf-8")
-    # Children run with -B (they never write bytecode) but read it: compile the stubs once here
-    # so each child does not. A child on another Python version ignores the file and compiles.
-    py_compile.compile(str(stub), cfile=importlib.util.cache_from_source(str(stub)), doraise=True)
+    _write_bytecode(stub)
     return stub
+
+
+_bytecode: dict[str, bytes] = {}  # stub source -> its compiled file; Runtimes with the same tools share it
+
+
+def _write_bytecode(stub: Path) -> None:
+    """Children run with -B (they never write bytecode) but read it: compile the stubs here so
+    each child (or the zygote, stubcache.py) does not. The file is checked against the source's
+    hash, not its time, so one compilation serves every Runtime with the same tools. A child
+    on another Python version ignores it and compiles."""
+    source = stub.read_text(encoding="utf-8")
+    cfile = Path(importlib.util.cache_from_source(str(stub)))
+    compiled = _bytecode.get(source)
+    if compiled is None:
+        py_compile.compile(str(stub), cfile=str(cfile), doraise=True,
+                           invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+        if len(_bytecode) < 64:
+            _bytecode[source] = cfile.read_bytes()
+        return
+    cfile.parent.mkdir(exist_ok=True)
+    cfile.write_bytes(compiled)
