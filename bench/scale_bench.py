@@ -1,8 +1,9 @@
 """Scale: many Runtimes at once in one process, and one script making very many calls.
 
 - 64 Runtimes, one per thread, each runs one script with one tool call: wall time from the
-  first constructor to the last result, and the memory all of it holds at that moment (PSS of
-  this process and every process below it: sandbox children, the fork server's zygote).
+  first constructor to the last result, and the memory all of it holds once each Runtime has
+  its next warm child (PSS of this process and every process below it: sandbox children, the
+  fork server's zygote).
 - 100,000 `read_file` calls in one script: this process's RSS before, halfway and after; flat
   means nothing per call is kept.
 Default settings throughout (transcript on, no waiting for warm-up).
@@ -46,8 +47,11 @@ def _rss_mib() -> float:
 
 
 def _many_runtimes(settings: Settings, work: Path) -> tuple[float, float]:
-    """(wall seconds, total PSS in MB while all are open)."""
+    """(wall seconds, total PSS in MB while all are open). The memory is taken once every
+    Runtime has its next warm child ready, as 64 idle Runtimes hold it, not while some are
+    still on their way there (which would count fewer children)."""
     ready = threading.Barrier(RUNTIMES + 1)
+    settled = threading.Barrier(RUNTIMES + 1)
     done = threading.Barrier(RUNTIMES + 1)
     errors: list[str] = []
 
@@ -57,12 +61,14 @@ def _many_runtimes(settings: Settings, work: Path) -> tuple[float, float]:
                 result = runtime.execute("from hermes_tools import read_file\nprint(read_file('small.txt')['total_lines'])")
                 if not result.ok:
                     errors.append(result.error)
-                ready.wait(120)  # all 64 are open and have run: measure now
+                ready.wait(120)  # all 64 are open and have run: the wall time ends here
+                runtime.wait_warm()
+                settled.wait(120)  # and each holds its next child: the memory is taken here
                 done.wait(120)
         except Exception as exc:
             errors.append(repr(exc))
-            ready.abort()
-            done.abort()
+            for barrier in (ready, settled, done):
+                barrier.abort()
 
     started = time.perf_counter()
     threads = [threading.Thread(target=one) for _ in range(RUNTIMES)]
@@ -70,6 +76,7 @@ def _many_runtimes(settings: Settings, work: Path) -> tuple[float, float]:
         thread.start()
     ready.wait(300)
     wall = time.perf_counter() - started
+    settled.wait(120)
     pss = sum(_pss_kib(pid) for pid in [os.getpid(), *descendants(os.getpid())]) / 1024
     done.wait(120)
     for thread in threads:

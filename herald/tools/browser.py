@@ -7,7 +7,6 @@ reused by every later call and script of the session, closed with the session. R
 
 from __future__ import annotations
 
-import importlib.util
 import secrets
 import time
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from ..backends.base import call_cwd
 from ..config import Settings
 from .registry import Tool, ToolContext, ToolError
 from .resources import BROWSER, fixed
+from .webpackages import installed
 
 if TYPE_CHECKING:
     from ..browser.session import BrowserSession
@@ -90,7 +90,7 @@ def browser_unavailable(settings: Settings) -> str | None:
     or launched (a Chromium that is found but will not start is reported by the first call)."""
     from ..browser.launch import find_chromium
 
-    if importlib.util.find_spec("playwright") is None:
+    if not installed("playwright"):
         return "the playwright package is not installed (pip install 'herald[browser]')"
     if settings.browser.cdp_url or find_chromium(settings.browser.executable) is not None:
         return None

@@ -15,18 +15,28 @@ DIRECT_PACKAGES = {"httpx": "httpx", "trafilatura": "trafilatura", "justext": "j
 FIRECRAWL_PACKAGE = "firecrawl-py"
 
 
+_seen_installed: set[str] = set()
+
+
+def installed(module: str) -> bool:
+    """Whether `module` can be imported, found without importing it. One found stays found for
+    the process (each look costs a stat of every sys.path entry, and every Runtime asks); one
+    missing is looked for again, so installing it helps the next session without a restart."""
+    if module in _seen_installed:
+        return True
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package that fails, or a half-imported module
+        found = False
+    if found:
+        _seen_installed.add(module)
+    return found
+
+
 def not_installed(modules: dict[str, str]) -> list[str]:
     """The pip packages of `modules` that are not installed, found without importing anything
     (importing trafilatura or firecrawl costs up to seconds; this runs when a session starts)."""
-    missing = []
-    for module, package in modules.items():
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except (ImportError, ValueError):  # a parent package that fails, or a half-imported module
-            found = False
-        if not found:
-            missing.append(package)
-    return list(dict.fromkeys(missing))
+    return list(dict.fromkeys(package for module, package in modules.items() if not installed(module)))
 
 
 def _module_of(exc: ImportError, packages: dict[str, str]) -> str | None:

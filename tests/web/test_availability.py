@@ -8,6 +8,7 @@ not installed), or with an old release's stand-in first on its path. Herald itse
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import stat
@@ -22,6 +23,7 @@ import pytest
 
 from herald import Settings
 from herald.tools import Tool, default_registry
+from herald.tools.webpackages import installed
 from tests.fakes.firecrawl import FakeFirecrawl
 from tests.fixtures.browsers import LocalWebApp
 
@@ -164,3 +166,18 @@ def test_missing_playwright_is_named(tmp_path: Path, web_app: LocalWebApp) -> No
         assert reason is not None and "playwright" in reason and "pip install 'herald[browser]'" in reason
     error_type, message = out["calls"]["browser_navigate"]
     assert error_type == "BrowserUnavailable" and "pip install 'herald[browser]'" in message and "Playwright" in message
+
+
+def test_a_library_installed_while_herald_runs_is_found_by_the_next_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What is found stays found (every Runtime asks, and each look stats all of sys.path);
+    what is missing is looked for again, so installing it needs no restart."""
+    name = f"herald_test_lib_{os.getpid()}"
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert not installed(name) and not installed(name)
+    (tmp_path / f"{name}.py").write_text("")
+    importlib.invalidate_caches()
+    assert installed(name)
+    (tmp_path / f"{name}.py").unlink()
+    assert installed(name), "a library found once is not looked for again"

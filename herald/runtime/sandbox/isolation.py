@@ -171,7 +171,9 @@ def settle(asked: Isolation, found: Mapping[str, Any], where: str) -> Isolation:
     return Isolation("none", f"neither bwrap ({problem}) nor Landlock is usable {where}")
 
 
+@functools.lru_cache(maxsize=1)
 def bwrap_path() -> str | None:
+    """Where bwrap is, looked up once per process, as whether it works is (bwrap_problem)."""
     return shutil.which("bwrap")
 
 
@@ -181,10 +183,12 @@ def bwrap_problem() -> str | None:
     return isolate.bwrap_problem(bwrap_path())
 
 
-def interpreter_dirs(python: str) -> list[str]:
+@functools.lru_cache(maxsize=8)
+def interpreter_dirs(python: str) -> tuple[str, ...]:
     """Directories the sandbox interpreter needs read-only: its installation (outside /usr)
-    and, for a venv, the venv and its base installation."""
-    return isolate.interpreter_dirs(python)
+    and, for a venv, the venv and its base installation. Found once per interpreter (a few
+    dozen stat calls) for the process's Runtimes."""
+    return tuple(isolate.interpreter_dirs(python))
 
 
 def shared_root() -> str:
