@@ -72,6 +72,8 @@ def split_lines(text: str) -> List[str]:
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()
+    if "\r" not in text:
+        return lines
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
@@ -124,25 +126,11 @@ def read_file(files: Files, cwd: str, limits: Mapping[str, int], args: Mapping[s
         raise ToolError(
             "%s has %d lines; offset %d is past the end. Use an offset from 1 to %d." % (path, total, offset, total)
         )
-    max_line, max_chars = limits["read_max_line_chars"], limits["read_max_chars"]
-    out: List[str] = []
-    used = 0
-    end = offset - 1
-    cut_lines = 0
-    for number in range(offset, min(total, offset - 1 + limit) + 1):
-        line = lines[number - 1]
-        if len(line) > max_line:
-            line = line[:max_line] + "… [line cut at %d chars]" % max_line
-            cut_lines += 1
-        rendered = "%6d|%s" % (number, line)
-        if out and used + len(rendered) + 1 > max_chars:
-            break
-        out.append(rendered)
-        used += len(rendered) + 1
-        end = number
+    content, end, cut_lines = _numbered(lines, offset, min(total, offset - 1 + limit),
+                                        limits["read_max_line_chars"], limits["read_max_chars"])
     result: Dict[str, Any] = {
         "path": display_path(cwd, absolute),
-        "content": "\n".join(out),
+        "content": content,
         "total_lines": total,
         "start_line": offset if total else 0,
         "end_line": end,
@@ -162,6 +150,33 @@ def read_file(files: Files, cwd: str, limits: Mapping[str, int], args: Mapping[s
     if notes:
         result["hint"] = " ".join(notes)
     return result
+
+
+def _numbered(lines: List[str], first: int, last: int, max_line: int, max_chars: int) -> Tuple[str, int, int]:
+    """Lines `first`..`last` (1-based) as "<number>|<line>", each cut at `max_line` chars, as
+    many as fit in `max_chars` (at least one): (text, number of the last line shown, lines cut)."""
+    if last < first:
+        return "", first - 1, 0
+    wanted = lines[first - 1:last]
+    if max(map(len, wanted)) <= max_line:  # the usual case, without a Python step per line
+        text = "\n".join(["%6d|%s" % pair for pair in enumerate(wanted, first)])
+        if len(text) < max_chars:
+            return text, last, 0
+    out: List[str] = []
+    used = 0
+    end = first - 1
+    cut_lines = 0
+    for number, line in enumerate(wanted, first):
+        if len(line) > max_line:
+            line = line[:max_line] + "… [line cut at %d chars]" % max_line
+            cut_lines += 1
+        rendered = "%6d|%s" % (number, line)
+        if out and used + len(rendered) + 1 > max_chars:
+            break
+        out.append(rendered)
+        used += len(rendered) + 1
+        end = number
+    return "\n".join(out), end, cut_lines
 
 
 def write_file(files: Files, cwd: str, limits: Mapping[str, int], args: Mapping[str, Any]) -> Dict[str, Any]:

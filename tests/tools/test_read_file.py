@@ -70,6 +70,18 @@ def test_character_budget_ends_the_page_early(make_call: Callable[..., CallTool]
     assert after["content"].splitlines()[0] == f"{page['next_offset']:>6}|line {page['next_offset']}"
 
 
+@pytest.mark.parametrize("spare", [-1, 0, 1])
+def test_a_page_that_just_fits_the_budget_is_whole(
+    make_call: Callable[..., CallTool], workspace: Path, spare: int
+) -> None:
+    """Each shown line costs its length and a newline: nine lines "     n|line n" (13 chars)
+    take 126 characters of the budget, so 126 shows all nine and 125 one fewer."""
+    lines_file(workspace / "nine.txt", 9)
+    page = make_call({"files.read_max_chars": 126 + spare})("read_file", path="nine.txt")
+    assert page["end_line"] == (8 if spare < 0 else 9)
+    assert len(page["content"]) == page["end_line"] * 14 - 1
+
+
 def test_offset_past_the_end(call: CallTool, workspace: Path) -> None:
     lines_file(workspace / "ten.txt", 10)
     with pytest.raises(ToolError, match=re.escape("ten.txt has 10 lines; offset 11 is past the end. Use an offset from 1 to 10.")):
