@@ -48,10 +48,11 @@ class ShellScripts:
         self.ready = ("__HERALD_READY_%s__ " % nonce).encode()
 
     def setup(self, cwd: str, restore: bool) -> str:
-        """A new shell's first input: quiet prompts, the saved state, the directory, a ready
-        record carrying the shell's pid."""
+        """A new shell's first input: quiet prompts, the function that ends each command, the
+        saved state, the directory, a ready record carrying the shell's pid."""
         return (
             "set -m +o history 2>/dev/null; unset PROMPT_COMMAND; PS1=''; PS2=''\n"
+            + self._done_function()
             + (self.restore() + "\n" if restore else "")
             + "builtin cd -- %s 2>/dev/null || builtin cd\n" % shell_quote(cwd)
             + "printf '%%s%%s %%s\\0' __HERALD_READY_ %s__ \"$$\"\n" % self.nonce
@@ -80,15 +81,22 @@ class ShellScripts:
                 "if ( builtin eval %s ) >/dev/null 2>&1; "
                 "then __herald_ok=1; %s; else __herald_ok=0; ( %s ); fi" % (parse, run_here, source)
             )
+        return "__herald_ok=0; { builtin printf '%%s' %s >| %s && %s; } </dev/null 2>&1; __herald_done $? %d\n" % (
+            shell_quote(command), path, run_it, 1 if end_jobs else 0)
+
+    def _done_function(self) -> str:
+        """`__herald_done STATUS END_JOBS`: what follows every command, defined once per shell.
+        bash reads a pipe a byte per system call, so these 400-odd bytes sent with each command
+        were most of what a short one cost. The command itself is still sourced at the top
+        level, not in this function, so its `declare` and `local` mean what they do there.
+        The marker is split in the text as in the command's, so `declare -f` cannot show it."""
         return (
-            "__herald_ok=0; { builtin printf '%%s' %s >| %s && %s; } </dev/null 2>&1; "
-            "__herald_ec=$?; %s"
+            "__herald_done() { __herald_ec=$1; if builtin test \"$2\" = 1; then %s fi; "
             # State first, then the record: once a result is back, a new shell (after a
             # timeout, a crash, a dropped connection) finds the variables it left.
             "builtin export -p >| %s 2>/dev/null; "
             "builtin printf '\\n%%s%%s %%s %%s %%s\\0' __HERALD_DONE_ %s__ \"$__herald_ec\" "
-            "\"${__herald_ok:-0}\" \"$PWD\"\n"
-            % (shell_quote(command), path, run_it, END_JOBS if end_jobs else "", shell_quote(self.state_path), self.nonce)
+            "\"${__herald_ok:-0}\" \"$PWD\"; }\n" % (END_JOBS, shell_quote(self.state_path), self.nonce)
         )
 
     def tidy(self, output: str) -> str:

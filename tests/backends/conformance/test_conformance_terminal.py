@@ -32,6 +32,17 @@ def test_variables_and_functions_persist(backend: Backend) -> None:
     assert backend.run("greet there").output == "hi there"
 
 
+def test_commands_run_at_the_top_level_of_the_shell(backend: Backend) -> None:
+    """What follows each command is a function of the shell's; the command itself is not run
+    inside it: `declare` makes globals that the next command sees, `local` is refused as in
+    any top-level script, and the positional parameters are the shell's own (none)."""
+    backend.run("declare -A colors=([sky]=blue); declare -i count=41; count+=1")
+    assert backend.run('echo "${colors[sky]} $count"').output == "blue 42"
+    refused = backend.run("local x=1")
+    assert refused.exit_code != 0 and "can only be used in a function" in refused.output
+    assert backend.run('echo "[$#|${1-none}]"').output == "[0|none]"
+
+
 def test_exit_codes(backend: Backend) -> None:
     assert backend.run("true").exit_code == 0
     assert backend.run("false").exit_code == 1
