@@ -98,7 +98,8 @@ class LocalShell:
             self.send(self.scripts.follow(self.cwd))
         self.stale = False
         parsed_before = command in self.parsed
-        self.send(self.scripts.command(command, workdir, parsed_before, True))
+        written = self.scripts.write_command(command)  # this shell runs next to us
+        self.send(self.scripts.command(command, workdir, parsed_before, True, written))
         chunks: List[bytes] = []
         self.kept, self.skipped, self.tail = 0, 0, bytearray()
         timed_out, note = False, ""

@@ -16,6 +16,9 @@ prints a record `\\n<marker> <exit code> <parsed> <cwd>\\0` whose marker holds a
 
 from __future__ import annotations
 
+import os
+import shutil
+import stat
 from typing import List, Optional, Tuple
 
 # Kills the shell's children once a command has returned: what /proc lists as its children
@@ -66,8 +69,12 @@ class ShellScripts:
         """Take up the state and directory another shell of the session left (before a command)."""
         return "%s; builtin cd -- %s 2>/dev/null; " % (self.restore(), shell_quote(cwd))
 
-    def command(self, command: str, workdir: Optional[str], parsed_before: bool, end_jobs: bool) -> str:
-        """The input that runs `command` and prints its done record."""
+    def command(
+        self, command: str, workdir: Optional[str], parsed_before: bool, end_jobs: bool, written: bool = False
+    ) -> str:
+        """The input that runs `command` and prints its done record. `written`: the caller,
+        on the shell's own machine, has put the command in its file (write_command): the text
+        then stays out of the shell's input, which bash reads a byte per system call."""
         path = shell_quote(self.command_path)
         source = "builtin . %s" % path
         if workdir:
@@ -76,13 +83,46 @@ class ShellScripts:
         if parsed_before:  # parsed fine in this shell before: no subshell to check
             run_it = "__herald_ok=1; %s" % run_here
         else:
-            parse = shell_quote("__herald_parse() {\n%s\n:\n}" % command)
+            if written:
+                parse = ("IFS= builtin read -r -d '' __herald_c < %s; "
+                         "builtin eval \"__herald_parse() {\n$__herald_c\n:\n}\"" % path)
+            else:
+                parse = "builtin eval %s" % shell_quote("__herald_parse() {\n%s\n:\n}" % command)
             run_it = (
-                "if ( builtin eval %s ) >/dev/null 2>&1; "
+                "if ( %s ) >/dev/null 2>&1; "
                 "then __herald_ok=1; %s; else __herald_ok=0; ( %s ); fi" % (parse, run_here, source)
             )
-        return "__herald_ok=0; { builtin printf '%%s' %s >| %s && %s; } </dev/null 2>&1; __herald_done $? %d\n" % (
-            shell_quote(command), path, run_it, 1 if end_jobs else 0)
+        # A command may have put something else in the file's place (it can reach it by
+        # $BASH_SOURCE): a FIFO would block the write, a directory fail it, for every command.
+        write = "" if written else "%s builtin printf '%%s' %s >| %s && " % (self._clear(), shell_quote(command), path)
+        return "__herald_ok=0; { %s%s; } </dev/null 2>&1; __herald_done $? %d\n" % (write, run_it, 1 if end_jobs else 0)
+
+    def write_command(self, command: str) -> bool:
+        """Put `command` in the shell's command file from here (the shell runs on this machine);
+        False if that failed, and the command's input then carries it (command(written=False))."""
+        # O_NONBLOCK: a FIFO a command left in the file's place must not hang us.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NONBLOCK
+        for _ in range(2):
+            try:
+                fd = os.open(self.command_path, flags, 0o600)
+            except OSError:
+                if not _clear(self.command_path):
+                    return False
+                continue
+            try:
+                data = command.encode("utf-8", "surrogateescape")
+                while data:
+                    data = data[os.write(fd, data):]
+                return True
+            except OSError:
+                return False
+            finally:
+                os.close(fd)
+        return False
+
+    def _clear(self) -> str:
+        path = shell_quote(self.command_path)
+        return "builtin test -f %s || builtin test ! -e %s || command rm -rf -- %s;" % (path, path, path)
 
     def _done_function(self) -> str:
         """`__herald_done STATUS END_JOBS`: what follows every command, defined once per shell.
@@ -102,6 +142,20 @@ class ShellScripts:
     def tidy(self, output: str) -> str:
         """bash names the sourced file in its own messages; say "bash" as `bash -c` would."""
         return output.replace("%s: " % self.command_path, "bash: ")
+
+
+def _clear(path: str) -> bool:
+    """Remove what is at `path` unless it is a regular file (which open() would have taken)."""
+    try:
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
 
 
 def scan(buffer: bytes, marker: bytes) -> Tuple[bytes, Optional[List[str]], bytes]:

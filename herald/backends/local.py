@@ -120,6 +120,7 @@ class LocalBackend:
             state_path=os.path.join(self._state_dir, "state.sh"),
             max_output_bytes=self.settings.terminal.max_output_bytes,
             spill_dir=self.settings.spill_dir,
+            local_files=True,
         )
         self._closed = threading.Event()
         # The same OS-level reads and writes as the file tools inside a backend-mode supervisor.

@@ -80,8 +80,12 @@ class PersistentShell:
         max_output_bytes: int,
         spill_dir: Path | None,
         startup_timeout: float = 15.0,
+        local_files: bool = False,
     ) -> None:
+        """`local_files`: the shell runs on this machine and sees its files as we do, so each
+        command is written to its file from here rather than sent through the shell's input."""
         self._open_channel = open_channel
+        self._local_files = local_files
         self._state_path = state_path
         self._command_path = posixpath.join(posixpath.dirname(state_path), "command")
         self._max_output = max_output_bytes
@@ -173,7 +177,8 @@ class PersistentShell:
                 self._start()
             started = time.monotonic()
             # The text and why it is so: herald/_sandbox/shellscript.py (the supervisor's shell's too).
-            script = self._scripts.command(command, workdir, command in self._parsed, _foreground_only.get())
+            written = self._local_files and self._scripts.write_command(command)
+            script = self._scripts.command(command, workdir, command in self._parsed, _foreground_only.get(), written)
             if self._follow:
                 script, self._follow = self._scripts.follow(self.cwd) + script, False
             capture = CappedCapture(

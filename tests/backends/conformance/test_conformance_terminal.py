@@ -226,3 +226,19 @@ def test_a_scripts_background_jobs_end_with_its_command(backend: Backend) -> Non
     assert backend.run("echo next").output == "next"  # no "Killed" notice in later output
     assert running(backend, [direct]) == [direct]
     sh(backend, f"kill {direct}")
+
+
+@pytest.mark.parametrize("swap", ["mkfifo", "mkdir"])
+def test_something_else_in_place_of_the_command_file_is_cleared(backend: Backend, swap: str) -> None:
+    """The command file sits in the shell's private directory, where a command can reach it
+    ($BASH_SOURCE names it). A FIFO left in its place would block every later command's write
+    of it (a directory fail it): the session clears it and goes on."""
+    swapped = backend.run(f'f="$BASH_SOURCE"; rm -f "$f" && {swap} "$f" && echo swapped')
+    assert swapped.output == "swapped", swapped
+    results: list[object] = []
+    call = threading.Thread(target=lambda: results.append(backend.run("echo after", timeout=60)), daemon=True)
+    call.start()
+    call.join(120)  # a generous bound on a hang, not a timing verdict
+    assert not call.is_alive(), "the session hung on what was left in place of its command file"
+    assert getattr(results[0], "output", None) == "after", results[0]
+    assert backend.run("echo again").output == "again"
