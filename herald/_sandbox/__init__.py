@@ -19,12 +19,15 @@
     fuzzy.py       patch's matching: exact, then forgiving whitespace and indentation
     toolcore.py    ToolError, the argument check against a tool's schema, transcript previews
     fileaccess.py  OS-level reads and writes (the local backend's, the supervisor's), the reader's rules
+    stubcache.py   the zygote's one import of each sandbox directory's hermes_tools
+    shellscript.py the persistent shell's protocol (Herald's shells and the supervisor's)
 
 Herald imports these modules as `herald._sandbox.X`: the RPC server and the host's side of
 the sandbox use the same frames, and stopping a process tree or scrubbing an environment is
 the same code everywhere. Shipping them is a plain copy: every file of this folder goes,
-unchanged, into the sandbox directory (here or on a backend) as the package `_hermes_runtime`,
-next to the generated `hermes_tools.py` (runtime/sandbox/stubgen.py, `write_runtime_package`).
+unchanged, into one directory as the package `_hermes_runtime` (runtime/sandbox/stubgen.py,
+`write_runtime_package`): once per process here, linked from each host-mode sandbox directory
+next to its generated `hermes_tools.py`, and into each backend's sandbox directory.
 
 So every file here keeps to these rules:
 - the standard library only, and never `herald` (it is not importable in the sandbox);

@@ -4,14 +4,18 @@ the shell a backend-mode supervisor runs next to the script (localshell.py).
 
 Stdlib only, Python >= 3.8 (the sandbox package).
 
-How one command runs: the shell writes the command text (sent single-quoted) to a file next to
-its state file, checks in a throwaway subshell that it parses (as a function body), and sources
-it in the shell itself, so `cd` and `export` persist, with stdin from /dev/null and stderr merged
-into stdout. A command that does not parse runs in a subshell, which reports the error: parsing
-broken text in the session's shell is what must not happen (with an unterminated quote, `${`,
-`$(` or a trailing backslash, bash 5.2's `eval` goes on reading the session's own input, and an
-unterminated `$(` corrupts its heap). After it the shell saves `export -p` to the state file, then
-prints a record `\\n<marker> <exit code> <parsed> <cwd>\\0` whose marker holds a random nonce.
+How one command runs: its text goes to a file next to the shell's state file, written by
+Herald when the shell runs on this machine (ShellScripts.write_command), else by the shell from
+its input (sent single-quoted): bash reads its input a byte per system call, so the less of it
+the better. The shell checks in a throwaway subshell that the text parses (as a function body)
+and sources the file in the shell itself, at the top level, so `cd`, `export` and `declare`
+persist, with stdin from /dev/null and stderr merged into stdout. A command that does not parse
+runs in a subshell, which reports the error: parsing broken text in the session's shell is what
+must not happen (with an unterminated quote, `${`, `$(` or a trailing backslash, bash 5.2's
+`eval` goes on reading the session's own input, and an unterminated `$(` corrupts its heap).
+Then `__herald_done`, a function the shell defined at its start, ends the command's jobs (a
+script's), saves `export -p` to the state file and prints a record
+`\\n<marker> <exit code> <parsed> <cwd>\\0` whose marker holds a random nonce.
 """
 
 from __future__ import annotations

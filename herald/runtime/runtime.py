@@ -6,8 +6,10 @@ Execution policy:
   waiting (warm.py), so a run pays no interpreter start-up; the next is made while a run goes on.
 - Tool calls come back over the RPC socket, authenticated by a token valid for this run only, and
   go through the Dispatcher (allow-list, argument checks, call budget, transcript).
-- The run ends when the child exits. At the timeout or on `interrupt()` the whole tree gets
-  SIGTERM, then SIGKILL after the grace period; whatever survives the child is killed too.
+- The run ends when the child exits, or, forked from the fork server, when it reports that it
+  is leaving (its output flushed, what it started killed): the kernel's teardown of the process
+  is not waited for. At the timeout or on `interrupt()` the whole tree gets SIGTERM, then
+  SIGKILL after the grace period; whatever survives the child is killed too.
 - Kernel sessions (`session="name"`) keep one child and its globals across runs (kernels.py); a
   timeout, interrupt or crash kills it and the result says the state was lost.
 - `exec_mode="backend"` runs the child inside the backend instead (sandbox/backend_child.py): the same

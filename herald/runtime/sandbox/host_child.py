@@ -1,9 +1,10 @@
 """One sandbox child process: spawn, hand it a script, collect its output, kill its tree.
 
 The child runs in its own session and process group with stdin from /dev/null, stdout and
-stderr on pipes, and a control pipe pair for "ready" / "run this" / "done" frames. Collection is
-one poll loop over stdout, stderr, the child's pidfd (exit), the control pipe and an interrupt
-pipe, so a timeout or an interrupt can never be missed while output keeps draining.
+stderr on pipes, and a control pipe pair for "ready" / "run this" / "done" / "exit" frames.
+Collection is one poll loop over stdout, stderr, the child's pidfd (exit), the control pipe and
+an interrupt pipe, so a timeout or an interrupt can never be missed while output keeps draining.
+A forked child's "exit" frame ends the run before the process is gone (collect, kill).
 """
 
 from __future__ import annotations

@@ -3,8 +3,10 @@
 `hermes_tools.py` gets one function per script-callable tool, with a typed signature and a
 docstring taken from the tool's schema, plus the helpers (`parallel`, `json_parse`,
 `shell_quote`, `retry`) and `ToolError`. It imports only the stdlib and the private package
-`_hermes_runtime` copied next to it (herald/_sandbox: RPC client, protocol, helpers, bootstrap,
-fork server, the supervisor of in-backend execution), and must import in any Python >= 3.8.
+`_hermes_runtime` beside it (herald/_sandbox: RPC client, protocol, helpers, bootstrap, fork
+server, the supervisor of in-backend execution: in host mode a link to the process's one copy,
+shared_runtime_package; a copy of its own to ship to a backend), and must import in any
+Python >= 3.8.
 """
 
 from __future__ import annotations
