@@ -46,7 +46,12 @@ class StubCache:
         module = _load(path)
         self._loaded[sandbox_dir] = (stamp, module)
         while len(self._loaded) > self.limit:
-            self._loaded.popitem(last=False)
+            _, (_, evicted) = self._loaded.popitem(last=False)
+            if evicted is not None:
+                # The zygote freezes its objects out of the collector's reach before each fork
+                # (zygote.py), so a module and its functions, which refer to each other, would
+                # never be freed: break that cycle here, and reference counting frees them.
+                evicted.__dict__.clear()
         return module
 
 

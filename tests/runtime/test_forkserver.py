@@ -3,9 +3,11 @@ nothing leaks between runs; its death costs nothing but speed; its children die 
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -188,8 +190,34 @@ def test_the_stub_cache_keeps_a_bounded_number_of_directories(tmp_path: Path) ->
         (tmp_path / name).mkdir()
         (tmp_path / name / "hermes_tools.py").write_text(f"NAME = {name!r}\n")
         dirs.append(str(tmp_path / name))
-    modules = [cache.get(d) for d in dirs]
-    assert [m.NAME for m in modules if m is not None] == ["a", "b", "c"]
+    modules, names = [], []
+    for directory in dirs:
+        module = cache.get(directory)
+        assert module is not None
+        modules.append(module)
+        names.append(module.NAME)
+    assert names == ["a", "b", "c"]
     assert cache.get(dirs[2]) is modules[2] and cache.get(dirs[1]) is modules[1]
     reloaded = cache.get(dirs[0])
     assert reloaded is not None and reloaded is not modules[0], "the oldest directory was let go"
+    assert reloaded.NAME == "a"
+
+
+def test_a_let_go_stub_module_is_freed_though_the_collector_cannot_reach_it(tmp_path: Path) -> None:
+    """The zygote freezes its objects before each fork, so the collector never frees a cycle
+    among them: the cache must free what it lets go by itself, or a process that makes many
+    Runtimes over its life would grow its zygote by one module for each."""
+    cache = StubCache(limit=1)
+    for name in "ab":
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "hermes_tools.py").write_text("def tool():\n    return tool\n")
+    first = cache.get(str(tmp_path / "a"))
+    assert first is not None
+    gone = weakref.ref(first.tool)
+    del first
+    gc.freeze()
+    try:
+        assert cache.get(str(tmp_path / "b")) is not None
+        assert gone() is None, "the let-go module's function (in a cycle with its globals) is still alive"
+    finally:
+        gc.unfreeze()
