@@ -22,13 +22,15 @@ Each message is one JSON object:
 Why: starting an interpreter costs ~35 ms; a fork of this one, which has already imported the
 stdlib modules scripts and the runtime use, costs well under one. Each child is a new process
 (new session and process group, fresh random seed, its own copy of the sandbox directory's
-`hermes_tools`, which this process imported once: stubcache.py), so nothing leaks between runs. This process stays
-single-threaded: forking a threaded process is unsafe.
+`hermes_tools`, which this process imported once: stubcache.py), so nothing leaks between
+runs. This process stays single-threaded: forking a threaded process is unsafe.
 
 An exited child is reported at once (to the client that asked for it) but reaped only on
 "reap": until then its pid stays a zombie, so a kill of its process group can never hit a
-reused pid. A listening zygote's client that goes away without reaping (a supervisor that was
-killed) takes its children with it: they are killed and reaped here.
+reused pid. A "reap" may come while the child is still on its way out (Herald lets a run go
+once its script says it is leaving): its group is killed and it is reaped once it has exited,
+without holding up the next fork. A listening zygote's client that goes away without reaping
+(a supervisor that was killed) takes its children with it: they are killed and reaped here.
 """
 
 from __future__ import annotations
