@@ -98,7 +98,7 @@ class ShellScripts:
             )
         # A command may have put something else in the file's place (it can reach it by
         # $BASH_SOURCE): a FIFO would block the write, a directory fail it, for every command.
-        write = "" if written else "%s builtin printf '%%s' %s >| %s && " % (self._clear(), shell_quote(command), path)
+        write = "" if written else "%s builtin printf '%%s' %s >| %s && " % (self._clear_in_shell(), shell_quote(command), path)
         return "__herald_ok=0; { %s%s; } </dev/null 2>&1; __herald_done $? %d\n" % (write, run_it, 1 if end_jobs else 0)
 
     def write_command(self, command: str) -> bool:
@@ -124,7 +124,8 @@ class ShellScripts:
                 os.close(fd)
         return False
 
-    def _clear(self) -> str:
+    def _clear_in_shell(self) -> str:
+        """The shell's own clearing of the command file's place (as _clear does from here)."""
         path = shell_quote(self.command_path)
         return "builtin test -f %s || builtin test ! -e %s || command rm -rf -- %s;" % (path, path, path)
 

@@ -337,11 +337,10 @@ class ChildProcess:
         """Stop the child and everything it started; reap it."""
         if self.closed:
             return
-        if self._leaving:
-            # What it started it killed itself; what a forged report left running is orphaned
-            # to the fork server (a subreaper), which kills children it did not fork.
-            signal_pids([self.pid], signal.SIGKILL)
-        elif not self._exited():
+        # A child that reported it is leaving was SIGKILLed as collect returned; what it started
+        # it killed itself, and what a forged report left running is orphaned to the fork server
+        # (a subreaper), which kills children it did not fork: no walk of its tree here.
+        if not self._leaving and not self._exited():
             known = self._terminate() if grace > 0 else set(descendants(self.pid)) | {self.pid}
             self._process.wait(grace)
             signal_pids(known | set(descendants(self.pid)), signal.SIGKILL)

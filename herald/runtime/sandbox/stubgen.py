@@ -216,20 +216,20 @@ def write_sandbox(
     else:
         write_runtime_package(directory)
     stub = directory / "hermes_tools.py"
-    stub.write_text(render_module(tools, elsewhere), encoding="utf-8")
-    _write_bytecode(stub)
+    source = render_module(tools, elsewhere)
+    stub.write_text(source, encoding="utf-8")
+    _write_bytecode(stub, source)
     return stub
 
 
 _bytecode: dict[str, bytes] = {}  # stub source -> its compiled file; Runtimes with the same tools share it
 
 
-def _write_bytecode(stub: Path) -> None:
+def _write_bytecode(stub: Path, source: str) -> None:
     """Children run with -B (they never write bytecode) but read it: compile the stubs here so
     each child (or the zygote, stubcache.py) does not. The file is checked against the source's
     hash, not its time, so one compilation serves every Runtime with the same tools. A child
     on another Python version ignores it and compiles."""
-    source = stub.read_text(encoding="utf-8")
     cfile = Path(importlib.util.cache_from_source(str(stub)))
     compiled = _bytecode.get(source)
     if compiled is None:
