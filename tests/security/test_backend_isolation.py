@@ -37,16 +37,21 @@ SECRET = "herald-backend-isolation-secret"
 pytestmark = pytest.mark.skipif(isolation.bwrap_problem() is not None,
                                 reason=f"bubblewrap unusable here: {isolation.bwrap_problem()}")
 
-# Every answer in JSON; HOME_DIR, SSH_SECRET and PORT are prepended.
+# Every answer in JSON; HOME_DIR, SSH_SECRET and PORT are prepended. Without a PID namespace (Landlock) the
+# script sees every process of the machine: it reports how many and a bounded sample, so the answer stays well
+# inside the output budget on a busy machine (a long list would be cut and no longer parse).
 ATTACK = r'''
 import json, os, socket, hermes_tools
-found = {"cmdlines": []}
+found = {"processes": 0, "cmdlines": []}
 for entry in os.listdir("/proc"):
     if entry.isdigit():
         try:
-            found["cmdlines"].append(open("/proc/%s/cmdline" % entry, "rb").read().replace(b"\0", b" ").decode())
+            cmdline = open("/proc/%s/cmdline" % entry, "rb").read().replace(b"\0", b" ").decode()
         except OSError:
-            pass
+            continue
+        found["processes"] += 1
+        if len(found["cmdlines"]) < 20:
+            found["cmdlines"].append(cmdline[:300])
 def attempt(name, action):
     try:
         found[name] = ["ok", action()]
@@ -69,10 +74,10 @@ def _attack(home: str, ssh_secret: str, port: int) -> str:
 
 def _assert_confined(found: dict[str, Any], home: str, workspace_is_home: bool) -> None:
     visible = " | ".join(found["cmdlines"])
-    assert len(found["cmdlines"]) < 10, visible
+    assert found["processes"] < 10, visible  # so the sample below is every process the script sees
     with open("/proc/self/cmdline", "rb") as f:
         herald = f.read().replace(b"\0", b" ").decode()
-    assert herald not in found["cmdlines"], f"the script sees Herald: {visible}"
+    assert herald[:300] not in found["cmdlines"], f"the script sees Herald: {visible}"
     for outsider in ("supervisor import main", "sshd:"):
         assert outsider not in visible, f"the script sees {outsider!r}: {visible}"
     for attack in ("read_ssh", "write_etc", "write_sandbox_files", "connect"):
