@@ -244,22 +244,26 @@ class Zygote:
                 os.close(fd)
             os.set_inheritable(ctl_read, False)
             os.set_inheritable(ctl_write, False)
-            import random
-
-            random.seed()  # the zygote's state is shared by every fork: re-seed per child
-            os.chdir(sandbox_dir)
-            sys.path.insert(0, sandbox_dir)
-            if stubs is not None:
-                sys.modules[stubcache.MODULE] = stubs
             from .bootstrap import serve
 
-            serve(ctl_read, ctl_write)
+            serve(ctl_read, ctl_write, lambda: self.settle_child(sandbox_dir, stubs))
         except BaseException as exc:
             try:
                 os.write(2, ("sandbox child failed to start: %r\n" % (exc,)).encode("utf-8", "replace"))
             finally:
                 os._exit(70)
         os._exit(70)
+
+    @staticmethod
+    def settle_child(sandbox_dir: str, stubs: Optional[ModuleType]) -> None:
+        """A forked child's own set-up, once its run has come (bootstrap.serve)."""
+        import random
+
+        random.seed()  # the zygote's state is shared by every fork: re-seed per child
+        os.chdir(sandbox_dir)
+        sys.path.insert(0, sandbox_dir)
+        if stubs is not None:
+            sys.modules[stubcache.MODULE] = stubs
 
     def report_exits(self) -> None:
         for pid, child in list(self.children.items()):
