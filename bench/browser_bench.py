@@ -85,14 +85,14 @@ def _extract_metrics(work: Path, app: LocalWebApp) -> list[Metric]:
     keyless = Metric("web_extract 10 pages × 200 ms, keyless", "s", 0.5, note="one call; httpx + trafilatura")
     urls = [f"{app.url}/article/{n}?delay=200" for n in range(1, 11)]
     settings = Settings(data_dir=work / "data")
-    with LocalBackend(str(work), settings=settings) as backend, Runtime(backend, settings=settings, transcript=False) as rt:
+    with LocalBackend(str(work), settings=settings) as backend, Runtime(backend, settings=settings) as rt:
         for _ in range(7):
             keyless.samples.append(_run(rt, EXTRACT_ONE_CALL, URLS=urls))
     firecrawl_row = Metric("web_extract 10 pages × 200 ms, Firecrawl", "s", 0.5, note="parallel() of 10 calls; local v2 server")
     docs = [FakeDocument(f"https://pages.example.org/{n}", f"Page {n}", f"# Page {n}\n\n" + "text " * 2000) for n in range(10)]
     with FakeFirecrawl(docs, api_key="fc-bench", latency=0.2) as firecrawl:
         tuned = settings.with_overrides({"web.firecrawl_api_url": firecrawl.url, "web.firecrawl_api_key": "fc-bench"})
-        with LocalBackend(str(work), settings=tuned) as backend, Runtime(backend, settings=tuned, transcript=False) as rt:
+        with LocalBackend(str(work), settings=tuned) as backend, Runtime(backend, settings=tuned) as rt:
             for _ in range(7):
                 firecrawl_row.samples.append(_run(rt, EXTRACT_PARALLEL, URLS=[d.url for d in docs]))
     return [keyless, firecrawl_row]
@@ -109,7 +109,7 @@ def run() -> list[Metric]:
             else:
                 settings = Settings(data_dir=work / "data")
                 with LocalBackend(str(work), settings=settings) as backend, Runtime(
-                    backend, settings=settings, transcript=False
+                    backend, settings=settings
                 ) as runtime:
                     metrics.extend(_browser_metrics(runtime, app))
             metrics.extend(_extract_metrics(work, app))

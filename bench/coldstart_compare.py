@@ -49,7 +49,7 @@ def children_cpu():
     return (used.ru_utime + used.ru_stime) * 1000
 for line in sys.stdin:
     started, cpu = time.perf_counter(), children_cpu()
-    with Runtime(backend, settings=settings, exec_mode="backend", transcript=False) as runtime:
+    with Runtime(backend, settings=settings, exec_mode="backend") as runtime:
         assert runtime.execute("print(1)").output == "1\n"
     print((time.perf_counter() - started) * 1000, children_cpu() - cpu, flush=True)
 backend.close()

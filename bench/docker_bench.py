@@ -80,7 +80,7 @@ def _measure(settings: Settings) -> list[Metric]:
             backend.realpath("small.txt")
             realpath.samples.append(_ms(t))
         for profile, metric in checked.items():
-            with Runtime(backend, settings=settings, policy=profile, transcript=False) as runtime:
+            with Runtime(backend, settings=settings, policy=profile) as runtime:
                 for _ in range(3):
                     result = runtime.execute(
                         "import time\nfrom hermes_tools import read_file\nread_file('small.txt')\n"

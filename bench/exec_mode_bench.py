@@ -28,6 +28,10 @@ EDIT_TARGET_MS = 1000.0  # read -> patch -> verify over EDIT_FILES files, one sc
 COLD_TARGET_MS = 300.0  # a new Runtime (setup in one round trip) + print(1) + close
 CLI_TARGET_MS = 300.0  # `herald exec --exec-mode backend` print(1): a new process, end to end
 WARM_TARGET_MS = 12.0
+# "Warm" is a run after a pause (an agent's next model turn takes far longer): the successor
+# started after the last run has had time to get ready. No wait_warm(): nothing is done for the
+# benchmark's sake.
+WARM_PAUSE = 0.2
 # read -> patch -> read again, for each of EDIT_FILES files: the file tools of a review-and-fix
 # loop. Prints the seconds it took.
 EDIT_SCRIPT = read_patch_verify(f"['bench-edit/f%03d.py' % i for i in range({EDIT_FILES})]", "value = 1", "value = 2")
@@ -97,7 +101,7 @@ def _edit_loop(kind: str, backend: Backend, settings: Settings,
         metric = Metric(f"in-backend ({kind}): read->patch->verify x{EDIT_FILES}, tools {where}", "ms",
                         EDIT_TARGET_MS if in_backend else None, note="one script, 600 calls; RTT of this machine")
         tuned = settings.with_overrides({"sandbox.backend_tools": in_backend})
-        with Runtime(backend, settings=tuned, exec_mode="backend", transcript=False) as runtime:
+        with Runtime(backend, settings=tuned, exec_mode="backend") as runtime:
             for _ in range(3):
                 backend.run(f"rm -rf bench-edit && mkdir bench-edit && for i in $(seq -f %03g 0 {EDIT_FILES - 1}); "
                             f"do printf '%s' {_quote(body)} > bench-edit/f$i.py; done")
@@ -118,7 +122,7 @@ def _cold(kind: str, backend: Backend, settings: Settings) -> Metric:
                     note="herald exec's work without the CLI's own import")
     for _ in range(5):
         started = time.perf_counter()
-        with Runtime(backend, settings=settings, exec_mode="backend", transcript=False) as runtime:
+        with Runtime(backend, settings=settings, exec_mode="backend") as runtime:
             if runtime.execute("print(1)").output != "1\n":
                 raise RuntimeError("print(1) did not print 1")
         metric.samples.append((time.perf_counter() - started) * 1000)
@@ -128,11 +132,11 @@ def _cold(kind: str, backend: Backend, settings: Settings) -> Metric:
 def _measure(kind: str, backend: Backend, settings: Settings) -> list[Metric]:
     backend.write_bytes("bench-small.txt", "".join(f"line {i}\n" for i in range(20)).encode())
     extra = [_cold(kind, backend, settings), *_edit_loop(kind, backend, settings)]
-    with Runtime(backend, settings=settings, exec_mode="backend", transcript=False) as runtime:
+    with Runtime(backend, settings=settings, exec_mode="backend") as runtime:
         start = Metric(f"in-backend ({kind}): script start print(1), warm", "ms", WARM_TARGET_MS,
-                       note="end-to-end execute()")
+                       note=f"end-to-end execute() after a {WARM_PAUSE * 1000:.0f} ms pause")
         for _ in range(30):
-            runtime.wait_warm()
+            time.sleep(WARM_PAUSE)
             started = time.perf_counter()
             runtime.execute("print(1)")
             start.samples.append((time.perf_counter() - started) * 1000)
@@ -165,7 +169,7 @@ def _terminal_via_herald(kind: str, backend: Backend, settings: Settings, calls:
     metric = Metric(f"in-backend ({kind}): terminal('true') from a script, via Herald", "ms", None,
                     note=f"per call, {calls} calls per run; sandbox.backend_tools off")
     tuned = settings.with_overrides({"sandbox.backend_tools": False})
-    with Runtime(backend, settings=tuned, exec_mode="backend", transcript=False) as runtime:
+    with Runtime(backend, settings=tuned, exec_mode="backend") as runtime:
         for _ in range(3):
             seconds = _in_script(runtime, (
                 "import time\nfrom hermes_tools import terminal\nt = time.perf_counter()\n"
@@ -198,7 +202,7 @@ def _ssh_at_rtt(settings: Settings) -> list[Metric]:
                     metric = Metric(f"in-backend (ssh, {RTT * 1000:.0f} ms RTT): terminal('true') {where}", "ms",
                                     12.0 if in_backend else None, note=f"per call, {calls} calls per run")
                     with Runtime(backend, settings=tuned.with_overrides({"sandbox.backend_tools": in_backend}),
-                                 exec_mode="backend", transcript=False) as runtime:
+                                 exec_mode="backend") as runtime:
                         for _ in range(3):
                             seconds = _in_script(runtime, (
                                 "import time\nfrom hermes_tools import terminal\nterminal('true')\nt = time.perf_counter()\n"
@@ -240,7 +244,7 @@ def _search(kind: str, backend: Backend, settings: Settings) -> list[Metric]:
             metric = Metric(f"in-backend ({kind}): search_files, {name}, {where}", "ms", None,
                             note=f"per call, {SEARCH_CALLS} calls per run, {SEARCH_DIRS * SEARCH_FILES} files")
             tuned = settings.with_overrides({"sandbox.backend_tools": in_backend, "files.search": engine})
-            with Runtime(backend, settings=tuned, exec_mode="backend", transcript=False) as runtime:
+            with Runtime(backend, settings=tuned, exec_mode="backend") as runtime:
                 for _ in range(3):
                     metric.samples.append(_in_script(runtime, SEARCH_SCRIPT) * 1000 / SEARCH_CALLS)
             metrics.append(metric)
@@ -312,12 +316,12 @@ def _echo_floor(kind: str, backend: Backend, runs: int = 50) -> Metric:
 
 def _warm(kind: str, backend: Backend, settings: Settings, runs: int = 20, label: str = "") -> Metric:
     metric = Metric(f"in-backend ({kind}): script start print(1), warm{label}", "ms", WARM_TARGET_MS,
-                    note="end-to-end execute()")
-    with Runtime(backend, settings=settings, exec_mode="backend", transcript=False) as runtime:
+                    note=f"end-to-end execute() after a {WARM_PAUSE * 1000:.0f} ms pause")
+    with Runtime(backend, settings=settings, exec_mode="backend") as runtime:
         if label:
             metric.note += f"; {runtime.execute('print(1)').isolation}"
         for _ in range(runs):
-            runtime.wait_warm()
+            time.sleep(WARM_PAUSE)
             started = time.perf_counter()
             runtime.execute("print(1)")
             metric.samples.append((time.perf_counter() - started) * 1000)

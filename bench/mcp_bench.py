@@ -71,7 +71,7 @@ def _from_script(command: list[str], data: Path) -> list[float]:
     settings.mcp_servers = parse_mcp_servers(
         {"memory": {"command": command[0], "args": command[1:], "env": {"MEMORY_FILE_PATH": str(data / "h.jsonl")}}},
         "benchmark")
-    with Runtime(settings=settings, transcript=False) as runtime:
+    with Runtime(settings=settings) as runtime:
         result = runtime.execute(f"""
 import time
 from hermes_tools import mcp_memory_search_nodes as search

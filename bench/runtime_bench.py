@@ -137,7 +137,7 @@ def run() -> list[Metric]:
 
     cold_settings = settings.with_overrides({"sandbox.warm": False, "sandbox.fork_server": False})
     with LocalBackend(str(work), settings=cold_settings) as backend, Runtime(
-        backend, settings=cold_settings, transcript=False
+        backend, settings=cold_settings
     ) as runtime:
         cold = Metric("print(1), cold", "ms", None, note="fresh interpreter per run (warm start and fork server off)")
         for _ in range(40):

@@ -81,7 +81,7 @@ def _measure(spec: str, workspace: str, settings: Settings) -> list[Metric]:
                 t = time.perf_counter()
                 call()
                 metric.samples.append(_ms(t))
-        with Runtime(backend, settings=settings, transcript=False) as runtime:
+        with Runtime(backend, settings=settings) as runtime:
             for _ in range(5):
                 result = runtime.execute(
                     "import time\nfrom hermes_tools import terminal\nt = time.perf_counter()\n"
@@ -115,7 +115,7 @@ def _measure_rtt(server: SSHServer, workspace: str, data: Path, rtt: float) -> l
         settings = Settings(data_dir=data).with_overrides(overrides)
         tree = Path(workspace, "bulk")
         with SSHBackend(spec, cwd=workspace, settings=settings) as backend, Runtime(
-            backend, settings=settings, transcript=False
+            backend, settings=settings
         ) as runtime:
             for _ in range(3):
                 result = runtime.execute(
