@@ -6,12 +6,18 @@
   fork server's zygote).
 - 100,000 `read_file` calls in one script: this process's RSS before, halfway and after; flat
   means nothing per call is kept.
-Default settings throughout (transcript on, no waiting for warm-up).
+Default settings throughout (transcript on, no waiting for warm-up). It runs in a process of
+its own (`python -m bench.scale_bench`): "this process" is then one that makes the Runtimes, not
+one still holding what the benchmarks before it left behind.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -87,6 +93,15 @@ def _many_runtimes(settings: Settings, work: Path) -> tuple[float, float]:
 
 
 def run() -> list[Metric]:
+    """The metrics, measured in a new process."""
+    proc = subprocess.run([sys.executable, "-m", "bench.scale_bench"], capture_output=True, text=True, timeout=1800,
+                          cwd=Path(__file__).resolve().parent.parent)
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench.scale_bench failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    return [Metric(**fields) for fields in json.loads(proc.stdout.strip().splitlines()[-1])]
+
+
+def measure() -> list[Metric]:
     work = Path(tempfile.mkdtemp(prefix="herald-bench-scale-"))
     settings = Settings(data_dir=work / "data")
     (work / "small.txt").write_text("".join(f"line {i}\n" for i in range(20)))
@@ -120,3 +135,7 @@ def run() -> list[Metric]:
         growth.samples.append(max(0.0, _rss_mib() - marks[0]))
         growth.note += f"; RSS at half {marks[0]:.0f} MB"
     return [wall, memory, growth]
+
+
+if __name__ == "__main__":
+    print(json.dumps([dataclasses.asdict(metric) for metric in measure()]))

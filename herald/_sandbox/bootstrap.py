@@ -39,13 +39,15 @@ class _HeraldBlocker:
 
 
 class _PipeReader:
-    """Lets protocol.FrameReader read frames from a pipe fd."""
+    """Lets protocol.FrameReader read frames from a pipe fd. `recv`, not `recv_into`: the child
+    reads a frame or a few, and a reader's 64 KB buffer, zeroed, would be 16 pages of its own
+    in every waiting child (os.read's buffer holds only what came)."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
 
-    def recv_into(self, buffer: bytearray) -> int:
-        return os.readv(self.fd, [buffer])
+    def recv(self, size: int) -> bytes:
+        return os.read(self.fd, size)
 
 
 def _flush() -> None:
