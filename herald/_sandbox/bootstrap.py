@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import traceback
-from typing import Any, Callable, Dict, Optional, Set
+from typing import Any, Dict, Optional, Set
 
 from . import frames
 from .procs import become_subreaper, descendants, die_with_parent, set_dumpable, signal_pids
@@ -152,15 +152,15 @@ def run_code(code: str, filename: str, namespace: Dict[str, Any]) -> int:
     return 0
 
 
-def _ready_for_scripts() -> None:
+def ready_for_scripts() -> None:
+    """What any script's interpreter needs: Herald's package blocked, output that never fails to
+    encode. A zygote does it once for all its forks (shared pages, nothing to do per run)."""
     sys.meta_path.insert(0, _HeraldBlocker())
-    signal.signal(signal.SIGTERM, _on_sigterm)
     for stream in (sys.stdout, sys.stderr):
         try:
             getattr(stream, "reconfigure")(encoding="utf-8", errors="backslashreplace")  # noqa: B009
         except Exception:
             pass
-    import hermes_tools  # noqa: F401  (pre-import: the script's own import is then free)
 
 
 def _configure(message: Dict[str, Any]) -> None:
@@ -242,22 +242,21 @@ def main() -> None:
         from .reaper import fork_keeper
 
         fork_keeper((ctl_read, ctl_write))
+    ready_for_scripts()
     serve(ctl_read, ctl_write)
 
 
-def serve(ctl_read: int, ctl_write: int, settle: "Optional[Callable[[], None]]" = None) -> None:
+def serve(ctl_read: int, ctl_write: int) -> None:
     """Be a sandbox child on these control fds: say ready, take one run, never return.
+    Started fresh (`main`), or forked from the fork server (zygote.py), whose interpreter is
+    ready for scripts already: a forked child does as little as it can (every page it writes
+    to becomes its own copy of its zygote's, and each of many Runtimes holds a waiting child)."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    import hermes_tools  # noqa: F401  (pre-import: the script's own import is then free)
 
-    Started fresh (`main`), it gets the interpreter ready for a script before it says so: the
-    imports are the slow part. Forked from the fork server (zygote.py), it says so at once and
-    gets ready (`settle`, then the same steps) only when a run has come: every page a waiting
-    child writes to becomes its own copy of its zygote's, and many Runtimes each hold one
-    waiting child (about 0.4 MB less each, for some tens of µs on the run)."""
     become_subreaper()  # what the script starts stays below this process, daemons included
     die_with_parent()  # a killed Herald (or zygote) takes this process, and so its tree, along
     set_dumpable(False)  # other runs of this user cannot trace it or read its memory
-    if settle is None:
-        _ready_for_scripts()
     ready: frames.ReadyFrame = {"type": frames.READY, "pid": os.getpid()}
     os.write(ctl_write, encode_frame(ready))
     reader = FrameReader(_PipeReader(ctl_read))
@@ -267,9 +266,6 @@ def serve(ctl_read: int, ctl_write: int, settle: "Optional[Callable[[], None]]" 
         message = None
     if message is None:  # the parent went away before using this warm child
         os._exit(0)
-    if settle is not None:
-        settle()
-        _ready_for_scripts()
     sys.argv = ["<script>"]
     _configure(message)
     if message.get("mode") == "kernel":

@@ -244,26 +244,19 @@ class Zygote:
                 os.close(fd)
             os.set_inheritable(ctl_read, False)
             os.set_inheritable(ctl_write, False)
-            from .bootstrap import serve
+            os.chdir(sandbox_dir)
+            sys.path.insert(0, sandbox_dir)
+            if stubs is not None:
+                sys.modules[stubcache.MODULE] = stubs
+            from .bootstrap import serve  # (`random` needs no re-seeding: os.fork does it)
 
-            serve(ctl_read, ctl_write, lambda: self.settle_child(sandbox_dir, stubs))
+            serve(ctl_read, ctl_write)
         except BaseException as exc:
             try:
                 os.write(2, ("sandbox child failed to start: %r\n" % (exc,)).encode("utf-8", "replace"))
             finally:
                 os._exit(70)
         os._exit(70)
-
-    @staticmethod
-    def settle_child(sandbox_dir: str, stubs: Optional[ModuleType]) -> None:
-        """A forked child's own set-up, once its run has come (bootstrap.serve)."""
-        import random
-
-        random.seed()  # the zygote's state is shared by every fork: re-seed per child
-        os.chdir(sandbox_dir)
-        sys.path.insert(0, sandbox_dir)
-        if stubs is not None:
-            sys.modules[stubcache.MODULE] = stubs
 
     def report_exits(self) -> None:
         for pid, child in list(self.children.items()):
@@ -345,6 +338,9 @@ def _preimport() -> None:
             pass
     for name in ("bootstrap", "client", "helpers"):  # what every child runs: load it once, here
         importlib.import_module("." + name, __package__)
+    from .bootstrap import ready_for_scripts
+
+    ready_for_scripts()  # for every fork, once (nothing past this imports Herald's package)
 
 
 def _kill_tree_and_exit(signum: int, frame: Any) -> None:
