@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,9 @@ import pytest
 
 from herald import Runtime, Settings
 from herald._sandbox.localtools import LocalTools
+from herald._sandbox.zygote_listen import LISTEN_FLAG
 from herald.backends.base import Backend, Channel, CommandResult
+from herald.backends.local import LocalBackend
 from herald.runtime.backend_tools import BackendTools
 from herald.runtime.grants import Grant
 from herald.tools import ToolError
@@ -30,7 +33,7 @@ from ._backend_mode import (
     script_caller,
     unique_name,
 )
-from ._helpers import run_ok
+from ._helpers import run_ok, wait_for
 
 __all__ = ["backend_runtime", "exec_backend"]  # fixtures, used by name
 
@@ -264,8 +267,60 @@ def test_setup_is_one_channel_that_then_serves_the_first_run(exec_backend: Backe
     with Runtime(counted, settings=alone, exec_mode="backend", transcript=False) as runtime:
         assert run_ok(runtime, "print(1)").output == "1\n"
         assert len(counted.channels) == 1 and "herald-setup" in counted.channels[0]  # the run had none of its own
+        assert runtime._remote is not None and runtime._remote.remote_dir is not None
+        remote_dir = runtime._remote.remote_dir
     assert counted.writes == 0
-    assert len(counted.channels) == 2 and counted.channels[1][0] == "rm"  # and one to remove the directory
+    if exec_backend.name == "local":  # the directory is on this machine: removed from here
+        assert len(counted.channels) == 1
+    else:  # one more channel, to remove the directory
+        assert len(counted.channels) == 2 and counted.channels[1][0] == "rm"
+    assert exec_backend.run(f"test -e {remote_dir}").exit_code != 0, "the directory outlived the close"
+
+
+def test_the_fork_server_starts_after_the_first_run(exec_backend: Backend, settings: Settings) -> None:
+    """Beside the first run it would compete for the backend's CPU with that run's start, and a
+    Runtime that runs one script never uses it."""
+    counted = CountingBackend(exec_backend)
+    forked = in_backend_settings(settings).with_overrides({"sandbox.warm": False, "sandbox.fork_server": True})
+
+    def zygotes() -> int:
+        return sum(LISTEN_FLAG in argv for argv in counted.channels)
+
+    with Runtime(counted, settings=forked, exec_mode="backend") as runtime:
+        assert run_ok(runtime, "print(1)").output == "1\n"
+        assert zygotes() == 0
+        assert run_ok(runtime, "print(2)").output == "2\n"
+        assert wait_for(lambda: zygotes() == 1), counted.channels  # started with the second run's spawn
+
+
+def test_later_runtimes_start_the_python_the_name_found(
+    workspace: Path, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sandbox.remote_python looked up on PATH (a launcher such as a pyenv shim costs ~0.1 s a
+    start): the next Runtime on the backend starts what it found; if that is gone, the name is
+    looked up again and the run goes on."""
+    first_dir, second_dir = tmp_path / "first", tmp_path / "second"
+    for where in (first_dir, second_dir):
+        where.mkdir()
+    (first_dir / "herald-test-python").symlink_to(os.path.realpath(sys.executable))
+    monkeypatch.setenv("PATH", f"{first_dir}:{second_dir}:{os.environ['PATH']}")
+    named = in_backend_settings(settings).with_overrides(
+        {"sandbox.remote_python": "herald-test-python", "sandbox.warm": False, "sandbox.fork_server": False})
+
+    def setup_python(backend: CountingBackend) -> str:
+        with Runtime(backend, settings=named, exec_mode="backend") as runtime:
+            assert run_ok(runtime, "print(1)").output == "1\n"
+        setup = next(argv for argv in reversed(backend.channels) if "herald-setup" in argv)
+        return setup[setup.index("herald-setup") + 1]
+
+    with LocalBackend(str(workspace), settings=named) as local:
+        backend = CountingBackend(local)
+        assert setup_python(backend) == "herald-test-python"
+        assert setup_python(backend) == str(first_dir / "herald-test-python")
+        (first_dir / "herald-test-python").rename(second_dir / "herald-test-python")
+        assert setup_python(backend) == "herald-test-python"  # (after the one it had was not found)
+        assert setup_python(backend) == str(second_dir / "herald-test-python")
+        assert setup_python(CountingBackend(local)) == "herald-test-python"  # another backend: its own lookup
 
 
 def test_paths_follow_the_session_directory_across_cells_and_calls(

@@ -20,8 +20,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import threading
 import time
+import weakref
 import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -51,6 +53,10 @@ from .host_child import LOADER
 from .isolation import PENDING, Isolation, settle
 
 CLOSE_JOIN_SECONDS = 30.0  # the Runtime's close waits this long for its channels to be closed
+# Per backend, what a python named without a path resolved to there (sandbox.remote_python looked
+# up on PATH): later Runtimes on the same backend start it directly, not through a launcher such
+# as a pyenv shim (a shell script, ~0.1 s per start).
+_RESOLVED_PYTHONS: weakref.WeakKeyDictionary[Backend, dict[str, str]] = weakref.WeakKeyDictionary()
 S = TypeVar("S")
 log = logging.getLogger(__name__)
 
@@ -89,7 +95,8 @@ class BackendSandbox(Generic[S]):
         self._local_dir = local_dir
         self._authenticate = authenticate
         self._handle = handle
-        self._python = settings.sandbox.remote_python
+        self._python = _RESOLVED_PYTHONS.get(backend, {}).get(settings.sandbox.remote_python,
+                                                              settings.sandbox.remote_python)
         self._lock = threading.Lock()
         self.remote_dir: str | None = None
         self._first: Channel | None = None  # the setup's channel, until the first run takes it
@@ -147,10 +154,18 @@ class BackendSandbox(Generic[S]):
         try:
             channel.send(archive)
             found, said, rest = read_setup(channel, time.monotonic() + PROBE_TIMEOUT)
-            remote_dir = self._check_setup(found, said)
+            if "missing" in found and self._python != self._settings.sandbox.remote_python:
+                stale = True  # what the name resolved to before is gone: look the name up again
+            else:
+                stale = False
+                remote_dir = self._check_setup(found, said)
         except BaseException:
             self._closer.retire(channel, b"")  # it ends by itself (an error said, or stdin closed)
             raise
+        if stale:
+            self._closer.retire(channel, b"")
+            self._forget_resolved_python()
+            return self._setup()
         return remote_dir, (Preread(channel, rest) if rest else channel)
 
     def _check_setup(self, found: dict[str, str], said: str) -> str:
@@ -183,10 +198,11 @@ class BackendSandbox(Generic[S]):
             raise SandboxStartError(f"could not make a private directory on {self.where}: {said[:500] or 'no output'}")
         real = found.get("python", "")
         if "/" not in self._python and real.startswith("/"):
-            # A name looked up on PATH: start what it found directly from now on (a launcher such
-            # as a pyenv shim is a shell script, ~0.1 s per start). A path is kept as given: it
-            # may be a wrapper that sets up the interpreter's environment.
+            # A name looked up on PATH: start what it found directly from now on, in this Runtime
+            # and the next ones on this backend. A path is kept as given: it may be a wrapper that
+            # sets up the interpreter's environment.
             self._python = real
+            _RESOLVED_PYTHONS.setdefault(self.backend, {})[self._settings.sandbox.remote_python] = real
         if "unpacked" not in found or SERVING not in found:
             self._remove(remote_dir)
             raise SandboxStartError(
@@ -195,6 +211,13 @@ class BackendSandbox(Generic[S]):
             )
         self._settle(found.get("isolation"), remote_dir)
         return remote_dir
+
+    def _forget_resolved_python(self) -> None:
+        """The interpreter the name had resolved to on this backend is gone: look the name up again."""
+        asked = self._settings.sandbox.remote_python
+        if self._python != asked:
+            _RESOLVED_PYTHONS.get(self.backend, {}).pop(asked, None)
+            self._python = asked
 
     def _settle(self, probed: str | None, remote_dir: str) -> None:
         """The isolation in force there, from the settings and what the probe found."""
@@ -220,7 +243,11 @@ class BackendSandbox(Generic[S]):
         return b"%d\n" % len(packed) + packed
 
     def _remove(self, remote_dir: str) -> None:
-        """Remove the directory, on a channel of its own (the session's shell need not run)."""
+        """Remove the directory, on a channel of its own (the session's shell need not run); on
+        this machine, from here (a channel is a process or two to start: ~50 ms of a close)."""
+        if self.backend.name == "local":
+            shutil.rmtree(remote_dir, ignore_errors=True)
+            return
         try:
             channel = self.backend.open_channel(["rm", "-rf", "--", remote_dir])
         except Exception as exc:  # the backend may be gone already; nothing left to clean then
@@ -254,14 +281,17 @@ class BackendSandbox(Generic[S]):
         argv = [self._python, "-I", "-B", "-c", REMOTE_LOADER, remote_dir]
         # The supervisor applies environ.py's policy there; only the user's passthrough names travel.
         env = {"passthrough": list(self._settings.sandbox.env_passthrough)}
+        with self._lock:
+            first, self._first = self._first, None  # the setup's own channel serves the first run
         zygote = self.zygote
-        if zygote is not None:
-            zygote.ensure()  # started (or replaced) in the background: this run may still spawn
+        if zygote is not None and first is None:
+            # Started (or replaced) in the background: this run may still spawn. Not beside the
+            # first run: it would compete with its start for the backend's CPU (two interpreters
+            # and a bwrap), and a Runtime that runs one script never uses it.
+            zygote.ensure()
         fork_server = zygote.path if zygote is not None and zygote.usable else None
         prepare = {"type": frames.PREPARE, "env": env, "loader": LOADER, "fork_server": fork_server,
                    "isolation": self._confinement()}
-        with self._lock:
-            first, self._first = self._first, None  # the setup's own channel serves the first run
         return BackendChild(
             (lambda: first) if first is not None else lambda: self.backend.open_channel(argv, cwd=remote_dir),
             prepare,
