@@ -46,14 +46,13 @@ from ..._sandbox.protocol import FrameBuffer, ProtocolError, encode_frame, reply
 from ...backends.base import Channel
 from ...capture import CappedCapture
 from ..rpc.server import Handler, serve_call
-from .backend_closer import close_channel
+from .backend_closer import OPEN_JOIN_SECONDS, close_channel
 from .backend_setup import DIR_GONE, RemoteDirGone
 from .contract import Collected, LocalGrants, Reason, SandboxStartError
 from .streams import OutputStream, drain_fd
 
 POLL_SECONDS = 0.05  # how long the collect loop waits on a quiet stream before checking interrupts
 KILL_MARGIN_SECONDS = 3.0  # time past the kill grace for the backend to report the exit
-OPEN_JOIN_SECONDS = 30.0  # closing a child whose channel is still opening waits this long for it
 FAILURE_TEXT_LIMIT = 4000
 POLL_READS = 64  # poll's reads of what is already there (a waiting child says little)
 
@@ -80,9 +79,11 @@ class BackendChild(Generic[S]):
         python: str,
         tools: LocalGrants[S] | None = None,
         retire: Callable[[Channel, bytes | None], None] = close_channel,
+        await_opener: Callable[[threading.Thread], None] = lambda opener: opener.join(OPEN_JOIN_SECONDS),
     ) -> None:
         self._channel: Channel | None = None
         self._retire = retire  # closes a channel off the result path (backend_closer.py)
+        self._await_opener = await_opener  # waits for an opener closed mid-way: it retires what it opens
         self._tools = tools
         self._cwd_sent: str | None = None  # the directory the supervisor resolves paths against
         self._opened = threading.Event()
@@ -374,7 +375,7 @@ class BackendChild(Generic[S]):
             leaving = self.gone or self.exit_code is not None
             self._retire(channel, b"" if leaving else GOODBYE if self.ready else None)
         elif threading.current_thread() is not self._opener:
-            self._opener.join(timeout=OPEN_JOIN_SECONDS)  # it closes what it opens from now on
+            self._await_opener(self._opener)  # it closes what it opens from now on
 
 
 def _interrupted(fd: int) -> bool:

@@ -52,6 +52,7 @@ from .contract import LocalGrants, SandboxStartError
 from .host_child import LOADER
 from .isolation import PENDING, Isolation, settle
 
+ZYGOTE_FROM_SPAWN = 3  # the fork server starts with the third child a Runtime spawns
 CLOSE_JOIN_SECONDS = 30.0  # the Runtime's close waits this long for its channels to be closed
 # Per backend, what a python named without a path resolved to there (sandbox.remote_python looked
 # up on PATH): later Runtimes on the same backend start it directly, not through a launcher such
@@ -100,6 +101,7 @@ class BackendSandbox(Generic[S]):
         self._lock = threading.Lock()
         self.remote_dir: str | None = None
         self._first: Channel | None = None  # the setup's channel, until the first run takes it
+        self._spawned = 0  # children spawned for this directory
         self.zygote: BackendZygote | None = None
         self._closer = ChannelCloser()
         self._pool = ThreadPoolExecutor(
@@ -283,11 +285,14 @@ class BackendSandbox(Generic[S]):
         env = {"passthrough": list(self._settings.sandbox.env_passthrough)}
         with self._lock:
             first, self._first = self._first, None  # the setup's own channel serves the first run
+            self._spawned += 1
+            spawned = self._spawned
         zygote = self.zygote
-        if zygote is not None and first is None:
-            # Started (or replaced) in the background: this run may still spawn. Not beside the
-            # first run: it would compete with its start for the backend's CPU (two interpreters
-            # and a bwrap), and a Runtime that runs one script never uses it.
+        if zygote is not None and spawned >= ZYGOTE_FROM_SPAWN:
+            # Started (or replaced) in the background: this run may still spawn. Not for the
+            # first two children (the first run's and its successor): it would compete with them
+            # for the backend's CPU (two interpreters and a bwrap), and a Runtime that runs a
+            # script or two, then closes, never uses it.
             zygote.ensure()
         fork_server = zygote.path if zygote is not None and zygote.usable else None
         prepare = {"type": frames.PREPARE, "env": env, "loader": LOADER, "fork_server": fork_server,
@@ -302,6 +307,7 @@ class BackendSandbox(Generic[S]):
             python=self._python,
             tools=self._tools,
             retire=self._closer.retire,
+            await_opener=self._closer.await_opener,
         )
 
     def close(self) -> None:
