@@ -10,7 +10,7 @@ channel and starts no interpreter twice, and the session's shell need not run; a
 found gone later (swept while its connection was down) is made again (`forget_dir`);
 `spawn` starts a `BackendChild` there (the first on the setup's channel), whose script is forked
 by the Runtime's zygote in the backend when there is one (backend_zygote.py, setting
-`sandbox.fork_server`); `close` stops the zygote and removes the directory while the channels
+`sandbox.fork_server`; started with the Runtime's third child); `close` stops the zygote and removes the directory while the channels
 of the zygote and the waiting child end (backend_closer.py: runs never wait for their
 channel's close, the Runtime's close does).
 """
