@@ -65,8 +65,8 @@ class ChannelCloser:
         """`close` waits for `opener` too (a thread opening a channel it will retire here).
         After `close`, waited for here and now."""
         with self._cond:
-            if not self._closing:
-                self._openers.append(opener)
+            if not self._closing:  # (those done already let go: a Runtime may live long)
+                self._openers = [*(thread for thread in self._openers if thread.is_alive()), opener]
                 return
         opener.join(OPEN_JOIN_SECONDS)
 
