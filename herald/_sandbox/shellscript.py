@@ -6,8 +6,8 @@ Stdlib only, Python >= 3.8 (the sandbox package).
 
 How one command runs: its text goes to a file next to the shell's state file, written by
 Herald when the shell runs on this machine (ShellScripts.write_command), else by the shell from
-its input (sent single-quoted): bash reads its input a byte per system call, so the less of it
-the better. The shell checks in a throwaway subshell that the text parses (as a function body)
+its input (sent single-quoted, to `__herald_put`, a function defined at the shell's start): bash
+reads its input a byte per system call, so the less of it the better (~0.4 µs a byte here). The shell checks in a throwaway subshell that the text parses (as a function body)
 and sources the file in the shell itself, at the top level, so `cd`, `export` and `declare`
 persist, with stdin from /dev/null and stderr merged into stdout. A command that does not parse
 runs in a subshell, which reports the error: parsing broken text in the session's shell is what
@@ -60,6 +60,7 @@ class ShellScripts:
         return (
             "set -m +o history 2>/dev/null; unset PROMPT_COMMAND; PS1=''; PS2=''\n"
             + self._done_function()
+            + self._put_function()
             + (self.restore() + "\n" if restore else "")
             + "builtin cd -- %s 2>/dev/null || builtin cd\n" % shell_quote(cwd)
             + "printf '%%s%%s %%s\\0' __HERALD_READY_ %s__ \"$$\"\n" % self.nonce
@@ -96,9 +97,7 @@ class ShellScripts:
                 "if ( %s ) >/dev/null 2>&1; "
                 "then __herald_ok=1; %s; else __herald_ok=0; ( %s ); fi" % (parse, run_here, source)
             )
-        # A command may have put something else in the file's place (it can reach it by
-        # $BASH_SOURCE): a FIFO would block the write, a directory fail it, for every command.
-        write = "" if written else "%s builtin printf '%%s' %s >| %s && " % (self._clear_in_shell(), shell_quote(command), path)
+        write = "" if written else "__herald_put %s && " % shell_quote(command)
         return "__herald_ok=0; { %s%s; } </dev/null 2>&1; __herald_done $? %d\n" % (write, run_it, 1 if end_jobs else 0)
 
     def write_command(self, command: str) -> bool:
@@ -124,10 +123,15 @@ class ShellScripts:
                 os.close(fd)
         return False
 
-    def _clear_in_shell(self) -> str:
-        """The shell's own clearing of the command file's place (as _clear does from here)."""
+    def _put_function(self) -> str:
+        """`__herald_put TEXT`: the shell writes a command's text to its file (when Herald cannot:
+        the shell runs elsewhere). Defined once per shell, so the path is not in every
+        command's input. A command may have put something else in the file's place (it can
+        reach it by $BASH_SOURCE): a FIFO would block the write, a directory fail it, for every
+        command; so the place is cleared first, as _clear does from here."""
         path = shell_quote(self.command_path)
-        return "builtin test -f %s || builtin test ! -e %s || command rm -rf -- %s;" % (path, path, path)
+        return ("__herald_put() { builtin test -f %s || builtin test ! -e %s || command rm -rf -- %s; "
+                "builtin printf '%%s' \"$1\" >| %s; }\n" % (path, path, path, path))
 
     def _done_function(self) -> str:
         """`__herald_done STATUS END_JOBS`: what follows every command, defined once per shell.
