@@ -18,7 +18,9 @@ Exec channel of in-backend runs (Herald <-> supervisor.py):
     START     {"type": START, "mode", "cwd", "code"|"sentinel", "line_buffered"}
     CODE      {"type": CODE, "code", "line_buffered"}          the next kernel cell
     KILL      {"type": KILL, "grace"}                          SIGTERM the tree, SIGKILL after grace
-    CLOSE     {"type": CLOSE}                                  SIGKILL the tree and leave
+    CLOSE     {"type": CLOSE, "remove"?: true}                 SIGKILL the tree and leave; with "remove"
+              (the Runtime is closing), remove the sandbox directory on the way out and say
+    REMOVED   {"type": REMOVED, "ok"}                          supervisor: whether the directory is gone
     OUT, ERR  {"type": OUT|ERR, "data"}                        the script's output (latin-1 text)
     READY, DONE, EXIT as on the control pipe; FAILED {"type": FAILED, "error"}: the supervisor broke
     START and CODE may carry "tools": the grant of the tools the supervisor runs itself, whose
@@ -63,6 +65,7 @@ START = "start"
 CODE = "code"
 KILL = "kill"
 CLOSE = "close"
+REMOVED = "removed"
 OUT = "out"
 ERR = "err"
 FAILED = "failed"

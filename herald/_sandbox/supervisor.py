@@ -98,6 +98,7 @@ class Supervisor:
         self.prepared: Dict[str, Any] = {}
         self.started = False
         self.mode = ""  # the run's, once started: "oneshot" or "kernel"
+        self.remove_dir = False  # Herald's goodbye asked for the sandbox directory to go with us
 
     # -- the script interpreter ------------------------------------------------------------
 
@@ -195,6 +196,7 @@ class Supervisor:
         elif kind == frames.KILL:
             self.terminate(float(message.get("grace", 0.0)))
         elif kind == frames.CLOSE:
+            self.remove_dir = message.get("remove") is True
             raise EOFError("Herald closed the run")
 
     def from_script(self, message: Dict[str, Any]) -> None:
@@ -383,6 +385,16 @@ class Supervisor:
             self.child.close()
         self.relay.close()
 
+    def remove_sandbox_dir(self) -> None:
+        """The Runtime is closing and this is its last supervisor: the directory goes with it,
+        and Herald hears whether it went (else it removes it itself), instead of starting a
+        process there only for that (over Docker an exec, ~0.1 s; over SSH two round trips)."""
+        import shutil  # only now: most supervisors never need it
+
+        shutil.rmtree(self.sandbox_dir, ignore_errors=True)
+        self.send({"type": frames.REMOVED, "ok": not os.path.lexists(self.sandbox_dir)})
+        self.drain_wire(timeout=5.0)
+
 
 def main() -> None:
     # The stream is ours alone: keep private copies of stdin/stdout and point fds 0-2 at
@@ -413,4 +425,6 @@ def main() -> None:
         supervisor.drain_wire(timeout=5.0)
     finally:
         supervisor.close()
+    if supervisor.remove_dir:
+        supervisor.remove_sandbox_dir()
     os._exit(0)

@@ -367,6 +367,8 @@ class Runtime:
         self._closed = True
         self.interrupt()
         with self._exec_lock:
+            if self._remote is not None:
+                self._remote.begin_close()  # before its children go: one of them may take its directory along
             self._kernels.close()
             self._children.close()
             self._server.close()

@@ -25,12 +25,14 @@ import collections
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from ...backends.base import Channel
 
 LEAVE_WAIT_SECONDS = 1.0  # how long a retired channel may take to end on its own
 OPEN_JOIN_SECONDS = 30.0  # closing a child whose channel is still opening waits this long for it
 MAX_WORKERS = 4
+Heard = Callable[[bytes], None]  # given what a leaving process says on its channel
 log = logging.getLogger(__name__)
 
 
@@ -39,19 +41,21 @@ class ChannelCloser:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._queue: collections.deque[tuple[Channel, bytes | None]] = collections.deque()
+        self._queue: collections.deque[tuple[Channel, bytes | None, Heard | None, float]] = collections.deque()
         self._workers: list[threading.Thread] = []
         self._openers: list[threading.Thread] = []  # opening channels they will retire here
         self._idle = 0
         self._closing = False
 
-    def retire(self, channel: Channel, goodbye: bytes | None = b"") -> None:
-        """Send `goodbye` (if any), let the process end within LEAVE_WAIT_SECONDS, close the
+    def retire(self, channel: Channel, goodbye: bytes | None = b"", heard: Heard | None = None,
+               wait: float = LEAVE_WAIT_SECONDS) -> None:
+        """Send `goodbye` (if any), let the process end within `wait` seconds, close the
         channel; all on a worker thread. `goodbye` None: close without waiting (the process
-        is still starting). After `close`, done here and now."""
+        is still starting). `heard` is given what the process says meanwhile. After `close`,
+        done here and now."""
         with self._cond:
             if not self._closing:
-                self._queue.append((channel, goodbye))
+                self._queue.append((channel, goodbye, heard, wait))
                 if self._idle >= len(self._queue) or len(self._workers) >= MAX_WORKERS:
                     self._cond.notify()
                     return
@@ -59,7 +63,7 @@ class ChannelCloser:
                 self._workers.append(worker)
                 worker.start()
                 return
-        close_channel(channel, goodbye)
+        close_channel(channel, goodbye, heard, wait)
 
     def await_opener(self, opener: threading.Thread) -> None:
         """`close` waits for `opener` too (a thread opening a channel it will retire here).
@@ -79,18 +83,24 @@ class ChannelCloser:
                     self._idle -= 1
                 if not self._queue:
                     return
-                channel, goodbye = self._queue.popleft()
-            close_channel(channel, goodbye)
+                channel, goodbye, heard, wait = self._queue.popleft()
+            close_channel(channel, goodbye, heard, wait)
+
+    def wait_openers(self, timeout: float) -> None:
+        """Wait (at most `timeout` seconds) until the channels being opened are open and retired."""
+        with self._cond:
+            openers = list(self._openers)
+        deadline = time.monotonic() + timeout
+        for opener in openers:
+            opener.join(max(0.0, deadline - time.monotonic()))
 
     def close(self, timeout: float) -> None:
         """Wait (at most `timeout` seconds) for the retired channels to be closed."""
         with self._cond:
             self._closing = True
             self._cond.notify_all()
-            openers, workers = list(self._openers), list(self._workers)
         deadline = time.monotonic() + timeout
-        for opener in openers:  # what they open goes to a worker, or (closing) is closed by them
-            opener.join(max(0.0, deadline - time.monotonic()))
+        self.wait_openers(timeout)  # what they open goes to a worker, or (closing) is closed by them
         with self._cond:
             workers = list(self._workers)
         for worker in workers:
@@ -100,15 +110,17 @@ class ChannelCloser:
                 return
 
 
-def close_channel(channel: Channel, goodbye: bytes | None = b"") -> None:
-    """Send `goodbye`, read until the process's output ends (at most LEAVE_WAIT_SECONDS), close;
-    with `goodbye` None, close at once."""
+def close_channel(channel: Channel, goodbye: bytes | None = b"", heard: Heard | None = None,
+                  wait: float = LEAVE_WAIT_SECONDS) -> None:
+    """Send `goodbye`, read until the process's output ends (at most `wait` seconds; what it
+    says goes to `heard`), close; with `goodbye` None, close at once."""
     try:
         if goodbye:
             channel.send(goodbye)
-        deadline = time.monotonic() + (LEAVE_WAIT_SECONDS if goodbye is not None else 0.0)
-        while (left := deadline - time.monotonic()) > 0 and channel.recv(left) != b"":
-            pass
+        deadline = time.monotonic() + (wait if goodbye is not None else 0.0)
+        while (left := deadline - time.monotonic()) > 0 and (said := channel.recv(left)) != b"":
+            if said and heard is not None:
+                heard(said)
     except Exception as exc:  # the backend may be gone already: close says so, or has nothing to do
         log.debug("an exec channel failed while its process was leaving: %s", exc)
     try:

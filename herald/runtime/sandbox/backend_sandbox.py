@@ -10,9 +10,12 @@ channel and starts no interpreter twice, and the session's shell need not run; a
 found gone later (swept while its connection was down) is made again (`forget_dir`);
 `spawn` starts a `BackendChild` there (the first on the setup's channel), whose script is forked
 by the Runtime's zygote in the backend when there is one (backend_zygote.py, setting
-`sandbox.fork_server`; started with the Runtime's third child); `close` stops the zygote and removes the directory while the channels
-of the zygote and the waiting child end (backend_closer.py: runs never wait for their
-channel's close, the Runtime's close does).
+`sandbox.fork_server`; started with the Runtime's third child); `close` stops the zygote,
+and the supervisor waiting for the next run removes the directory on its way out (its goodbye
+asks it to, `begin_close`; a process started there only for that is ~0.1 s over Docker, two
+round trips over SSH); with no such supervisor, or one that did not say it was done, the
+directory is removed on a channel of its own. Runs never wait for their channel's close, the
+Runtime's close does (backend_closer.py).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any, Generic, TypeVar
 
 from ..._sandbox import frames
 from ..._sandbox.owners import owner_tag
+from ..._sandbox.protocol import FrameBuffer, ProtocolError, encode_frame
 from ...backends.base import Backend, BackendError, Channel
 from ...config import Settings
 from ..rpc.server import Handler
@@ -53,6 +57,11 @@ from .host_child import LOADER
 from .isolation import PENDING, Isolation, settle
 
 ZYGOTE_FROM_SPAWN = 3  # the fork server starts with the third child a Runtime spawns
+# The goodbye that asks a supervisor to remove the directory as it leaves, and how long it may
+# take (a supervisor still starting must first get that far; the directory is removed from
+# here after that).
+REMOVE_GOODBYE = encode_frame({"type": frames.CLOSE, "remove": True})
+REMOVE_WAIT_SECONDS = 5.0
 CLOSE_JOIN_SECONDS = 30.0  # the Runtime's close waits this long for its channels to be closed
 # Per backend, what a python named without a path resolved to there (sandbox.remote_python looked
 # up on PATH): later Runtimes on the same backend start it directly, not through a launcher such
@@ -104,6 +113,8 @@ class BackendSandbox(Generic[S]):
         self._spawned = 0  # children spawned for this directory
         self.zygote: BackendZygote | None = None
         self._closer = ChannelCloser()
+        self._closing = False  # the Runtime is closing: a supervisor told to leave may take the directory along
+        self._removal: _Removal | None = None  # the supervisor that does (begin_close)
         self._pool = ThreadPoolExecutor(
             max_workers=max(1, settings.sandbox.max_parallel_calls), thread_name_prefix="herald-remote-rpc"
         )
@@ -271,7 +282,7 @@ class BackendSandbox(Generic[S]):
             zygote, self.zygote = self.zygote, None
             first, self._first = self._first, None
         if first is not None:
-            self._closer.retire(first, None)  # waiting for its prepare frame: it cannot hear a goodbye
+            self._retire_supervisor(first, None)  # waiting for its prepare frame: it cannot hear a goodbye
         if zygote is not None:
             zygote.close()
         return remote_dir
@@ -306,13 +317,52 @@ class BackendSandbox(Generic[S]):
             where=self.where,
             python=self._python,
             tools=self._tools,
-            retire=self._closer.retire,
+            retire=self._retire_supervisor,
             await_opener=self._closer.await_opener,
         )
+
+    def begin_close(self) -> None:
+        """The Runtime is closing (before its children are): the first supervisor told to leave
+        from now on (the waiting child's, or the setup's that no run took) removes the
+        directory on its way out and says so; on this machine it is removed from here."""
+        self._closing = self.backend.name != "local"
+
+    def _retire_supervisor(self, channel: Channel, goodbye: bytes | None) -> None:
+        """Retire a run's channel (backend_closer.py); while closing, a supervisor that is not
+        leaving by itself is asked to take the directory with it, and is given the time to."""
+        removal = None
+        with self._lock:
+            if self._closing and self._removal is None and goodbye != b"":
+                removal = self._removal = _Removal()
+        if removal is not None:
+            self._closer.retire(channel, REMOVE_GOODBYE, removal.heard, REMOVE_WAIT_SECONDS)
+        else:
+            self._closer.retire(channel, goodbye)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         remote_dir = self._let_go()
-        if remote_dir is not None:
+        if self._closing:  # a child closed while its channel opened retires it once open: it may take the directory
+            self._closer.wait_openers(CLOSE_JOIN_SECONDS)
+        removal = self._removal
+        if remote_dir is not None and removal is None:
             self._remove(remote_dir)  # nothing there writes into it any more: no wait for them to leave
         self._closer.close(CLOSE_JOIN_SECONDS)
+        if remote_dir is not None and removal is not None and not removal.done:
+            log.debug("the last supervisor did not remove %s on %s: removing it from here", remote_dir, self.where)
+            self._remove(remote_dir)
+
+
+class _Removal:
+    """What the supervisor asked to remove the directory says on its way out (REMOVED)."""
+
+    def __init__(self) -> None:
+        self._frames = FrameBuffer()
+        self.done = False  # it said the directory is gone
+
+    def heard(self, data: bytes) -> None:
+        try:
+            said = self._frames.feed(data)
+        except ProtocolError:
+            return
+        self.done = self.done or any(m.get("type") == frames.REMOVED and m.get("ok") is True for m in said)
