@@ -172,6 +172,20 @@ def test_channel_reports_the_exit_status(ssh_backend: SSHBackend) -> None:
     missing.close()
 
 
+def test_what_a_process_changes_after_a_look_is_seen_once_it_ends(ssh_backend: SSHBackend) -> None:
+    """A stat made while a process started on the host runs is not reused after it ends: it
+    may have changed the path right after the look (a backend-mode script removing a file)."""
+    ssh_backend.write_bytes("doomed.txt", b"x")
+    channel = ssh_backend.open_channel(["sh", "-c", "read go; rm -f doomed.txt; echo gone"])
+    assert ssh_backend.stat("doomed.txt") is not None  # looked at while the process runs
+    channel.send(b"go\n")
+    assert read_until(channel, b"gone\n") == b"gone\n"
+    assert channel.recv(10) == b""
+    channel.close()
+    assert ssh_backend.stat("doomed.txt") is None
+    assert ssh_backend.stat("doomed.txt") is None  # and what is seen now is kept: still nothing
+
+
 def test_channel_close_stops_the_remote_process_tree(ssh_backend: SSHBackend) -> None:
     channel = ssh_backend.open_channel(
         ["sh", "-c", "sleep 1000 & echo $!; setsid sh -c 'echo $$; exec sleep 1000' & sleep 1000"]

@@ -4,8 +4,9 @@ The file tools stat, then read or write; the workspace check resolves the path f
 read -> patch -> verify asks the same questions about one path several times within
 milliseconds. What a call saw (a stat, a read's fstat, the file a write made, where a path
 leads) answers the same question for SEEN_SECONDS, as long as no command runs and no process
-started on the backend still runs (they could change anything), and nothing changed since the
-call that saw it began (`epoch`). Changes made on the host by anything else within that
+started on the backend still runs (they could change anything; what is seen while one does is
+not kept, since it may change it after the look and end), and nothing changed since the call
+that saw it began (`epoch`). Changes made on the host by anything else within that
 second are not seen here; where that matters the operation checks again (a pinned path's
 REALPATH, files.py).
 """
@@ -53,7 +54,9 @@ class Seen:
         with self._lock:
             if epoch != self.epoch:
                 return
-            if attrs is None and not looked:
+            # While a process started here runs it may change the path right after the look,
+            # and once it has ended nothing says so: what is seen meanwhile is not kept.
+            if (attrs is None and not looked) or self._busy():
                 self._attrs.pop(path, None)
                 return
             if len(self._attrs) > LIMIT:
@@ -83,7 +86,7 @@ class Seen:
 
     def saw_lead(self, path: str, resolved: str, epoch: int) -> None:
         with self._lock:
-            if epoch != self.epoch:  # something could have moved a link since the call began
+            if epoch != self.epoch or self._busy():  # something could have moved a link since the call began
                 return
             if len(self._leads) > LIMIT:
                 self._leads.clear()
