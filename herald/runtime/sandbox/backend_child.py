@@ -359,6 +359,8 @@ class BackendChild(Generic[S]):
         self.close()
 
     def close(self) -> None:
+        if not self.closed and not self.ready and self._opened.is_set():
+            self._read(0)  # a READY that came unread (a waiting child's): it listens, it can be told to leave
         acquired = self._send_lock.acquire(timeout=5)  # let a reply being written finish first
         try:
             if self.closed:

@@ -86,21 +86,15 @@ class ChannelCloser:
                 channel, goodbye, heard, wait = self._queue.popleft()
             close_channel(channel, goodbye, heard, wait)
 
-    def wait_openers(self, timeout: float) -> None:
-        """Wait (at most `timeout` seconds) until the channels being opened are open and retired."""
-        with self._cond:
-            openers = list(self._openers)
-        deadline = time.monotonic() + timeout
-        for opener in openers:
-            opener.join(max(0.0, deadline - time.monotonic()))
-
     def close(self, timeout: float) -> None:
         """Wait (at most `timeout` seconds) for the retired channels to be closed."""
         with self._cond:
             self._closing = True
             self._cond.notify_all()
+            openers = list(self._openers)
         deadline = time.monotonic() + timeout
-        self.wait_openers(timeout)  # what they open goes to a worker, or (closing) is closed by them
+        for opener in openers:  # what they open goes to a worker, or (closing) is closed by them
+            opener.join(max(0.0, deadline - time.monotonic()))
         with self._cond:
             workers = list(self._workers)
         for worker in workers:

@@ -40,7 +40,7 @@ from ..._sandbox.protocol import FrameBuffer, ProtocolError, encode_frame
 from ...backends.base import Backend, BackendError, Channel
 from ...config import Settings
 from ..rpc.server import Handler
-from .backend_child import BackendChild
+from .backend_child import GOODBYE, BackendChild
 from .backend_closer import ChannelCloser, close_channel
 from .backend_setup import (
     MIN_PYTHON,
@@ -298,7 +298,8 @@ class BackendSandbox(Generic[S]):
             zygote, self.zygote = self.zygote, None
             first, self._first = self._first, None
         if first is not None:
-            self._retire_supervisor(first, None)  # waiting for its prepare frame: it cannot hear a goodbye
+            # Past its SERVING line it reads frames (waiting for a prepare): it hears a goodbye.
+            self._retire_supervisor(first, GOODBYE)
         if zygote is not None:
             zygote.close()
         return remote_dir
@@ -344,11 +345,12 @@ class BackendSandbox(Generic[S]):
         self._closing = self.backend.name != "local"
 
     def _retire_supervisor(self, channel: Channel, goodbye: bytes | None) -> None:
-        """Retire a run's channel (backend_closer.py); while closing, a supervisor that is not
-        leaving by itself is asked to take the directory with it, and is given the time to."""
+        """Retire a run's channel (backend_closer.py); while closing, a supervisor told to leave
+        (one that is up: still starting it would make the close wait for its start) is asked to
+        take the directory with it, and is given the time to."""
         removal = None
         with self._lock:
-            if self._closing and self._removal is None and goodbye != b"":
+            if self._closing and self._removal is None and goodbye == GOODBYE:
                 removal = self._removal = _Removal()
         if removal is not None:
             self._closer.retire(channel, REMOVE_GOODBYE, removal.heard, REMOVE_WAIT_SECONDS)
@@ -358,9 +360,8 @@ class BackendSandbox(Generic[S]):
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         remote_dir = self._let_go()
-        if self._closing:  # a child closed while its channel opened retires it once open: it may take the directory
-            self._closer.wait_openers(CLOSE_JOIN_SECONDS)
-        removal = self._removal
+        with self._lock:
+            removal, self._closing = self._removal, False  # no later claim: the directory is seen to here
         if remote_dir is not None and removal is None:
             self._remove(remote_dir)  # nothing there writes into it any more: no wait for them to leave
         self._closer.close(CLOSE_JOIN_SECONDS)
