@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -291,6 +292,29 @@ def test_a_closing_runtime_s_waiting_supervisor_takes_the_directory_along(exec_b
         opened = len(counted.channels)
     # On this machine the directory is removed from here; elsewhere the supervisor took it along.
     assert counted.channels[opened:] == [], f"the close started {counted.channels[opened:]}"
+    assert exec_backend.run(f"test -e {remote_dir}").exit_code != 0, "the directory outlived the close"
+
+
+def test_the_directory_goes_even_when_the_waiting_supervisor_died(exec_backend: Backend, settings: Settings) -> None:
+    """Nobody left there to take the directory along: it is removed from Herald's side."""
+    if exec_backend.name == "local":
+        pytest.skip("on this machine the directory is always removed from here")
+    counted = CountingBackend(exec_backend)
+    warm = in_backend_settings(settings).with_overrides({"sandbox.warm": True, "sandbox.fork_server": False})
+    with Runtime(counted, settings=warm, exec_mode="backend", transcript=False) as runtime:
+        assert run_ok(runtime, "print(1)").output == "1\n"
+        runtime.wait_warm()
+        assert runtime._remote is not None and runtime._remote.remote_dir is not None
+        remote_dir = runtime._remote.remote_dir
+        # Every process whose command line names the directory: the waiting supervisor (by a
+        # /proc walk: the test image has no pkill).
+        killer = ("import os, sys\nfor pid in filter(str.isdigit, os.listdir('/proc')):\n"
+                  "    try:\n        line = open('/proc/%s/cmdline' % pid, 'rb').read()\n"
+                  "        if sys.argv[1].encode() in line and int(pid) != os.getpid(): os.kill(int(pid), 9)\n"
+                  "    except OSError: pass")
+        assert exec_backend.run(f"python3 -c {shlex.quote(killer)} {remote_dir}").exit_code == 0
+        opened = len(counted.channels)
+    assert [argv[0] for argv in counted.channels[opened:]] == ["rm"]
     assert exec_backend.run(f"test -e {remote_dir}").exit_code != 0, "the directory outlived the close"
 
 
