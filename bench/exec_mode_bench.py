@@ -32,6 +32,7 @@ WARM_TARGET_MS = 12.0
 # started after the last run has had time to get ready. No wait_warm(): nothing is done for the
 # benchmark's sake.
 WARM_PAUSE = 0.2
+IDLE_PAUSE = 0.5  # before a Runtime's close: a model turn (seconds, as a rule) before the session ends
 # read -> patch -> read again, for each of EDIT_FILES files: the file tools of a review-and-fix
 # loop. Prints the seconds it took.
 EDIT_SCRIPT = read_patch_verify(f"['bench-edit/f%03d.py' % i for i in range({EDIT_FILES})]", "value = 1", "value = 2")
@@ -129,9 +130,26 @@ def _cold(kind: str, backend: Backend, settings: Settings) -> Metric:
     return metric
 
 
+def _idle_close(kind: str, backend: Backend, settings: Settings) -> Metric:
+    """An agent session's end: the Runtime ran a script, sat idle through a model turn (its next
+    interpreter got ready meanwhile), then closes."""
+    metric = Metric(f"in-backend ({kind}): close after a pause", "ms", None,
+                    note=f"close() of a Runtime that ran print(1), then paused {IDLE_PAUSE * 1000:.0f} ms")
+    for _ in range(5):
+        runtime = Runtime(backend, settings=settings, exec_mode="backend")
+        try:
+            runtime.execute("print(1)")
+            time.sleep(IDLE_PAUSE)
+        finally:
+            started = time.perf_counter()
+            runtime.close()
+        metric.samples.append((time.perf_counter() - started) * 1000)
+    return metric
+
+
 def _measure(kind: str, backend: Backend, settings: Settings) -> list[Metric]:
     backend.write_bytes("bench-small.txt", "".join(f"line {i}\n" for i in range(20)).encode())
-    extra = [_cold(kind, backend, settings), *_edit_loop(kind, backend, settings)]
+    extra = [_cold(kind, backend, settings), _idle_close(kind, backend, settings), *_edit_loop(kind, backend, settings)]
     with Runtime(backend, settings=settings, exec_mode="backend") as runtime:
         start = Metric(f"in-backend ({kind}): script start print(1), warm", "ms", WARM_TARGET_MS,
                        note=f"end-to-end execute() after a {WARM_PAUSE * 1000:.0f} ms pause")
