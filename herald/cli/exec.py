@@ -39,6 +39,8 @@ from .live import EventStream, LiveView
 from .signals import stop_signals
 
 if TYPE_CHECKING:
+    from ..policy.approvals import TerminalApprovals
+    from ..runtime import Runtime
     from ..runtime.sandbox.result import ExecutionResult
 
 EXIT_CODES = {"success": 0, "error": 1, "timeout": 124, "interrupted": 130}
@@ -128,23 +130,31 @@ def cmd_exec(args: argparse.Namespace) -> int:
         # Made here (its modules imported: paramiko is a good part of them), connected meanwhile.
         made = new_backend(settings.backend, settings, args.cwd)
         opening = Opening(made, lambda: connect_backend(made, args.cwd))
+        approvals: TerminalApprovals | None = None
+        runtime: Runtime | None = None
         try:
             from ..policy import Policy
             from ..policy.approvals import interrupting, terminal_approvals
             from ..runtime import Runtime
             from ..runtime.sandbox.contract import SandboxStartError
 
-            backend = opening.take()
-        except BaseException:  # a stop signal meanwhile, or opening failed (then nothing to close)
-            opening.abandon()
-            raise
-        approvals = terminal_approvals()
-        try:
+            approvals = terminal_approvals()
+            # Made while the connection is: it needs none before its first run (in backend mode
+            # its start includes the archive of the sandbox files), so that work fills the wait.
             try:
                 policy = Policy.from_settings(settings, approve=approvals)
-                runtime = Runtime(backend, settings=settings, policy=policy)
+                runtime = Runtime(made, settings=settings, policy=policy)
             except (ValueError, SandboxStartError) as exc:  # unknown tool names; no python in the backend
                 raise UsageError(str(exc)) from None
+            backend = opening.take()
+        except BaseException:  # a stop signal meanwhile, a bad setting, or opening failed
+            if runtime is not None:
+                runtime.close()
+            if approvals is not None:
+                approvals.close()
+            opening.abandon()  # (opening failed: nothing to close)
+            raise
+        try:
             with runtime:
                 view: LiveView | EventStream | None
                 if args.json:

@@ -119,6 +119,8 @@ class BackendSandbox(Generic[S]):
         self._spawned = 0  # children spawned for this directory
         self.zygote: BackendZygote | None = None
         self._closer = ChannelCloser()
+        # Made now, not in the first run (a CLI makes its Runtime while it connects to the backend).
+        self._archive_bytes = self._archive()
         self._closing = False  # the Runtime is closing: a supervisor told to leave may take the directory along
         self._removal: _Removal | None = None  # the supervisor that does (begin_close)
         self._pool = ThreadPoolExecutor(
@@ -163,7 +165,7 @@ class BackendSandbox(Generic[S]):
         right behind the command; then the same process serves the first run (SETUP). The
         directory and that channel."""
         probe = "probe" if self._asked is not None and self._settings.sandbox.isolation != "none" else "-"
-        archive = self._archive()
+        archive = self._archive_bytes
         # On this machine the directory lives as long as this process; elsewhere the setup finds
         # the owner there (the connection's sshd), or there is none (a container's).
         owner = owner_tag(os.getpid()) if self.backend.name == "local" else ""
