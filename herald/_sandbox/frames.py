@@ -19,7 +19,7 @@ Exec channel of in-backend runs (Herald <-> supervisor.py):
     CODE      {"type": CODE, "code", "line_buffered"}          the next kernel cell
     KILL      {"type": KILL, "grace"}                          SIGTERM the tree, SIGKILL after grace
     CLOSE     {"type": CLOSE, "remove"?: true}                 SIGKILL the tree and leave; with "remove"
-              (the Runtime is closing), remove the sandbox directory on the way out and say
+              (the Runtime is closing), remove the sandbox directory on the way out, then say:
     REMOVED   {"type": REMOVED, "ok"}                          supervisor: whether the directory is gone
     OUT, ERR  {"type": OUT|ERR, "data"}                        the script's output (latin-1 text)
     READY, DONE, EXIT as on the control pipe; FAILED {"type": FAILED, "error"}: the supervisor broke

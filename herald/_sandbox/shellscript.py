@@ -7,7 +7,8 @@ Stdlib only, Python >= 3.8 (the sandbox package).
 How one command runs: its text goes to a file next to the shell's state file, written by
 Herald when the shell runs on this machine (ShellScripts.write_command), else by the shell from
 its input (sent single-quoted, to `__herald_put`, a function defined at the shell's start): bash
-reads its input a byte per system call, so the less of it the better (~0.4 µs a byte here). The shell checks in a throwaway subshell that the text parses (as a function body)
+reads its input a byte per system call, so the less of it the better (~0.4 µs a byte here).
+The shell checks in a throwaway subshell that the text parses (as a function body)
 and sources the file in the shell itself, at the top level, so `cd`, `export` and `declare`
 persist, with stdin from /dev/null and stderr merged into stdout. A command that does not parse
 runs in a subshell, which reports the error: parsing broken text in the session's shell is what

@@ -59,8 +59,7 @@ from .isolation import PENDING, Isolation, settle
 
 ZYGOTE_FROM_SPAWN = 3  # the fork server starts with the third child a Runtime spawns
 # The goodbye that asks a supervisor to remove the directory as it leaves, and how long it may
-# take (a supervisor still starting must first get that far; the directory is removed from
-# here after that).
+# take to say it has (after that the directory is removed from here).
 REMOVE_GOODBYE = encode_frame({"type": frames.CLOSE, "remove": True})
 REMOVE_WAIT_SECONDS = 5.0
 CLOSE_JOIN_SECONDS = 30.0  # the Runtime's close waits this long for its channels to be closed
