@@ -275,6 +275,9 @@ def cli_environment(prefix: str, overrides: dict[str, Any]) -> tuple[Path, dict[
     with the settings `overrides` as HERALD_* variables. The caller removes the home."""
     home = Path(tempfile.mkdtemp(prefix=prefix))
     env = dict(os.environ, HERALD_DATA_DIR=str(home / "data"), HERALD_CONFIG=str(home / "none.toml"))
+    # An installed Herald has its modules' bytecode caches (pip writes them; a checkout's first
+    # run does): a shell that forbids writing them would time compiling every module on each start.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.update({"HERALD_" + key.replace(".", "_").upper(): str(value) for key, value in overrides.items()})
     return home, env
 
