@@ -130,6 +130,12 @@ class BackendSandbox(Generic[S]):
     def where(self) -> str:
         return f"the {self.backend.name} backend"
 
+    @property
+    def _on_this_machine(self) -> bool:
+        """The backend's files are this machine's (the local backend): the directory lives as
+        long as this process, and Herald removes it itself."""
+        return self.backend.name == "local"
+
     def prepare(self) -> str:
         """Probe the python and unpack the sandbox files, once, on a channel that then serves
         the first run (one channel, no round trip of its own); the remote directory."""
@@ -167,7 +173,7 @@ class BackendSandbox(Generic[S]):
         archive = self._archive_bytes
         # On this machine the directory lives as long as this process; elsewhere the setup finds
         # the owner there (the connection's sshd), or there is none (a container's).
-        owner = owner_tag(os.getpid()) if self.backend.name == "local" else ""
+        owner = owner_tag(os.getpid()) if self._on_this_machine else ""
         channel = self.backend.open_channel(
             ["/bin/sh", "-c", SETUP_SHELL, "herald-setup", self._python, SETUP, probe, owner]
         )
@@ -275,7 +281,7 @@ class BackendSandbox(Generic[S]):
     def _remove(self, remote_dir: str) -> None:
         """Remove the directory, on a channel of its own (the session's shell need not run); on
         this machine, from here (a channel is a process or two to start: ~50 ms of a close)."""
-        if self.backend.name == "local":
+        if self._on_this_machine:
             shutil.rmtree(remote_dir, ignore_errors=True)
             return
         try:
@@ -343,7 +349,7 @@ class BackendSandbox(Generic[S]):
         """The Runtime is closing (before its children are): the first supervisor told to leave
         from now on (the waiting child's, or the setup's that no run took) removes the
         directory on its way out and says so; on this machine it is removed from here."""
-        self._closing = self.backend.name != "local"
+        self._closing = not self._on_this_machine
 
     def _retire_supervisor(self, channel: Channel, goodbye: bytes | None) -> None:
         """Retire a run's channel (backend_closer.py); while closing, a supervisor told to leave
