@@ -37,6 +37,9 @@ _TYPES: Dict[str, Tuple[type, ...]] = {
     "null": (type(None),),
 }
 
+# A schema "type" -> the one Python type whose values it takes as they are (bool is not an integer).
+_EXACT: Dict[Any, type] = {"string": str, "integer": int, "boolean": bool, "object": dict}
+
 
 def bind_arguments(
     name: str,
@@ -82,7 +85,9 @@ def _describe(schema: Mapping[str, Any]) -> str:
 
 def _check(tool: str, name: str, value: Any, schema: Mapping[str, Any]) -> Any:
     kinds = schema.get("type")
-    if kinds is not None:
+    if type(kinds) is str and _EXACT.get(kinds) is type(value):
+        pass  # the usual case: one type named, a value of exactly that type
+    elif kinds is not None:
         kinds = kinds if isinstance(kinds, list) else [kinds]
         ok = False
         for kind in kinds:
