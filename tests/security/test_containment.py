@@ -27,13 +27,22 @@ from tests.security.test_run_containment import _alive_with, _escapes, _marker
 
 SECRET = "sk-ant-containment-test-" + uuid.uuid4().hex
 
-# Reads every process's environ and memory maps it can, and tries to ptrace-attach every
-# `herald exec` process: prints what succeeded. (Matching the words anywhere also hit other test
-# processes, e.g. a parallel worker's `python -c "import herald ... sys.executable"`, left stopped.)
+# Reads every process's environ and memory maps it can, and tries to ptrace-attach the `herald
+# exec` processes it descends from (its own Herald): prints what succeeded. (Matching the words
+# anywhere also hit other test processes, e.g. a parallel worker's `python -c "import herald ...
+# sys.executable"`, left stopped; so did attaching another test's `herald exec` of the same user
+# in the instant before it made itself untraceable, which then hung.)
 PROBE = r'''
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
 SECRET = "SECRET_VALUE"
+ancestors, pid = set(), os.getppid()
+while pid > 1 and pid not in ancestors:
+    ancestors.add(pid)
+    try:
+        pid = int(open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        break
 for entry in os.listdir("/proc"):
     if not entry.isdigit() or int(entry) == os.getpid():
         continue
@@ -48,7 +57,7 @@ for entry in os.listdir("/proc"):
     except OSError:
         continue
     args = cmdline.split(b"\0")  # whole arguments: a `herald exec`, not any process naming both words
-    if b"exec" in args and any(a == b"herald" or a.endswith(b"/herald") for a in args):
+    if pid in ancestors and b"exec" in args and any(a == b"herald" or a.endswith(b"/herald") for a in args):
         if libc.ptrace(16, pid, 0, 0) == 0:  # PTRACE_ATTACH
             print("ATTACHED", pid)
             libc.ptrace(17, pid, 0, 0)  # PTRACE_DETACH: let it finish
