@@ -19,6 +19,8 @@
     fuzzy.py       patch's matching: exact, then forgiving whitespace and indentation
     toolcore.py    ToolError, the argument check against a tool's schema, transcript previews
     fileaccess.py  OS-level reads and writes (the local backend's, the supervisor's), the reader's rules
+    realpaths.py   where a path leads, symlinks followed (Herald's policy, the grants' root checks)
+    selfserve.py   host mode: the file reads a script's own process answers from its run's grant
     stubcache.py   the zygote's one import of each sandbox directory's hermes_tools
     shellscript.py the persistent shell's protocol (Herald's shells and the supervisor's)
 

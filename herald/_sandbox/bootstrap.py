@@ -163,7 +163,7 @@ def ready_for_scripts() -> None:
             pass
 
 
-def _configure(message: Dict[str, Any]) -> None:
+def _configure(message: Dict[str, Any], ctl_write: int) -> None:
     from . import client
 
     _set_line_buffering(bool(message.get("line_buffered")))
@@ -171,6 +171,7 @@ def _configure(message: Dict[str, Any]) -> None:
         client.unix_connector(message["socket"]),
         message["token"],
         int(message.get("max_parallel") or client.DEFAULT_MAX_CONNECTIONS),
+        _self_serve(message, message, ctl_write),
     )
     cwd = message.get("cwd")
     if cwd:
@@ -178,6 +179,14 @@ def _configure(message: Dict[str, Any]) -> None:
             os.chdir(cwd)
         except OSError as exc:
             sys.stderr.write("warning: could not enter %s: %s\n" % (cwd, exc))
+
+
+def _self_serve(start: Dict[str, Any], grant_from: Dict[str, Any], ctl_write: int) -> Any:
+    """What this process may answer itself (selfserve.py, taken up at the first call): host
+    mode's grant in the start frame or kernel cell `grant_from`, the schemas in `start`."""
+    if "tools" not in grant_from:
+        return None
+    return (grant_from.get("tools"), start.get("tool_specs"), ctl_write)
 
 
 def _oneshot(message: Dict[str, Any], ctl_write: int) -> None:
@@ -212,6 +221,8 @@ def _oneshot(message: Dict[str, Any], ctl_write: int) -> None:
 
 
 def _kernel(message: Dict[str, Any], reader: FrameReader, ctl_write: int) -> None:
+    from . import client
+
     sentinel = message["sentinel"].encode("ascii")
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     counter = 0
@@ -225,7 +236,9 @@ def _kernel(message: Dict[str, Any], reader: FrameReader, ctl_write: int) -> Non
             os._exit(0)
         counter += 1
         _set_line_buffering(bool(request.get("line_buffered")))
+        client.answer_here(_self_serve(message, request, ctl_write))
         status = run_code(request["code"], "<cell %d>" % counter, namespace)
+        client.answer_here(None)  # the cell's grant ends with it: a thread it left asks Herald
         _flush()
         os.write(1, sentinel)
         os.write(2, sentinel)
@@ -267,7 +280,7 @@ def serve(ctl_read: int, ctl_write: int) -> None:
     if message is None:  # the parent went away before using this warm child
         os._exit(0)
     sys.argv = ["<script>"]
-    _configure(message)
+    _configure(message, ctl_write)
     if message.get("mode") == "kernel":
         _kernel(message, reader, ctl_write)
     else:

@@ -9,6 +9,11 @@ concurrent calls (further callers wait for a free one). Why not one shared conne
 then has to be handed from whichever thread read it to the thread that owns it, and on this
 kind of machine every such cross-thread wake-up costs about as much as the socket round trip.
 With a connection per caller, a reply wakes exactly the thread that waits for it.
+
+In host mode a run's grant may let the script's process answer some calls itself (`offer`,
+selfserve.py): those never reach a connection unless they are handed over. The grant is taken
+up at the first call, not when the run starts: a script that calls no tool pays nothing for it
+(making it touches pages a forked child shares with its zygote, ~0.4 ms of copies here).
 """
 
 from __future__ import annotations
@@ -17,10 +22,19 @@ import itertools
 import os
 import socket
 import threading
-from typing import Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from . import frames
 from .protocol import FrameReader, ProtocolError, encode_frame
+
+if TYPE_CHECKING:
+    from .selfserve import SelfServe
+
+# A run's grant as its start frame (or kernel cell) offers it: (grant, schemas, control pipe fd).
+Offer = Tuple[Any, Any, int]
+# Where a call goes, by SelfServe.take: answered here if it can be, to Herald, or to Herald marked
+# as past the run's budget by this process's count.
+HERE, HERALD, PAST_BUDGET = "here", "herald", "past budget"
 
 
 class ToolError(Exception):
@@ -63,6 +77,8 @@ class _Link:
 
 class RpcClient:
     def __init__(self, connect: Any, token: str, max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
+        self._offered: Optional[Offer] = None  # a grant not taken up yet (`offer`)
+        self._local: Optional[SelfServe] = None  # the calls this process answers itself (host mode)
         self._connect = connect  # zero-argument callable returning a connected socket-like object
         self._token = token
         self._max = max(1, max_connections)
@@ -76,6 +92,15 @@ class RpcClient:
     def call(self, tool: str, args: Dict[str, Any]) -> Any:
         call_id = next(self._ids)
         call: frames.CallFrame = {"id": call_id, "tool": tool, "args": args}
+        local = self._local if self._offered is None else self._take_offer()
+        if local is not None:
+            where = local.take(tool)
+            if where == HERE:
+                answered = local.answer(tool, args, call_id)
+                if answered is not None:
+                    return answered[0]
+            elif where == PAST_BUDGET:
+                call["past_budget"] = True
         frame = encode_frame(call)
         link = self._take(tool)
         try:
@@ -85,6 +110,10 @@ class RpcClient:
             # polling threads would only take the interpreter from each other.
             alone = self._open - len(self._idle) == 1
             reply = link.frames.read(poll=REPLY_POLL_SECONDS if alone else 0.0)
+            while reply is not None and reply.get("type") == frames.CWD:  # sent with the reply, just before it
+                if local is not None:
+                    local.moved(reply.get("cwd"))
+                reply = link.frames.read()
             if reply is not None and reply.get("id") != call_id:
                 raise ProtocolError("reply %r answers another call than %d" % (reply.get("id"), call_id))
         except (OSError, ProtocolError) as exc:
@@ -105,6 +134,27 @@ class RpcClient:
                 raise ConnectionLost(message, error_type, tool)
             raise ToolError(message, error_type, tool)
         return reply.get("result")
+
+    def offer(self, offer: Optional[Offer]) -> None:
+        """What this process may answer itself from now on (None: nothing): a run's grant, its
+        schemas and the control pipe for the records (selfserve.py)."""
+        with self._cond:
+            self._offered, self._local = offer, None
+
+    def forget_answers(self) -> None:
+        """After a fork: both processes would count the run's budget from the same number, so
+        Herald answers all. No lock: the forked child has only this thread (a fork in the middle
+        of a call is the script's own race)."""
+        self._offered = self._local = None
+
+    def _take_offer(self) -> Optional[SelfServe]:
+        with self._cond:  # once, whichever thread calls first
+            if self._offered is not None:
+                from .selfserve import SelfServe
+
+                self._local = SelfServe.from_start(*self._offered)
+                self._offered = None
+            return self._local
 
     def _take(self, tool: str) -> _Link:
         with self._cond:
@@ -182,10 +232,26 @@ def unix_connector(path: str, timeout: Optional[float] = None) -> Any:
 _default: Optional[RpcClient] = None
 
 
-def configure(connect: Any, token: str, max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
+def configure(connect: Any, token: str, max_connections: int = DEFAULT_MAX_CONNECTIONS,
+              offer: Optional[Offer] = None) -> None:
     """Point this process's tool calls at the parent (done by the sandbox bootstrap)."""
     global _default
     _default = RpcClient(connect, token, max_connections)
+    _default.offer(offer)
+
+
+def answer_here(offer: Optional[Offer]) -> None:
+    """What this process may answer itself from now on (a kernel cell's grant; None: nothing)."""
+    if _default is not None:
+        _default.offer(offer)
+
+
+def _after_fork() -> None:
+    if _default is not None:
+        _default.forget_answers()
+
+
+os.register_at_fork(after_in_parent=_after_fork, after_in_child=_after_fork)
 
 
 def call(tool: str, args: Dict[str, Any]) -> Any:

@@ -3,6 +3,10 @@
 
 RPC socket (script -> Herald; replies carry the call's `id` and `result` or `error`):
     AUTH      {"type": AUTH, "token"}                          first frame of every connection
+    a call may say "past_budget": true: the script's side counted it past the run's budget
+    (host mode, selfserve.py), and Herald refuses it whatever its own count says
+    CWD       {"type": CWD, "cwd"}                             Herald, just before a reply: the session's
+              directory moved (host mode, when the script answers file reads itself)
 
 Control pipe of a sandbox child (bootstrap.py -> Herald):
     READY     {"type": READY, "pid"}                           it can take a run
@@ -10,7 +14,11 @@ Control pipe of a sandbox child (bootstrap.py -> Herald):
     LEAVING   {"type": LEAVING}                                a one-shot script flushes its output now;
               its EXIT follows (a supervisor sends both to Herald in one write; others ignore it)
     EXIT      {"type": EXIT, "exit_code"}                      the script is over, the process goes
+    RECORD    as on the exec channel: a call the script's process answered itself (selfserve.py)
     EOF       (made up by the reader when the pipe closes)
+    Herald's start frame (StartFrame) and kernel cells (CodeFrame) come the other way; in host mode
+    they may carry "tools", the grant of the calls the script answers itself, and the start frame
+    their schemas, "tool_specs"
 
 Exec channel of in-backend runs (Herald <-> supervisor.py):
     PREPARE   {"type": PREPARE, "env", "loader", "fork_server"}  Herald: start the script interpreter
@@ -91,6 +99,7 @@ class CallFrame(TypedDict):
     tool: str
     args: Dict[str, Any]
     conn: NotRequired[int]  # on the exec channel: which script connection it came from
+    past_budget: NotRequired[bool]  # host mode: counted past the run's budget by the script's side
 
 
 class ErrorInfo(TypedDict):
@@ -139,14 +148,15 @@ class StartFrame(TypedDict, total=False):
     sentinel: str
     line_buffered: bool
     max_parallel: int
-    tools: Dict[str, Any]  # on the exec channel: the supervisor's grant (localtools.py)
+    tools: Dict[str, Any]  # the grant of the calls answered next to the script (localtools.py, selfserve.py)
+    tool_specs: Dict[str, Any]  # host mode: their schemas (in-backend, PREPARE brings them)
 
 
 class CodeFrame(TypedDict, total=False):
     type: str  # CODE on the exec channel
     code: str
     line_buffered: bool
-    tools: Dict[str, Any]  # the supervisor's grant for this cell
+    tools: Dict[str, Any]  # the grant for this cell (the supervisor's, or the script's own in host mode)
 
 
 class KillFrame(TypedDict):

@@ -51,6 +51,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from .realpaths import real_path
+
 # The tools the core can run (textfiles.TOOLS, the terminal, the search): those modules and the
 # workers (localcall.py) are imported by `load`, once the script is starting, so that a
 # supervisor starts as fast as before.
@@ -80,16 +82,12 @@ class LocalTools:
 
     def set_specs(self, specs: Any) -> None:
         """The prepare frame's "tool_specs" (malformed: none, so every call goes to Herald)."""
-        self.specs = specs if _valid_specs(specs) else {}
+        self.specs = specs if valid_specs(specs) else {}
 
     def set_grant(self, grant: Any) -> None:
         """A new run or kernel cell: its grant (None or malformed: every call goes to Herald).
         Its "local" names become {name: schema} from the specs."""
-        if isinstance(grant, dict) and isinstance(grant.get("local"), list):
-            names = grant["local"]
-            known = all(isinstance(name, str) and name in self.specs for name in names)
-            grant = dict(grant, local={name: self.specs[name] for name in names}) if known else None
-        self.grant = grant if _valid(grant) else None
+        self.grant = resolved_grant(grant, self.specs)
         self.calls = 0
         if self.grant is not None:
             self.cwd = self.grant["cwd"]
@@ -134,7 +132,7 @@ class LocalTools:
         if isinstance(path, str) and path.startswith("~"):
             return False  # the backend's HOME: Herald's backend expands it
         roots = grant.get("roots")
-        if roots is not None and isinstance(path, str) and not _inside(path, self.cwd, roots, bool(spec.get("writes"))):
+        if roots is not None and isinstance(path, str) and not inside_roots(path, self.cwd, roots, bool(spec.get("writes"))):
             return False  # Herald's policy decides (and refuses in its words)
         self.in_flight += 1
         self.load()
@@ -185,23 +183,44 @@ class LocalTools:
             self._workers.close()
 
 
-def _inside(path: str, cwd: str, roots: Dict[str, List[str]], writes: bool) -> bool:
+def resolved_grant(grant: Any, specs: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """`grant` with its "local" names resolved to their schemas from `specs` (set_specs);
+    None when it is None, malformed or names a tool without a schema."""
+    if isinstance(grant, dict) and isinstance(grant.get("local"), list):
+        names = grant["local"]
+        known = all(isinstance(name, str) and name in specs for name in names)
+        grant = dict(grant, local={name: specs[name] for name in names}) if known else None
+    return grant if _valid(grant) else None
+
+
+def inside_roots(path: str, cwd: str, roots: Dict[str, List[str]], writes: bool,
+                 resolve: Callable[[str], str] = real_path) -> bool:
     """Whether `path` is inside the workspace roots both as written and where its symlinks lead
-    (the roots are "/dir/" prefixes, with the read-only ones when the tool only reads)."""
+    (the roots are "/dir/" prefixes, with the read-only ones when the tool only reads), and
+    outside the roots' "masked" ones, if any (host mode: what the script's isolation hides)."""
     prefixes = tuple(roots["write" if writes else "read"])
+    masked = tuple(roots.get("masked", ()))
+    full = posixpath.normpath(posixpath.join(cwd, path))
+    where = full.rstrip("/") + "/"
+    if not where.startswith(prefixes) or (masked and where.startswith(masked)):
+        return False
     try:
-        full = posixpath.normpath(posixpath.join(cwd, path))
-        leads = os.path.realpath(full)
+        leads = resolve(full)
     except (ValueError, OSError):  # a NUL byte, a symlink loop
         return False
-    return all((where.rstrip("/") + "/").startswith(prefixes) for where in (full, leads))
+    where = leads.rstrip("/") + "/"
+    return where.startswith(prefixes) and not (masked and where.startswith(masked))
 
 
-def _valid_specs(specs: Any) -> bool:
+def valid_specs(specs: Any) -> bool:
     return isinstance(specs, dict) and all(
         isinstance(s, dict) and isinstance(s.get("properties"), dict) and isinstance(s.get("required"), list)
         and isinstance(s.get("refused"), dict) and n in TOOL_NAMES for n, s in specs.items()
     )
+
+
+def _prefixes(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(p, str) and p.startswith("/") for p in value)
 
 
 def _valid(grant: Any) -> bool:
@@ -209,7 +228,7 @@ def _valid(grant: Any) -> bool:
     checks: List[Callable[[Any], bool]] = [
         lambda g: isinstance(g, dict),
         lambda g: isinstance(g.get("allowed"), list) and all(isinstance(n, str) for n in g["allowed"]),
-        lambda g: isinstance(g.get("local"), dict) and _valid_specs(g["local"]),
+        lambda g: isinstance(g.get("local"), dict) and valid_specs(g["local"]),
         lambda g: isinstance(g.get("max_calls"), int),
         lambda g: isinstance(g.get("cwd"), str) and g["cwd"].startswith("/"),
         lambda g: isinstance(g.get("files"), dict) and all(isinstance(g["files"].get(k), int) for k in
@@ -220,8 +239,8 @@ def _valid(grant: Any) -> bool:
         lambda g: "search_files" not in g["local"] or (isinstance(g.get("search"), dict) and all(
             isinstance(g["search"].get(k), t) for k, t in (("python_only", bool), ("bin", str), ("max_output_bytes", int),
                                                            ("timeout", (int, float)), ("time_left", (int, float, type(None)))))),
-        lambda g: g.get("roots") is None or (isinstance(g["roots"], dict) and all(
-            isinstance(g["roots"].get(k), list) and all(isinstance(p, str) and p.startswith("/") for p in g["roots"][k])
-            for k in ("write", "read"))),
+        lambda g: g.get("roots") is None or (isinstance(g["roots"], dict) and "write" in g["roots"]
+                                             and "read" in g["roots"] and all(_prefixes(g["roots"].get(k, []))
+                                                                              for k in ("write", "read", "masked"))),
     ]
     return all(check(grant) for check in checks)

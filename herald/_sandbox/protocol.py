@@ -70,6 +70,27 @@ def encode_frame(message: object) -> bytes:
     return HEADER.pack(len(body)) + body
 
 
+# For `body_size`: the stdlib's C encoder made once, as `_encoder` encodes, without the check for
+# circular references (the values sized are built by Herald's own tool core: they have none).
+_sizer = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+    None, repr, json.encoder.encode_basestring, None, ":", ",", False, False, True,
+) if getattr(json.encoder, "c_make_encoder", None) is not None else None
+
+
+def body_size(message: Dict[str, Any]) -> int:
+    """How many bytes `message`'s frame body holds (`len(encode_frame(message)) - HEADER.size`),
+    without making the frame: the size a record reports of a reply that was never sent."""
+    if _sizer is not None and _fast_dumps is None:
+        text = "".join(_sizer(message, 0))
+        if text.isascii():
+            return len(text)
+        try:
+            return len(text.encode("utf-8"))
+        except UnicodeEncodeError:  # a lone surrogate: encode_frame sends escapes instead
+            pass
+    return len(encode_frame(message)) - HEADER.size
+
+
 def reply_frame(message: Dict[str, Any], reply: Dict[str, Any], echo: Iterable[str] = ("id",)) -> bytes:
     """`reply` to `message` as a frame, with the `echo` keys (the call id, ...) copied from the
     request; a result too large (or not JSON) becomes an error reply the caller can act on."""

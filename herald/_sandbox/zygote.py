@@ -330,13 +330,14 @@ def _same_user(client: socket.socket) -> bool:
     return int.from_bytes(creds[4:8], sys.byteorder) == os.getuid()
 
 
-def _preimport() -> None:
+def _preimport(host: bool = False) -> None:
     for name in PREIMPORTS:
         try:
             __import__(name)
         except ImportError:
             pass
-    for name in ("bootstrap", "client", "helpers"):  # what every child runs: load it once, here
+    # What every child runs: load it once, here; in host mode, what a child's own answers run too.
+    for name in ("bootstrap", "client", "helpers", *(("selfserve",) if host else ())):
         importlib.import_module("." + name, __package__)
     from .bootstrap import ready_for_scripts
 
@@ -365,5 +366,5 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _kill_tree_and_exit)
     die_with_parent(signal.SIGTERM)
     set_dumpable(False)  # a script (same user, same namespace) cannot trace us and taint later forks
-    _preimport()
+    _preimport(host=True)
     Zygote(herald=sock).serve()

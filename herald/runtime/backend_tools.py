@@ -1,10 +1,20 @@
-"""Backend mode: the tools a run's supervisor answers itself, next to the script.
+"""The tools answered next to the script, in the backend: by a backend-mode run's supervisor,
+or by a host-mode script's own process when the backend is this machine.
 
 `BackendTools` writes each run's grant (see herald/_sandbox/localtools.py for what the
-supervisor does with it) and takes the records of the calls answered there. A tool runs in the
-backend only when the session offers it to scripts and it is the registered tool itself (a
-registry that replaces `read_file` keeps its own handler, in Herald); `sandbox.backend_tools`
-False sends every call back to Herald.
+supervisor does with it, selfserve.py for the script's process) and takes the records of the
+calls answered there. A tool runs in the backend only when the session offers it to scripts and
+it is the registered tool itself (a registry that replaces `read_file` keeps its own handler, in
+Herald); `sandbox.backend_tools` False sends every call back to Herald.
+
+Host mode with the local backend (`visible` given): only the reads (`read_file`) are answered by
+the script's process, and only under the paths it sees as Herald does (`visible`: the workspace
+and the other binds of its isolation, or "/" without a mount namespace), cut to what the policy
+lets the tool read: the grant always carries those roots. Inside them, what the process could
+not read as Herald would (a masked credential file, a file its isolation cannot open) makes an
+error there, and every error goes to Herald, which answers in its own words. Herald tells the
+script's side when the session's directory moves, with the reply of the call that moved it
+(`cwd_frame`).
 
 The policy (herald/policy/) travels in the grant as far as the supervisor can apply it with the
 same outcome: a tool that a rule names, a changing tool under the read-only profile, and every
@@ -25,9 +35,13 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from collections.abc import Sequence
 from typing import Any
 
+from .._sandbox import frames
 from .._sandbox.localshell import reply as terminal_reply
+from .._sandbox.protocol import encode_frame
+from .._sandbox.selfserve import READ_TOOLS
 from .._sandbox.toolcore import preview
 from ..backends.shell import PersistentShell
 from ..capture import CappedCapture
@@ -51,21 +65,28 @@ log = logging.getLogger(__name__)
 
 
 class BackendTools:
-    """Grants and records of one Runtime's backend-mode runs."""
+    """Grants and records of one Runtime's runs, for the calls answered next to their scripts."""
 
-    def __init__(self, dispatcher: Dispatcher) -> None:
+    def __init__(self, dispatcher: Dispatcher, visible: Sequence[str] | None = None, masked: Sequence[str] = ()) -> None:
         self._dispatcher = dispatcher
         tools = dispatcher.script_tools
         policy = dispatcher.policy
+        # Host mode: the "/dir/" prefixes the script's process sees as Herald does, but for those
+        # its isolation hides (Herald's data, credential stores: the script may have its own there).
+        self._visible = None if visible is None else tuple(_prefix(p) for p in visible)
+        self._masked = [_prefix(p) for p in masked]
         self._local = {
             tool.name: {
-                "properties": tool.properties,
+                # What binding reads (toolcore.bind_arguments): the descriptions stay here.
+                "properties": {name: {k: v for k, v in schema.items() if k != "description"}
+                               for name, schema in tool.properties.items()},
                 "required": list(tool.required),
                 "refused": dict(tool.script_refused_args),
                 "writes": tool.mutates,
             }
             for tool in tools
             if LOCAL_HANDLERS.get(tool.name) is tool.handler
+            and (self._visible is None or tool.name in READ_TOOLS)
             and not any(rule.covers_tool(tool.name) for rule in policy.rules)
             and not (policy.profile == READ_ONLY and tool.mutates)
         }
@@ -121,7 +142,26 @@ class BackendTools:
         if self._dispatcher.policy.profile != FULL:
             workspace = self._dispatcher.gate.workspace
             grant["roots"] = {"write": list(workspace.prefixes()), "read": list(workspace.prefixes(reading=True))}
+        if self._visible is not None:
+            allowed = grant.get("roots", {"write": ["/"], "read": ["/"]})
+            grant["roots"] = {kind: _overlap(prefixes, self._visible) for kind, prefixes in allowed.items()}
+            grant["roots"]["masked"] = self._masked
+            session.cwd_told = grant["cwd"]
         return grant
+
+    def cwd_frame(self, session: Grant) -> bytes:
+        """Host mode, after Herald served one of the script's calls: a CWD frame to send just
+        before its reply when the session's directory moved since the script's side was told
+        (a `terminal('cd ...')`), else nothing."""
+        told = session.cwd_told
+        if told is None:
+            return b""
+        cwd = self.cwd()
+        if cwd == told:
+            return b""
+        session.cwd_told = cwd
+        moved: dict[str, Any] = {"type": frames.CWD, "cwd": cwd}
+        return encode_frame(moved)
 
     def _session_shell(self) -> PersistentShell | None:
         shell = getattr(self._dispatcher.ctx.backend, "session_shell", None)
@@ -194,14 +234,37 @@ class BackendTools:
             or not isinstance(size, int)
             or not (error is None or (isinstance(error, dict) and isinstance(error.get("type"), str)))
         ):
-            log.warning("ignored a malformed record from the backend's supervisor: %.200r", message)
+            # In host mode the script itself writes these: a hostile one must not flood the log.
+            (log.debug if self._visible is not None else log.warning)(
+                "ignored a malformed record from the %s: %.200r", self._answerer, message)
+            return
+        in_script = self._visible is not None
+        if in_script and session.scope.calls >= session.scope.max_calls:
+            # The script's side never answers past its budget, so this one is made up: a script
+            # writing records in a loop must not grow the transcript without end.
+            log.debug("dropped a record past the run's budget from the script's process")
             return
         if tool == "terminal":
             self.follow(message.get("cwd"))
+        args = message.get("args")
         self._dispatcher.record_script_call(
-            session.scope, str(tool), message.get("args"), error, size, float(seconds) / 1000
+            session.scope, str(tool), preview(args) if in_script else args, error, size, float(seconds) / 1000,
+            in_script=in_script,
         )
+
+    @property
+    def _answerer(self) -> str:
+        return "backend's supervisor" if self._visible is None else "script's process"
 
 
 def _herald_keeps_budgets(scope: CallScope) -> bool:
     return scope.budgets is not None and not HERALD_KEPT_BUDGETS.isdisjoint(scope.budgets.limits)
+
+
+def _prefix(path: str) -> str:
+    return path.rstrip("/") + "/"
+
+
+def _overlap(allowed: Sequence[str], visible: Sequence[str]) -> list[str]:
+    """The "/dir/" prefixes inside both sets: of each pair that nests, the deeper one."""
+    return sorted({a if a.startswith(v) else v for a in allowed for v in visible if a.startswith(v) or v.startswith(a)})

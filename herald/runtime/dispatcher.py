@@ -104,9 +104,11 @@ class CallScope:
     spill: SpillBudget | None = None  # what its spill files (output, tool calls) may still take
     budgets: Budgets | None = None  # reply bytes, tool seconds, web calls, ... (policy/budgets.py)
 
-    def take(self) -> bool:
+    def take(self, past_budget: bool = False) -> bool:
+        """Count a call; False (and counted as refused) past the budget, or when the script's
+        side already counted it past (`past_budget`: its answers' records may still be on the way)."""
         with self.lock:
-            if self.calls >= self.max_calls:
+            if past_budget or self.calls >= self.max_calls:
                 self.refused += 1
                 return False
             self.calls += 1
@@ -188,7 +190,7 @@ class Dispatcher:
         started = time.perf_counter()
         if tool is None:
             reply = self._refuse(name)
-        elif not scope.take():
+        elif not scope.take(message.get("past_budget") is True):
             reply = _error(
                 "ToolCallLimit",
                 f"Tool call limit reached: this script already made its {scope.max_calls} allowed "
@@ -214,16 +216,18 @@ class Dispatcher:
         return frame
 
     def record_script_call(
-        self, scope: CallScope, name: str, args_preview: Any, error: dict[str, Any] | None, size: int, seconds: float
+        self, scope: CallScope, name: str, args_preview: Any, error: dict[str, Any] | None, size: int, seconds: float,
+        *, in_script: bool = False,
     ) -> None:
-        """A call a backend-mode supervisor answered next to the script (runtime/backend_tools.py):
-        counted in `scope` and logged as `serve` logs the calls it runs (`args_preview` is
-        already a transcript preview); its record says `in_backend`."""
+        """A call answered next to the script (runtime/backend_tools.py): by a backend-mode
+        supervisor (the record says `in_backend`), or by a host-mode script's own process
+        (`in_script`). Counted in `scope` and logged as `serve` logs the calls it runs
+        (`args_preview` is already a transcript preview)."""
         with scope.lock:
             scope.calls += 1
         reply = {"error": error} if error is not None else {}
-        self._log(scope.run_id, "sandbox_tool_call", name, args_preview, reply, size, seconds, {"in_backend": True},
-                  previewed=True)
+        where = {"in_script": True} if in_script else {"in_backend": True}
+        self._log(scope.run_id, "sandbox_tool_call", name, args_preview, reply, size, seconds, where, previewed=True)
         if self.on_script_call is not None:
             try:
                 self.on_script_call(name, error is None)

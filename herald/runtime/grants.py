@@ -21,6 +21,9 @@ class Grant:
     """What an RPC connection's token is bound to; a kernel's scope changes with each run."""
 
     scope: CallScope
+    # Host mode, when the script's process answers file reads itself: the session directory it
+    # was last told (backend_tools.py), so Herald can tell it when that moves.
+    cwd_told: str | None = None
 
 
 class Grants:

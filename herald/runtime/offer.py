@@ -30,6 +30,16 @@ class ToolOffer:
     def script_tools(self) -> list[Tool]:
         return [t for t in self.tools if t.sandbox]
 
+    def elsewhere(self, registry: Registry) -> dict[str, str]:
+        """Tools of `registry` a script cannot call, and why (for its import errors)."""
+        here = {t.name for t in self.script_tools}
+        return {
+            t.name: "can only be called directly by the model, not from a script" if not t.sandbox
+            else f"is not available in this session: {self.withheld[t.name]}" if t.name in self.withheld
+            else "is not enabled in this session"
+            for t in registry if t.name not in here
+        }
+
 
 def offer_tools(registry: Registry, enabled: list[str] | None, settings: Settings) -> ToolOffer:
     """The one decision on which tools a session offers (see the module docstring).

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from .._sandbox.environ import sandbox_environ
 from .._sandbox.frames import StartFrame
@@ -130,12 +131,13 @@ class Runtime:
             self._sandbox_dir = (tempfile.mkdtemp(prefix="sandbox-", dir=shared_root()) if host_mode
                                  else owned_tempdir("sandbox"))
             undo.callback(shutil.rmtree, self._sandbox_dir, ignore_errors=True)
-            write_sandbox(Path(self._sandbox_dir), self.dispatcher.script_tools, self._elsewhere(),
+            write_sandbox(Path(self._sandbox_dir), self.dispatcher.script_tools,
+                          self.dispatcher.offer.elsewhere(self.registry),
                           package=shared_runtime_package(shared_root()) if host_mode else None)
             self._max_parallel = max(1, self.settings.sandbox.max_parallel_calls)
             self._server: RpcServer[Grant] = RpcServer(
                 self._grants.lookup,
-                lambda grant, message, echo: self.dispatcher.serve(grant.scope, message, echo),
+                self._serve,
                 max_concurrency=self._max_parallel,
                 parent_dir=shared_root() if host_mode else None,
             )
@@ -155,6 +157,7 @@ class Runtime:
             self._child_env = sandbox_environ(herald_environ(), self.settings.sandbox.env_passthrough)
             self._isolation_here = self._isolation()
             self._child_env.update(self.isolation.child_environ())
+            self._host_tools = self._answered_in_script()
             self._forks: forkserver.Lease | None = None
             if self._remote is None and self.settings.sandbox.fork_server:
                 self._forks = forkserver.Lease(self.settings.sandbox.python, self._child_env, self.isolation)
@@ -186,23 +189,28 @@ class Runtime:
 
     # -- plumbing --------------------------------------------------------------------------
 
-    def _elsewhere(self) -> dict[str, str]:
-        """Registered tools a script of this Runtime cannot call, and why (for import errors)."""
-        here = {t.name for t in self.dispatcher.script_tools}
-        withheld = self.dispatcher.offer.withheld
-        return {
-            t.name: "can only be called directly by the model, not from a script" if not t.sandbox
-            else f"is not available in this session: {withheld[t.name]}" if t.name in withheld
-            else "is not enabled in this session"
-            for t in self.registry if t.name not in here
-        }
-
     def _spawn(self) -> SandboxChild:
         if self._remote is not None:
             return self._remote.spawn()
         server = self._forks.server() if self._forks is not None else None
         return ChildProcess(self.settings.sandbox.python, self._sandbox_dir, self._child_env, forkserver=server,
-                            isolation=self.isolation)
+                            isolation=self.isolation, tools=self._host_tools, lookup=self._grants.lookup)
+
+    def _answered_in_script(self) -> BackendTools | None:
+        """Host mode on this machine's files: the reads a script's own process answers
+        (backend_tools.py), under the paths it sees as Herald does."""
+        if self._remote is not None or self.backend.name != "local" or not self.settings.sandbox.backend_tools:
+            return None
+        isolation = self._isolation_here
+        return BackendTools(self.dispatcher, visible=isolation.seen_alike, masked=isolation.masked)
+
+    def _serve(self, grant: Grant, message: dict[str, Any], echo: tuple[str, ...]) -> bytes:
+        """One of a host-mode script's calls; the script's side hears of a moved session directory
+        with the reply (when it answers file reads itself and resolves their paths there)."""
+        frame = self.dispatcher.serve(grant.scope, message, echo)
+        if self._host_tools is not None:
+            return self._host_tools.cwd_frame(grant) + frame
+        return frame
 
     @property
     def isolation(self) -> Isolation:

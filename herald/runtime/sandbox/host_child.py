@@ -5,6 +5,9 @@ stderr on pipes, and a control pipe pair for "ready" / "run this" / "done" / "ex
 Collection is one poll loop over stdout, stderr, the child's pidfd (exit), the control pipe and
 an interrupt pipe, so a timeout or an interrupt can never be missed while output keeps draining.
 A forked child's "exit" frame ends the run before the process is gone (collect, kill).
+With `tools` (host mode on the local backend, runtime/backend_tools.py), a run's start frame and
+each kernel cell carry the grant of the file reads the script's process answers itself, and the
+records of those answers come back on the control pipe, ahead of the frame that ends the run.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from ..._sandbox.procs import KillClock, descendants, signal_pids
 from ..._sandbox.protocol import MAX_CONTROL_FRAME_BYTES, FrameBuffer, ProtocolError, encode_frame
 from ...capture import CappedCapture
 from . import spawner
-from .contract import Collected, Reason, SandboxStartError
+from .contract import Collected, LocalGrants, Reason, SandboxStartError
 from .forkserver import ForkServer, ForkServerError
+from .host_process import Forked, Spawned, child_pipes, close_fds
 from .isolation import Isolation
 from .streams import OutputStream, drain_fd
 from .stubgen import RUNTIME_PACKAGE
@@ -39,86 +43,27 @@ EXIT_SETTLE_SECONDS = 2.0
 log = logging.getLogger(__name__)
 
 
-class _Spawned:
-    """A child started as a fresh interpreter: ours to wait for."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        self.proc = proc
-        self.pid = proc.pid
-
-    def poll(self) -> int | None:
-        return self.proc.poll()
-
-    def exited(self) -> bool:
-        """Exited, without reaping it (its pid, the group's id, stays reserved)."""
-        try:
-            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return True
-        return info is not None
-
-    def wait(self, timeout: float | None) -> int | None:
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def release(self) -> None:
-        self.proc.wait()
-
-
-class _Forked:
-    """A child forked by the fork server: it reaps the child and reports its status."""
-
-    def __init__(self, server: ForkServer, pid: int) -> None:
-        self.server = server
-        self.pid = pid
-
-    def poll(self) -> int | None:
-        return self.server.status(self.pid)
-
-    def exited(self) -> bool:
-        return self.server.status(self.pid) is not None
-
-    def wait(self, timeout: float | None) -> int | None:
-        return self.server.wait(self.pid, timeout)
-
-    def release(self) -> None:
-        self.server.release(self.pid)
-
-
-def _pipes() -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
-    """The child's pipes: our ends (stdout, stderr, control write, control read) and the child's
-    (stdout, stderr, control read, control write)."""
-    to_child_r, to_child_w = os.pipe()
-    from_child_r, from_child_w = os.pipe()
-    stdout_r, stdout_w = os.pipe()
-    stderr_r, stderr_w = os.pipe()
-    return (stdout_r, stderr_r, to_child_w, from_child_r), (stdout_w, stderr_w, to_child_r, from_child_w)
-
-
-def _close(fds: tuple[int, ...]) -> None:
-    for fd in fds:
-        os.close(fd)
-
-
 class ChildProcess:
     def __init__(
         self, python: str, sandbox_dir: str, env: dict[str, str], forkserver: ForkServer | None = None,
-        isolation: Isolation | None = None,
+        isolation: Isolation | None = None, tools: LocalGrants[Any] | None = None,
+        lookup: Callable[[str], Any] | None = None,
     ) -> None:
         self.forked = False
-        self._process: _Spawned | _Forked
+        self._tools: LocalGrants[Any] | None = tools if lookup is not None else None
+        self._lookup = lookup
+        self._session: Any = None  # what the run's token is bound to (with tools)
+        self._process: Spawned | Forked
         forked = self._fork(forkserver, sandbox_dir)
         if forked is not None:
             self._process = forked
         else:
-            ours, theirs = _pipes()
+            ours, theirs = child_pipes()
             try:
                 command = [python, "-I", "-B", "-c", LOADER, sandbox_dir, str(theirs[2]), str(theirs[3])]
                 if isolation is None or not isolation.holds_processes:
                     command.append(KEEP_ARG)  # a keeper process holds what the run leaves (reaper.py)
-                self._process = _Spawned(spawner.popen(
+                self._process = Spawned(spawner.popen(
                     isolation.command(command) if isolation is not None else command,
                     stdin=subprocess.DEVNULL,
                     stdout=theirs[0],
@@ -129,10 +74,10 @@ class ChildProcess:
                     cwd=sandbox_dir,
                 ))
             except OSError as exc:
-                _close(ours)
+                close_fds(ours)
                 raise SandboxStartError(f"could not start the sandbox interpreter {python}: {exc}") from None
             finally:
-                _close(theirs)
+                close_fds(theirs)
             self.stdout_fd, self.stderr_fd, self._to_child, self._from_child = ours
         self.pid = self._process.pid
         for fd in (self.stdout_fd, self.stderr_fd, self._from_child):
@@ -146,24 +91,24 @@ class ChildProcess:
         self.ready = False
         self.closed = False
 
-    def _fork(self, server: ForkServer | None, sandbox_dir: str) -> _Forked | None:
+    def _fork(self, server: ForkServer | None, sandbox_dir: str) -> Forked | None:
         """A child forked by `server`, or None (spawn one instead). Each attempt has pipes of its
         own: a zygote that dies mid-request may already have forked a child holding them, which
         must never share a pipe with the child spawned in its place."""
         if server is None:
             return None
-        ours, theirs = _pipes()
+        ours, theirs = child_pipes()
         try:
             pid = server.fork(sandbox_dir, theirs)
         except ForkServerError as exc:
-            _close(ours)
+            close_fds(ours)
             log.warning("fork server failed (%s); spawning an interpreter instead", exc)
             return None
         finally:
-            _close(theirs)
+            close_fds(theirs)
         self.stdout_fd, self.stderr_fd, self._to_child, self._from_child = ours
         self.forked = True
-        return _Forked(server, pid)
+        return Forked(server, pid)
 
     # -- control channel -------------------------------------------------------------------
 
@@ -180,6 +125,16 @@ class ChildProcess:
             return []
         # Ours carry an int status; a script's forgery with another type must not break the loop.
         return [m for m in messages if isinstance(m.get("exit_code", 0), int)]
+
+    def _drain_control(self) -> list[dict[str, Any]]:
+        """All the control pipe holds now (a killed script's last records among them)."""
+        drained: list[dict[str, Any]] = []
+        for _ in range(64):  # a pipe holds 64 KiB unless its writer enlarged it: bounded all the same
+            batch = self._read_control()
+            if not batch or batch[-1].get("type") == frames.EOF:
+                return drained + batch[:-1] if batch else drained
+            drained += batch
+        return drained
 
     def wait_ready(self, timeout: float) -> None:
         """Block until the child says it is ready; raise SandboxStartError if it dies first."""
@@ -208,10 +163,35 @@ class ChildProcess:
         return self._process.poll()
 
     def send(self, message: frames.StartFrame | frames.CodeFrame) -> None:
+        if self._tools is not None:
+            self._add_grant(message)
         data = encode_frame(message)
         while data:
             written = os.write(self._to_child, data)
             data = data[written:]
+
+    def _add_grant(self, frame: frames.StartFrame | frames.CodeFrame) -> None:
+        """The run's grant into a one-shot start frame or a kernel cell; a kernel's start frame
+        binds the session and brings the schemas, its cells bring their grants."""
+        assert self._tools is not None and self._lookup is not None
+        start = cast("frames.StartFrame", frame)
+        token = start.get("token")
+        if isinstance(token, str):
+            self._session = self._lookup(token)
+            if self._session is None:
+                return
+            start["tool_specs"] = self._tools.specs()
+            if start.get("mode") == "kernel":
+                return
+        if self._session is not None:
+            grant = self._tools.grant(self._session)
+            if grant is not None:
+                frame["tools"] = grant
+
+    def _control(self, message: dict[str, Any]) -> None:
+        """A record of a call the script's process answered itself: counted and logged."""
+        if message.get("type") == frames.RECORD and self._tools is not None and self._session is not None:
+            self._tools.record(self._session, message)
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -275,6 +255,8 @@ class ChildProcess:
                             reported = int(message.get("exit_code", 1))
                         elif message.get("type") == frames.EOF:
                             poller.unregister(self._from_child)
+                        else:
+                            self._control(message)
                 elif fd == interrupt_fd:
                     drain_fd(interrupt_fd)
                     clock.stop("interrupted")
@@ -300,9 +282,11 @@ class ChildProcess:
         for stream in streams.values():
             self._pump(stream, None, drain=True)
             stream.finish()
-        for message in self._read_control():
+        for message in self._drain_control():
             if message.get("type") == frames.EXIT:
                 reported = int(message.get("exit_code", 1))
+            else:
+                self._control(message)
         status = reported if reported is not None and killing is None else self._process.wait(None)
         if killing is not None:
             return Collected(killing, status)

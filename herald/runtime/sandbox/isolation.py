@@ -70,6 +70,13 @@ class Isolation:
         return self.mode == "bwrap"
 
     @property
+    def seen_alike(self) -> tuple[str, ...]:
+        """The paths the script sees as this machine shows them to Herald: under bwrap its binds
+        (the rest of its view is its own: a private /tmp, masks over credential stores); without
+        a mount namespace, everything (what it may open is another matter)."""
+        return (*self.read_write, *self.read_only) if self.mode == "bwrap" else ("/",)
+
+    @property
     def describe(self) -> str:
         """One line for results, `herald doctor` and the live view."""
         if self.mode in ("none", "container", PENDING):

@@ -1,0 +1,114 @@
+"""Host mode: the file reads a script's own process answers, without a round trip to Herald.
+
+Stdlib only, Python >= 3.8 (the sandbox package). With the local backend a host-mode script runs
+on the machine whose files its tools read, and its own `open()` already reads what `read_file`
+reads there, so answering `read_file` in the script's process gives it nothing new and saves the
+trip through Herald (runtime/backend_tools.py says which runs get a grant, and why it is safe).
+The grant comes in the start frame ("tools", with the schemas in "tool_specs"; a kernel's with
+each cell) in the supervisor's format (localtools.py); it always carries "roots": the paths
+Herald's policy lets the tool read that this process also sees as Herald does.
+
+Policy:
+- Counting is Herald's: every call of a tool in "allowed" counts, answered here or not. Past
+  "max_calls" a call goes to Herald marked "past_budget", and Herald refuses it (its own count
+  may lag behind the records still in the pipe).
+- Answered here: a granted tool whose path lies inside "roots" as written and where its links
+  lead, when the core answers without an error. Anything else (a `~` path, a missing file and
+  its "did you mean", a masked credential file, any error at all) goes to Herald as the call it
+  was, which answers it in its own words: nothing has happened here before such a hand-over.
+- Each answer is reported on the control pipe as a RECORD frame (one write under PIPE_BUF,
+  atomic beside other threads' records) before the call returns: Herald counts and logs it, and
+  a killed script's records are still in the pipe for Herald to read.
+- After a fork (multiprocessing) neither process answers anything itself (client.py): their
+  counts would each start from the same number. A kernel's grant lasts one cell.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Dict, List, Optional
+
+from . import frames
+from .client import HERALD, HERE, PAST_BUDGET
+from .fileaccess import OsFiles
+from .localtools import inside_roots, resolved_grant, valid_specs
+from .protocol import body_size, encode_frame
+from .realpaths import ReadCache
+from .textfiles import TOOLS
+from .toolcore import bind_arguments
+
+# The tools a script's own process may answer: the reads. A write stays with Herald, whose
+# per-path locks order it with the other calls touching the file.
+READ_TOOLS = ("read_file",)
+PIPE_ATOMIC_BYTES = 4096  # PIPE_BUF on Linux: a write of at most this many bytes is never split
+
+
+class SelfServe:
+    """One run's (or kernel cell's) answers in the script's process; thread-safe."""
+
+    def __init__(self, grant: Dict[str, Any], ctl_fd: int) -> None:
+        self._grant = grant
+        self._ctl_fd = ctl_fd
+        self._allowed = frozenset(grant["allowed"])
+        self._left = int(grant["max_calls"])
+        self._lock = threading.Lock()
+        self._files = OsFiles(int(grant["files"]["read_max_bytes"]))
+        self._reads = ReadCache()
+        self.cwd: str = grant["cwd"]
+
+    @classmethod
+    def from_start(cls, grant: Any, specs: Any, ctl_fd: int) -> Optional[SelfServe]:
+        """The answers a start frame's "tools" and "tool_specs" grant; None when none (or malformed)."""
+        if not valid_specs(specs):
+            return None
+        resolved = resolved_grant(grant, {k: v for k, v in specs.items() if k in READ_TOOLS})
+        if resolved is None or not isinstance(resolved.get("roots"), dict):
+            return None  # without roots nothing could be answered here
+        return cls(resolved, ctl_fd)
+
+    def take(self, tool: str) -> str:
+        """Count a call of `tool` and say where it goes: HERE (try `answer`), HERALD, or
+        PAST_BUDGET (to Herald, marked)."""
+        if tool not in self._allowed:
+            return HERALD  # Herald refuses it, uncounted
+        with self._lock:
+            if self._left <= 0:
+                return PAST_BUDGET
+            self._left -= 1
+        return HERE if tool in self._grant["local"] else HERALD
+
+    def answer(self, tool: str, args: Any, call_id: int) -> Optional[List[Any]]:
+        """[the result] of a call `take` sent HERE, reported to Herald; None: send it to Herald."""
+        started = time.perf_counter()
+        path = args.get("path") if isinstance(args, dict) else None
+        if not isinstance(path, str) or not path or path.startswith("~"):
+            return None
+        cwd = self.cwd
+        if not inside_roots(path, cwd, self._grant["roots"], False, self._reads.resolve):
+            return None
+        spec = self._grant["local"][tool]
+        try:
+            bound = bind_arguments(tool, spec["properties"], spec["required"], args, spec["refused"])
+            result = TOOLS[tool](self._files, cwd, self._grant["files"], bound)
+            size = body_size({"id": call_id, "result": result})
+            # The arguments as they came (Herald previews them): they are a few short values.
+            record = encode_frame({
+                "type": frames.RECORD, "tool": tool, "args": args,
+                "duration_ms": round((time.perf_counter() - started) * 1000, 3), "reply_bytes": size,
+            })
+        except Exception:  # an error of any kind is Herald's to word (see the module's policy)
+            return None
+        if len(record) > PIPE_ATOMIC_BYTES:
+            return None  # a record that long could interleave with another thread's
+        try:
+            os.write(self._ctl_fd, record)
+        except OSError:  # Herald is gone: its own call says so
+            return None
+        return [result]
+
+    def moved(self, cwd: Any) -> None:
+        """Herald's session directory moved (a CWD frame before a reply)."""
+        if isinstance(cwd, str) and cwd.startswith("/"):
+            self.cwd = cwd
