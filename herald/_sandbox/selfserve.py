@@ -112,3 +112,31 @@ class SelfServe:
         """Herald's session directory moved (a CWD frame before a reply)."""
         if isinstance(cwd, str) and cwd.startswith("/"):
             self.cwd = cwd
+
+
+def warm_up(rounds: int = 12) -> None:
+    """Answer a few reads of this module's own file (records into /dev/null), so that a
+    zygote's forks find the path ready: the interpreter specialises code as it runs it, and a
+    fork that did that itself copied the pages it wrote (~0.3 ms of a run's first read here).
+    Never raises: the zygote serves without it."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    number = {"type": "integer", "minimum": 1, "default": 1}
+    spec = {"properties": {"path": {"type": "string"}, "offset": number, "limit": number},
+            "required": ["path"], "refused": {}, "writes": False}
+    grant = {"allowed": ["read_file"], "local": ["read_file"], "max_calls": rounds, "cwd": here,
+             "files": {"read_max_bytes": 1 << 20, "read_max_line_chars": 2000, "read_max_chars": 100000},
+             "roots": {"write": [], "read": [here + "/"], "masked": []}}
+    try:
+        sink = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        for _ in range(rounds):
+            serve = SelfServe.from_start(grant, {"read_file": spec}, sink)
+            if serve is not None and serve.take("read_file") == HERE:
+                serve.answer("read_file", {"path": os.path.basename(__file__), "limit": 5}, 1)
+    except Exception:
+        pass
+    finally:
+        os.close(sink)
+

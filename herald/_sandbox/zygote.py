@@ -339,6 +339,10 @@ def _preimport(host: bool = False) -> None:
     # What every child runs: load it once, here; in host mode, what a child's own answers run too.
     for name in ("bootstrap", "client", "helpers", *(("selfserve",) if host else ())):
         importlib.import_module("." + name, __package__)
+    if host:
+        from .selfserve import warm_up
+
+        warm_up()
     from .bootstrap import ready_for_scripts
 
     ready_for_scripts()  # for every fork, once (nothing past this imports Herald's package)
