@@ -10,7 +10,10 @@ import re
 import shlex
 import threading
 import time
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Type, Union
+from types import FunctionType
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, Union
+
+from . import client
 
 _MISSING = object()
 
@@ -103,6 +106,12 @@ def parallel(*calls: Any, max_workers: int = 16, return_exceptions: bool = False
                 failed[index] = True
 
     workers = max(1, min(max_workers, len(jobs)))
+    if all(_is_stub(func) for func, _ in jobs):
+        # Tool calls only: they go out together from this thread, no thread per call.
+        for index, outcome in enumerate(_stub_outcomes(jobs, workers)):
+            results[index] = outcome
+            failed[index] = isinstance(outcome, BaseException)
+        jobs = []
     finished = threading.Semaphore(0)
 
     def work_then_report() -> None:
@@ -111,15 +120,44 @@ def parallel(*calls: Any, max_workers: int = 16, return_exceptions: bool = False
         finally:
             finished.release()
 
-    for _ in range(workers):
+    started = workers if jobs else 0
+    for _ in range(started):
         _pool().submit(work_then_report)
-    for _ in range(workers):
+    for _ in range(started):
         finished.acquire()
     if not return_exceptions:
         for index, bad in enumerate(failed):
             if bad:
                 raise results[index]
     return results
+
+
+def _is_stub(func: Any) -> bool:
+    """A tool's function in the generated hermes_tools module (its helpers live here)."""
+    return type(func) is FunctionType and func.__module__ == "hermes_tools" and not func.__name__.startswith("_")
+
+
+def _stub_outcomes(jobs: Sequence[Tuple[Callable[..., Any], Tuple[Any, ...]]], limit: int) -> List[Any]:
+    """Each job's outcome (a result or an exception): each stub is asked which call it makes
+    (its own argument errors are that job's outcome, as in a worker), then the calls are made
+    together, at most `limit` at once."""
+    outcomes: List[Any] = [None] * len(jobs)
+    calls: List[Tuple[str, Dict[str, Any]]] = []
+    made_by: List[int] = []
+    for index, (stub, args) in enumerate(jobs):
+        try:
+            made = client.ask(stub, args)
+        except Exception as exc:
+            outcomes[index] = exc
+            continue
+        if isinstance(made, client.Deferred):
+            calls.append((made.tool, made.args))
+            made_by.append(index)
+        else:  # not a plain stub after all: what it returned is its outcome
+            outcomes[index] = made
+    for position, outcome in enumerate(client.call_many(calls, limit)):
+        outcomes[made_by[position]] = outcome
+    return outcomes
 
 
 def json_parse(text: Any, default: Any = _MISSING) -> Any:

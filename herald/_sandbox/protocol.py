@@ -158,6 +158,11 @@ class FrameReader:
         self._poll_misses = 0  # polls in a row that did not find the frame
         self._poll_skips = 0  # reads left to make without polling
 
+    @property
+    def waiting(self) -> int:
+        """Frames already read and decoded that `read` will return next without a system call."""
+        return len(self._ready)
+
     def read(self, deadline: Optional[float] = None, poll: float = 0.0) -> Optional[Dict[str, Any]]:
         """The next frame. With a `deadline` (time.monotonic()), a socket that has not delivered
         the whole frame by then raises socket.timeout, however slowly it trickles bytes.

@@ -3,9 +3,12 @@
 Serving policy: one thread per connection reads a call, runs it and writes the reply, so a call
 costs two wake-ups (the call's arrival, the reply's) and no hand-off between threads; the
 threads outlive their connections for a while and serve the next ones (workers.py). A script's
-threads that call at once use connections of their own (see _sandbox/client.py); the run's cap
-on concurrent calls (`max_concurrency`) is a semaphore shared by every connection of the same
-session, and a session may hold at most `max_connections` connections (a script that opens more,
+threads that call at once use connections of their own (see _sandbox/client.py). Calls sent
+one after another without waiting for replies (parallel() of tool stubs: `RpcClient.call_many`)
+are handed to those threads, one per call, while a call of the connection is running or more
+frames are already read; their replies go out as each ends (in any order: the ids say which).
+The run's cap on concurrent calls (`max_concurrency`) is a semaphore shared by every connection
+of the same session (a connection whose calls would pass it is not read until one ends), and a session may hold at most `max_connections` connections (a script that opens more,
 by hand or by forking, has the extra ones closed). Anything malformed closes that one connection
 (the server keeps running). Before it authenticates, a connection is a stranger's: its first
 frame may announce at most MAX_CONTROL_FRAME_BYTES and must be whole within `auth_timeout`
@@ -17,6 +20,7 @@ closed as soon as they are accepted), so strangers hold a bounded amount of memo
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import os
 import shutil
@@ -227,6 +231,8 @@ class _Connection(Generic[S]):
         self.pending = True  # counted among the server's connections waiting to authenticate
         self._frames = FrameReader(sock, max_first_frame=MAX_CONTROL_FRAME_BYTES)
         self._state_lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._running = 0  # its calls running on other threads (_serve_beside)
         self._closed = False
 
     def serve(self) -> None:
@@ -246,9 +252,15 @@ class _Connection(Generic[S]):
                 message = self._read(poll=CALL_POLL_SECONDS if limit.connections == 1 else 0.0)
                 if message is None:
                     return
+                if self._frames.waiting or self._running:  # calls sent together: run them together
+                    calls.acquire()
+                    with self._state_lock:
+                        self._running += 1
+                    self.server._threads.submit(functools.partial(self._serve_beside, handle, session, calls, message))
+                    continue
                 with calls:
                     frame = serve_call(handle, session, message)
-                self.sock.sendall(frame)
+                self._send(frame)
         except OSError:
             return
         except Exception:  # never let one connection take its thread (shared by later ones) down
@@ -256,6 +268,23 @@ class _Connection(Generic[S]):
         finally:
             self.close()
             self.server._forget(self)  # again: a close() from elsewhere may have come before _admit
+
+    def _serve_beside(self, handle: Handler[S], session: S, calls: threading.BoundedSemaphore,
+                      message: dict[str, Any]) -> None:
+        """One of several calls the connection sent together, on a thread of its own (the run's
+        cap, `calls`, was taken for it by the reader)."""
+        try:
+            self._send(serve_call(handle, session, message))
+        except OSError:  # the connection closed meanwhile: nobody waits for this reply
+            pass
+        finally:
+            calls.release()
+            with self._state_lock:
+                self._running -= 1
+
+    def _send(self, frame: bytes) -> None:
+        with self._write_lock:  # replies of calls run beside each other must not interleave
+            self.sock.sendall(frame)
 
     def _read(self, deadline: float | None = None, poll: float = 0.0) -> dict[str, Any] | None:
         try:
