@@ -64,6 +64,21 @@ def _policy_cost(runtime: Runtime, calls: int = 20_000) -> Metric:
     return metric
 
 
+def _read_via_herald(settings: Settings, work: Path, calls: int) -> Metric:
+    """The same reads through the RPC and Herald's Dispatcher (the path of every other tool):
+    what read_file costs where the script's process does not answer it itself."""
+    metric = Metric("read_file (small) from a script, via Herald", "ms", None,
+                    note="sandbox.backend_tools off: not answered in the script's process")
+    via = settings.with_overrides({"sandbox.backend_tools": False})
+    with LocalBackend(str(work), settings=via) as backend, Runtime(backend, settings=via) as runtime:
+        for _ in range(7):
+            metric.samples.append(1000 / calls * _in_script(runtime, (
+                "import time\nfrom hermes_tools import read_file\nt = time.perf_counter()\n"
+                f"for _ in range({calls}): read_file('small.txt')\nprint(time.perf_counter() - t)"
+            )))
+    return metric
+
+
 def _startup(
     settings: Settings, work: Path, *, transcript: bool, label: str,
     targets: tuple[float | None, float | None] = (None, None),
@@ -122,7 +137,7 @@ def run() -> list[Metric]:
                 "results = parallel([wait_100ms for _ in range(16)])\nassert results == ['done'] * 16\n"
                 "print(time.perf_counter() - t)"
             )))
-        metrics += [read, term, par, _policy_cost(runtime)]
+        metrics += [read, _read_via_herald(settings, work, calls), term, par, _policy_cost(runtime)]
 
         bulk = Metric("read → patch → verify, 1,000 files", "s", 1.0, note="one script, 3,000 tool calls")
         tree = work / "bulk"
