@@ -8,8 +8,9 @@ one after another without waiting for replies (parallel() of tool stubs: `RpcCli
 are handed to those threads, one per call, while a call of the connection is running or more
 frames are already read; their replies go out as each ends (in any order: the ids say which).
 The run's cap on concurrent calls (`max_concurrency`) is a semaphore shared by every connection
-of the same session (a connection whose calls would pass it is not read until one ends), and a session may hold at most `max_connections` connections (a script that opens more,
-by hand or by forking, has the extra ones closed). Anything malformed closes that one connection
+of the same session (a connection whose calls would pass it is not read until one ends), and
+a session may hold at most `max_connections` connections (a script that opens more, by hand or
+by forking, has the extra ones closed). Anything malformed closes that one connection
 (the server keeps running). Before it authenticates, a connection is a stranger's: its first
 frame may announce at most MAX_CONTROL_FRAME_BYTES and must be whole within `auth_timeout`
 seconds of connecting, and at most `max_pending` such connections are served at once (more are
