@@ -270,3 +270,21 @@ def test_a_file_only_herald_can_read_is_read_by_herald(make_runtime: RuntimeFact
         pytest.skip(f"the script is root with its capabilities outside bwrap; isolation here: {runtime.isolation.describe}")
     assert _call(runtime, "read_file", path="private.txt")["result"]["content"] == "     1|root only"
     assert _in_script(runtime) == [False]
+
+
+def test_live_events_keep_the_order_of_calls_and_output(make_runtime: RuntimeFactory, files: Path) -> None:
+    """A record of an answer is written before anything the script prints after the call: a
+    live view sees the call first (the collect loop reads the control pipe before the output)."""
+    runtime = make_runtime()
+    events: list[str] = []
+    runtime.dispatcher.on_script_call = lambda name, ok: events.append(name)
+    result = runtime.execute(script("""
+        from hermes_tools import read_file
+        for i in range(20):
+            read_file('small.txt', limit=1)
+            print(i, flush=True)
+    """), timeout=60, on_output=lambda stream, data: events.extend(f"out {line}" for line in data.decode().splitlines()))
+    assert result.status == "success"
+    assert sorted(events) == sorted(["read_file"] * 20 + [f"out {i}" for i in range(20)])
+    for i in range(20):  # (several may come in one read: then the calls come first, as they happened first)
+        assert events[:events.index(f"out {i}")].count("read_file") >= i + 1, events

@@ -235,6 +235,25 @@ class ChildProcess:
         done_status: int | None = None
         reported: int | None = None  # the exit status the child sent just before exiting
         done = False
+        control_open = True
+
+        def take_control() -> None:
+            nonlocal done, done_status, reported, control_open
+            for message in self._read_control() if control_open else ():
+                if message.get("type") == frames.DONE:
+                    done, done_status = True, int(message.get("exit_code", 1))
+                elif message.get("type") == frames.EXIT:
+                    reported = int(message.get("exit_code", 1))
+                elif message.get("type") == frames.EOF:
+                    control_open = False
+                    poller.unregister(self._from_child)
+                else:
+                    self._control(message)
+
+        # A record of a call the script answered itself was written before anything it printed
+        # after that call: the control pipe is read before each piece of output is taken, so a
+        # live view sees the call first.
+        first = take_control if self._tools is not None else None
         while True:
             now = time.monotonic()
             if paused is not None:
@@ -246,17 +265,9 @@ class ChildProcess:
             exited = False
             for fd, _ in poller.poll(timeout_ms):
                 if fd in streams:
-                    self._pump(streams[fd], poller)
+                    self._pump(streams[fd], poller, first=first)
                 elif fd == self._from_child:
-                    for message in self._read_control():
-                        if message.get("type") == frames.DONE:
-                            done, done_status = True, int(message.get("exit_code", 1))
-                        elif message.get("type") == frames.EXIT:
-                            reported = int(message.get("exit_code", 1))
-                        elif message.get("type") == frames.EOF:
-                            poller.unregister(self._from_child)
-                        else:
-                            self._control(message)
+                    take_control()
                 elif fd == interrupt_fd:
                     drain_fd(interrupt_fd)
                     clock.stop("interrupted")
@@ -280,7 +291,7 @@ class ChildProcess:
         # kill what is left of its group and any descendants we saw, then drain and reap.
         signal_pids(known | {self.pid}, signal.SIGKILL)
         for stream in streams.values():
-            self._pump(stream, None, drain=True)
+            self._pump(stream, None, drain=True, first=first)
             stream.finish()
         for message in self._drain_control():
             if message.get("type") == frames.EXIT:
@@ -300,7 +311,8 @@ class ChildProcess:
         return known
 
     @staticmethod
-    def _pump(stream: OutputStream, poller: Any, *, drain: bool = False) -> None:
+    def _pump(stream: OutputStream, poller: Any, *, drain: bool = False, first: Callable[[], None] | None = None) -> None:
+        """Feed what `stream` holds to its capture; `first`, if given, runs before each piece is fed."""
         while stream.open:
             try:
                 chunk = os.read(stream.fd, 1 << 16)
@@ -313,6 +325,8 @@ class ChildProcess:
                 if poller is not None:
                     poller.unregister(stream.fd)
                 return
+            if first is not None:
+                first()
             stream.feed(chunk)
             if not drain and len(chunk) < (1 << 16):
                 return
