@@ -105,6 +105,10 @@ def test_terminal_commands_do_not_outlive_their_command(
         f"terminal('sleep {marker} & sleep {marker} & disown; echo ok')\n"
         "print('started', flush=True)\n"
     ) + ("" if ending == "success" else f"terminal('setsid -f sleep {marker}; sleep 300')\n")
+    if ending == "timeout":
+        # The command's own timeout is cut to the run's: it returns at the deadline itself, and
+        # the script must not then end first (a race the run's kill loses under load).
+        code += "import time\ntime.sleep(300)\n"
     if ending == "interrupt":
         threading.Thread(target=lambda: (wait_for(lambda: len(_alive_with(marker)) >= 1, timeout=60),
                                          runtime.interrupt()), daemon=True).start()
