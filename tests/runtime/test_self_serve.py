@@ -110,9 +110,7 @@ def test_paths_outside_what_the_script_sees_as_herald_go_to_herald(
     assert _in_script(full) == [expected, True]
 
 
-def test_a_masked_file_inside_the_workspace_is_read_by_herald(
-    make_runtime: RuntimeFactory, workspace: Path, settings: Any
-) -> None:
+def test_a_masked_file_inside_the_workspace_is_read_by_herald(make_runtime: RuntimeFactory, workspace: Path) -> None:
     """Herald's data directory inside the workspace is masked from the script (isolation.py):
     what the script sees there is its own, so Herald answers, as it would without self-answers."""
     data = workspace / ".herald"
