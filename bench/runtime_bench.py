@@ -64,6 +64,12 @@ def _policy_cost(runtime: Runtime, calls: int = 20_000) -> Metric:
     return metric
 
 
+def _reads(calls: int) -> str:
+    """A script that reads small.txt `calls` times and prints how long that took (seconds)."""
+    return ("import time\nfrom hermes_tools import read_file\nt = time.perf_counter()\n"
+            f"for _ in range({calls}): read_file('small.txt')\nprint(time.perf_counter() - t)")
+
+
 def _read_via_herald(settings: Settings, work: Path, calls: int) -> Metric:
     """The same reads through the RPC and Herald's Dispatcher (the path of every other tool):
     what read_file costs where the script's process does not answer it itself."""
@@ -72,10 +78,7 @@ def _read_via_herald(settings: Settings, work: Path, calls: int) -> Metric:
     via = settings.with_overrides({"sandbox.backend_tools": False})
     with LocalBackend(str(work), settings=via) as backend, Runtime(backend, settings=via) as runtime:
         for _ in range(7):
-            metric.samples.append(1000 / calls * _in_script(runtime, (
-                "import time\nfrom hermes_tools import read_file\nt = time.perf_counter()\n"
-                f"for _ in range({calls}): read_file('small.txt')\nprint(time.perf_counter() - t)"
-            )))
+            metric.samples.append(1000 / calls * _in_script(runtime, _reads(calls)))
     return metric
 
 
@@ -122,10 +125,7 @@ def run() -> list[Metric]:
         read = Metric("read_file (small) from a script", "ms", 0.08, note=f"per call, {calls} calls per run")
         term = Metric("terminal('true') from a script", "ms", 0.6, note="per call, 1000 calls per run")
         for _ in range(7):
-            read.samples.append(1000 / calls * _in_script(runtime, (
-                "import time\nfrom hermes_tools import read_file\nt = time.perf_counter()\n"
-                f"for _ in range({calls}): read_file('small.txt')\nprint(time.perf_counter() - t)"
-            )))
+            read.samples.append(1000 / calls * _in_script(runtime, _reads(calls)))
             term.samples.append(1000 / 1000 * _in_script(runtime, (
                 "import time\nfrom hermes_tools import terminal\nt = time.perf_counter()\n"
                 "for _ in range(1000): terminal('true')\nprint(time.perf_counter() - t)"
