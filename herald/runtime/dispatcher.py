@@ -45,6 +45,7 @@ from typing import Any
 from .._sandbox.protocol import HEADER, reply_frame
 from ..backends.base import BackendError, pinned_cwd
 from ..backends.shell import CANCEL_POLL_SECONDS, cancellable, foreground_only
+from ..deadlines import DeadlinePassed, call_deadline
 from ..policy import Gate, Policy, Verdict
 from ..policy.budgets import Budgets
 from ..spill import SpillBudget, charged_to
@@ -302,10 +303,13 @@ class Dispatcher:
                     return _interrupted(tool)
                 # A script's commands end with their background jobs (shell.foreground_only).
                 with (cancellable(cancel), foreground_only(scope is not None),
-                      charged_to(scope.spill if scope is not None else None)):
+                      charged_to(scope.spill if scope is not None else None),
+                      call_deadline(scope.deadline if scope is not None else None)):
                     result = tool.handler(bound, self.ctx)
         except ToolError as exc:
             return _error(exc.error_type, str(exc))
+        except DeadlinePassed as exc:
+            return _error("Timeout", f"{tool.name} stopped: {exc}. Print what you have; the run is ending.")
         except FileNotFoundError as exc:
             return _error("FileNotFound", f"{tool.name}: no such file or directory: {exc.filename}")
         except PermissionError as exc:
