@@ -34,6 +34,7 @@ MASKED_DIRS = ("/etc/ssh", "/etc/sudoers.d", "/etc/ssl/private", "/etc/herald")
 HOME_SECRETS = (".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".config/gcloud", ".config/herald",
                 ".local/share/herald", ".netrc", ".git-credentials", ".pgpass")
 LANDLOCK_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
+LANDLOCK_READ_DEVICES = ("/dev/random", "/dev/urandom")
 PROBE_TIMEOUT = 30.0
 
 
@@ -111,13 +112,17 @@ def interpreter_dirs(python: str) -> List[str]:
     return [p for p in dict.fromkeys(real) if not inside_any(p, ("/usr",)) and p != "/"]
 
 
-def landlock_rules(read_only: Sequence[str], read_write: Sequence[str], network: str, scratch: str) -> Dict[str, Any]:
-    """Landlock rules for confine.py: the same file view as bwrap's, `scratch` for HOME/TMPDIR."""
-    system = [p for p in (*SYSTEM_DIRS, "/proc", "/dev") if os.path.exists(p)]
+def landlock_rules(read_only: Sequence[str], read_write: Sequence[str], network: str, scratch: str,
+                   masked: Sequence[str] = ()) -> Dict[str, Any]:
+    """Landlock rules for confine.py: the same file view as bwrap's, `scratch` for HOME/TMPDIR.
+    The same secrets are masked (MASKED_FILES, MASKED_DIRS and `masked`); of /dev only the
+    devices a program expects (bwrap's own /dev: not the disks, which root would own)."""
+    system = [p for p in (*SYSTEM_DIRS, "/proc", *LANDLOCK_READ_DEVICES) if os.path.exists(p)]
     devices = [p for p in LANDLOCK_DEVICES if os.path.exists(p)]
     return {
         "read_only": system + list(read_only),
         "read_write": [*read_write, scratch, *devices],
+        "masked": [*MASKED_FILES, *MASKED_DIRS, *masked],
         "network": network == "host",
     }
 
@@ -159,7 +164,8 @@ def confined_environ(spec: Optional[Dict[str, Any]], scratch: str) -> Dict[str, 
         os.makedirs(scratch, mode=0o700)
     except FileExistsError:
         pass
-    rules = landlock_rules(spec["read_only"], spec["read_write"], spec.get("network", "none"), scratch)
+    rules = landlock_rules(spec["read_only"], spec["read_write"], spec.get("network", "none"), scratch,
+                           spec.get("masked", ()))
     return {ENV: json.dumps(rules), "HOME": scratch, "TMPDIR": scratch}
 
 

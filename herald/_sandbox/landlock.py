@@ -33,7 +33,7 @@ import stat
 import sys
 from typing import List, Optional, Sequence, Tuple
 
-__all__ = ["LandlockError", "abi_version", "default_paths", "restrict"]
+__all__ = ["LandlockError", "abi_version", "beneath_except", "default_paths", "restrict"]
 
 _SYS_CREATE_RULESET = 444
 _SYS_ADD_RULE = 445
@@ -137,8 +137,10 @@ def _fail(step: str, err: int) -> LandlockError:
 
 
 def _add_path_rule(ruleset_fd: int, path: str, rights: int) -> None:
+    """Grant `rights` beneath `path` (a real path: beneath_except resolved it; a symbolic link
+    found there now is skipped, its target has rules of its own)."""
     try:
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         return  # documented: absent paths are skipped
     except OSError as exc:
@@ -146,7 +148,10 @@ def _add_path_rule(ruleset_fd: int, path: str, rights: int) -> None:
             exc.errno or errno.EIO, f"landlock: open {path!r}: {exc.strerror}"
         ) from exc
     try:
-        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISLNK(mode):
+            return
+        if not stat.S_ISDIR(mode):
             rights &= _FS_FILE_RIGHTS
         attr = _PathBeneathAttr(allowed_access=rights, parent_fd=fd)
         rc = _syscall(
@@ -162,9 +167,47 @@ def _add_path_rule(ruleset_fd: int, path: str, rights: int) -> None:
         os.close(fd)
 
 
-def restrict(read_only: Sequence[str], read_write: Sequence[str], *, network: bool) -> int:
+def beneath_except(roots: Sequence[str], masked: Sequence[str]) -> Tuple[List[str], List[str]]:
+    """(whole, listed): what a rule may grant of `roots` so that nothing in `masked` is reached.
+
+    A Landlock rule grants a directory's whole hierarchy and nothing can be taken back, so a
+    root holding a masked path is split: the directories on the way to it are only listed
+    (`listed`: READ_DIR), and each of their other entries is granted whole (`whole`), down to
+    the masked path, which gets nothing. A root inside a masked path is dropped. Symbolic links
+    are skipped: following one needs no right, and its target is governed by its own rules.
+    Costs one directory listing per directory on the way to a masked path."""
+    whole = []  # type: List[str]
+    listed = []  # type: List[str]
+    masks = [m.rstrip("/") or "/" for m in masked]
+    for root in roots:
+        _split(os.path.realpath(root), masks, whole, listed)
+    return whole, listed
+
+
+def _split(path: str, masks: Sequence[str], whole: List[str], listed: List[str]) -> None:
+    if any(path == m or path.startswith(m + "/") for m in masks):
+        return
+    prefix = path.rstrip("/") + "/"
+    inner = [m for m in masks if m.startswith(prefix)]
+    if not inner:
+        whole.append(path)
+        return
+    listed.append(path)
+    try:
+        with os.scandir(path) as entries:
+            children = [e.path for e in entries if not e.is_symlink()]
+    except OSError:
+        return  # unlistable here: its entries stay denied (fail closed)
+    for child in children:
+        _split(child, inner, whole, listed)
+
+
+def restrict(
+    read_only: Sequence[str], read_write: Sequence[str], *, network: bool, masked: Sequence[str] = ()
+) -> int:
     """Confine this process (and its future children) irrevocably; returns the ABI used.
 
+    Nothing in `masked` is granted, even beneath a read-only or read-write path (beneath_except).
     Raises LandlockError if Landlock is unavailable or any step fails; the process may then have
     no_new_privs set but is not confined, so the caller must not run the script.
     """
@@ -189,10 +232,12 @@ def restrict(read_only: Sequence[str], read_write: Sequence[str], *, network: bo
     if ruleset_fd < 0:
         raise _fail("create ruleset", -ruleset_fd)
     try:
-        for path in read_only:
-            _add_path_rule(ruleset_fd, path, _FS_READ_ONLY & fs)
-        for path in read_write:
-            _add_path_rule(ruleset_fd, path, fs)
+        for paths, rights in ((read_only, _FS_READ_ONLY & fs), (read_write, fs)):
+            whole, listed = beneath_except(paths, masked)
+            for path in whole:
+                _add_path_rule(ruleset_fd, path, rights)
+            for path in listed:
+                _add_path_rule(ruleset_fd, path, _FS_READ_DIR)
         rc = _syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset_fd), ctypes.c_uint32(0))
         if rc < 0:
             raise _fail("restrict self", -rc)

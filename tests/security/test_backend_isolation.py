@@ -212,7 +212,7 @@ def test_a_backend_without_bwrap_falls_back_and_says_so() -> None:
     assert settled.describe == ("none (neither bwrap (bwrap is not installed (Debian: apt-get install bubblewrap)) "
                                 "nor Landlock is usable the ssh backend)")
     fallback = isolation.settle(asked, {**without, "landlock": 4}, "the ssh backend")
-    assert fallback.describe.startswith("landlock (no network; bwrap unusable on the ssh backend: bwrap is not")
+    assert fallback.describe.startswith("landlock (no IP network; host unix sockets reachable; bwrap unusable on the ssh backend: bwrap is not")
     with pytest.raises(ValueError, match=r"sandbox\.isolation = \"bwrap\" but bwrap is not installed"):
         isolation.settle(isolation.request(Settings().with_overrides({"sandbox.isolation": "bwrap"}), "/w"),
                          {**without, "landlock": 4}, "the ssh backend")
@@ -230,7 +230,7 @@ def test_landlock_confines_the_script_on_the_backend(
                            **{"sandbox.isolation": "landlock", "sandbox.fork_server": fork_server})
         for _ in range(2):
             result = run_ok(runtime, _attack(home, key, listener))
-            assert result.isolation == "landlock (no network)"
+            assert result.isolation == "landlock (no IP network; host unix sockets reachable)"
             found = json.loads(result.output)
             for attack in ("read_ssh", "write_home", "write_etc", "write_sandbox_files", "connect"):
                 assert found[attack][0] == "refused", (attack, found[attack])

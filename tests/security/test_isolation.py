@@ -240,4 +240,4 @@ def test_landlock_confines_files_and_network_where_bwrap_cannot_run(
         assert found[attack][0] == "refused", (attack, found[attack])  # /tmp is shared: only TMPDIR is writable
     assert found["write_workspace"][0] == "ok"
     assert (workspace / "from-script.txt").exists()
-    assert runtime.isolation.describe == "landlock (no network)"
+    assert runtime.isolation.describe == "landlock (no IP network; host unix sockets reachable)"

@@ -47,6 +47,8 @@ from ..owned import owned_tempdir
 MODES = ("auto", "bwrap", "landlock", "none")
 PENDING = "not known yet"  # in-backend, until the backend has been reached and probed
 NETWORKS = ("none", "host")
+# What Landlock with the seccomp socket filter holds without the host network (_sandbox/confine.py).
+LANDLOCK_NO_NETWORK = "no IP network; host unix sockets reachable"
 
 _root_lock = threading.Lock()
 _root: str | None = None
@@ -82,6 +84,10 @@ class Isolation:
         if self.mode in ("none", "container", PENDING):
             return f"{self.mode} ({self.reason})" if self.reason else self.mode
         net = "no network" if self.network == "none" else "host network"
+        if self.mode == "landlock" and self.network == "none":
+            # The seccomp filter lets AF_UNIX through (the RPC socket is one) and cannot read the
+            # path a unix socket connects to; Landlock cannot restrict it either (ABI <= 7).
+            net = LANDLOCK_NO_NETWORK
         extra = f"; {self.reason}" if self.reason else ""
         return f"{self.mode} ({net}{extra})"
 
