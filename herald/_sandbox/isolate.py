@@ -9,7 +9,11 @@ tmpfs. As root the script is root in its namespace without capabilities: it owns
 files, so the well-known secret stores under /etc are masked.
 
 Landlock (where bwrap cannot run): the rules the process applies to itself (confine.py) and a
-private scratch directory for HOME and TMPDIR.
+private scratch directory for HOME and TMPDIR. The same paths are masked (Landlock cannot hide
+them; it refuses them: landlock.beneath_except), /dev is cut to the devices bwrap's /dev has,
+every capability is dropped (so root keeps only its uid), and a seccomp filter refuses every
+socket but AF_UNIX without the host network. Not covered: pathname unix sockets of the host
+(the label says so), other processes (visible, not signalled from ABI 6).
 
 In-backend, Herald sends a spec (what it knows: the workspace, the binds and masks it was asked
 for, the network, the bwrap the probe found) and `complete` adds what only the backend knows:

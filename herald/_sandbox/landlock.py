@@ -6,6 +6,13 @@ Policy of `restrict`:
   * Every filesystem access right the running ABI knows is handled, so everything not granted
     by a rule is denied: read_only paths get EXECUTE, READ_FILE and READ_DIR beneath them;
     read_write paths get every handled right. Paths that do not exist are skipped.
+  * masked paths get nothing, even beneath a granted path (`beneath_except`). A rule grants a
+    whole hierarchy, so a granted directory holding a masked path is split: the directories on
+    the way to the masked path may only be listed (READ_DIR, which reaches the masked names but
+    not their contents), and every other entry of theirs is granted whole, as it is when the
+    process confines itself. So in such a directory (the home, when it is the workspace) the
+    script uses the entries that were there but cannot add, remove or rename entries at its top
+    level: granting that would grant it in the masked directory too (planting ~/.ssh/authorized_keys).
   * network=False (ABI >= 4): TCP bind and connect are handled with no rule, so all are denied.
   * ABI >= 6: the domain is scoped for abstract unix sockets and signals: the script cannot
     connect to an abstract socket or signal a process outside its domain.
@@ -14,8 +21,10 @@ Character devices are files like any other to Landlock: a script that writes /de
 /dev/null in read_write. `default_paths` builds lists that let a Python interpreter run.
 
 What Landlock does NOT do: it does not hide other processes (no pid namespace); it does not
-restrict connect() on path-based unix sockets (the RPC socket keeps working; resolving its path
-needs no access right, so its directory need not be listed); it does not stop reading
+restrict UDP, raw, packet or netlink sockets (seccomp.py does); it does not restrict connect()
+on path-based unix sockets up to ABI 7 (the RPC socket keeps working; resolving its path needs
+no access right, so its directory need not be listed; a host service's socket stays reachable
+as its file permissions allow, which the run's label says); it does not stop reading
 /proc/<pid> of other same-uid processes beyond what ptrace access checks already do. It does
 restrict ptrace: a process inside a domain cannot ptrace a process outside it. Rights not handled
 by the running ABI (e.g. TRUNCATE before ABI 3) stay allowed; that is the kernel's best effort.

@@ -23,7 +23,7 @@ import errno
 import os
 from typing import Dict, List, Tuple
 
-__all__ = ["SeccompError", "supported", "install_socket_filter"]
+__all__ = ["SeccompError", "install_socket_filter", "socket_filter", "supported"]
 
 _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2

@@ -10,6 +10,7 @@ import json
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,7 +40,7 @@ attempt("parallel", lambda: [page["content"].count("by") for page in
 attempt("udp", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"escaped", ("127.0.0.1", UDP_PORT)))
 attempt("tcp", lambda: socket.create_connection(("127.0.0.1", TCP_PORT), timeout=10).close())
 attempt("shadow", lambda: len(open("/etc/shadow").read()))
-attempt("herald_data", lambda: os.listdir(HERALD_DATA))
+attempt("secret_dir", lambda: os.listdir(SECRET_DIR))
 with open("/proc/self/status") as f:
     found["caps"] = sorted({line.split()[1] for line in f if line.startswith(("CapEff", "CapPrm", "CapAmb"))})
 print(json.dumps(found))
@@ -55,15 +56,16 @@ def udp_server() -> Iterator[socket.socket]:
     server.close()
 
 
-def _script(udp: socket.socket, tcp_port: int, herald_data: str) -> str:
-    return f"UDP_PORT = {udp.getsockname()[1]}\nTCP_PORT = {tcp_port}\nHERALD_DATA = {herald_data!r}\n" + SCRIPT
+def _script(udp: socket.socket, tcp_port: int, secret_dir: str) -> str:
+    """The script: its work, then the attacks; `secret_dir` exists and must not be listable."""
+    return f"UDP_PORT = {udp.getsockname()[1]}\nTCP_PORT = {tcp_port}\nSECRET_DIR = {secret_dir!r}\n" + SCRIPT
 
 
 def _assert_held(found: dict[str, object], udp: socket.socket) -> None:
     assert found["write"] == ["ok", 13]
     assert found["rpc"] == ["ok", "called"], found["rpc"]
     assert found["parallel"] == ["ok", [1, 1]], found["parallel"]
-    for attack in ("udp", "tcp", "shadow", "herald_data"):
+    for attack in ("udp", "tcp", "shadow", "secret_dir"):
         assert found[attack][0] == "refused", (attack, found[attack])  # type: ignore[index]
     assert found["caps"] == ["0000000000000000"]
     with pytest.raises(BlockingIOError):
@@ -128,6 +130,32 @@ def test_herald_data_inside_the_workspace_stays_out_of_reach(
     assert not (data / "planted").exists()
 
 
+@pytest.mark.parametrize("fork_server", [True, False], ids=["forked", "spawned"])
+def test_a_landlock_run_on_the_ssh_backend_holds_the_same(
+    sshd: Any, settings: Settings, listener: int, udp_server: socket.socket, fork_server: bool,
+) -> None:
+    """The same _sandbox code confines the script on the SSH host, as the sshd fixture's user
+    (non-root when we are root); its ~/.ssh is the secret."""
+    from herald.backends.ssh import SSHBackend
+
+    ssh_dir = Path(sshd.home) / ".ssh"
+    ssh_dir.mkdir(mode=0o700, exist_ok=True)
+    workspace = sshd.make_workspace()
+    overrides = {"sandbox.isolation": "landlock", "sandbox.fork_server": fork_server}
+    backend = SSHBackend(sshd.spec, cwd=workspace, settings=settings.with_overrides(sshd.overrides()))
+    runtime = Runtime(backend, settings=settings.with_overrides(overrides), exec_mode="backend", transcript=False)
+    try:
+        for _ in range(2):
+            result = run_ok(runtime, _script(udp_server, listener, str(ssh_dir)))
+            assert result.isolation == LABEL
+            _assert_held(json.loads(result.output), udp_server)
+        assert Path(workspace, "made-here.txt").read_text() == "by the script"
+    finally:
+        runtime.close()
+        backend.close()
+        sshd.remove_workspace(workspace)
+
+
 def test_a_non_root_user_gets_the_same_landlock_run(nonroot: User, listener: int, udp_server: socket.socket) -> None:
     work = nonroot.run(["mktemp", "-d"]).stdout.strip()
     done = nonroot.herald("exec", "--json", "--cwd", work, "-c", "sandbox.isolation=landlock", "-",
@@ -142,3 +170,26 @@ def test_the_label_names_the_landlock_coverage() -> None:
     assert isolation.Isolation("landlock").describe == LABEL
     assert isolation.Isolation("landlock", network="host").describe == "landlock (host network)"
     assert isolation.Isolation("bwrap").describe == "bwrap (no network)"
+
+
+@pytest.mark.xfail(strict=True, reason="supervisor.py (not this change's) takes an abstract RPC name unless "
+                   "bwrap; Landlock's scoping refuses it: `abstract_ok` must be False under landlock too")
+@pytest.mark.parametrize("fork_server", [True, False], ids=["forked", "spawned"])
+def test_a_deep_sandbox_directory_still_reaches_herald_under_landlock(
+    tmp_path: Path, workspace: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch, fork_server: bool,
+) -> None:
+    """A TMPDIR too deep for a socket path, in backend mode: the RPC socket must not become an
+    abstract name, which Landlock's scoping (ABI >= 6) keeps the script from reaching."""
+    from herald.backends.local import LocalBackend
+
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setenv("TMPDIR", str(deep))
+    overrides = {"sandbox.isolation": "landlock", "sandbox.fork_server": fork_server}
+    with LocalBackend(str(workspace), settings=settings) as backend:
+        runtime = Runtime(backend, settings=settings.with_overrides(overrides), exec_mode="backend", transcript=False)
+        try:
+            result = run_ok(runtime, "from hermes_tools import terminal\nprint(terminal('echo reached')['output'])")
+            assert (result.output, result.isolation) == ("reached\n", LABEL)
+        finally:
+            runtime.close()

@@ -8,8 +8,13 @@ Policy (setting `sandbox.isolation`, default "auto"):
   local backend's directory) is read-write; the user's home, credential stores, Herald's config
   and data are not mounted (Herald's data is masked even when it lies inside the workspace).
   There is no network unless `sandbox.network = "host"`. The sandbox dies with Herald.
-- "landlock": where bwrap cannot run, the child restricts itself (_sandbox/landlock.py) to the same
-  file view with Landlock and no_new_privs; processes stay visible (Landlock does not hide them).
+- "landlock": where bwrap cannot run, the child restricts itself (_sandbox/confine.py): every
+  capability dropped, no_new_privs, the same file view with Landlock (the same paths refused,
+  not hidden; in a directory holding one, such as a home that is the workspace, the script
+  cannot add entries at its top level), TCP refused by Landlock and every socket but AF_UNIX
+  by a seccomp filter. Host unix sockets stay reachable (Landlock cannot restrict them on
+  today's kernels) and processes stay visible; the label says the first:
+  "landlock (no IP network; host unix sockets reachable)".
 - "none": no isolation. "auto" takes bwrap, else Landlock, else none — and says which on every
   result (`ExecutionResult.isolation`) and in `herald doctor`, so a downgrade is never silent.
 - As root, the script is root in its user namespace without capabilities: it owns root-owned
