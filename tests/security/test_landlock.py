@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(
 ROOT = str(Path(__file__).resolve().parents[2])
 
 
-def _confined(tmp_path: Path, body: str, *, network: bool = False, abi: int = 0) -> str:
+def _confined(tmp_path: Path, body: str, *, network: bool = False, abi: int = 0, masked: tuple[str, ...] = ()) -> str:
     """Run `body` in a child after restrict(default_paths(workspace)); returns its stdout.
 
     abi, if set, makes restrict() build the ruleset an older kernel would get (the running
@@ -39,7 +39,7 @@ def _confined(tmp_path: Path, body: str, *, network: bool = False, abi: int = 0)
         if {abi!r}:  # pretend to run on an older kernel: exercises the per-ABI masks and sizes
             landlock.abi_version = lambda: {abi!r}
         ro, rw = landlock.default_paths({str(workspace)!r}, ["/nonexistent-herald-ro"], ["/nonexistent-herald-rw"])
-        landlock.restrict(ro, rw, network={network!r})
+        landlock.restrict(ro, rw, network={network!r}, masked={list(masked)!r})
         """
     ) + textwrap.dedent(body)
     env = dict(os.environ, PYTHONPATH=ROOT, PYTHONDONTWRITEBYTECODE="1")
@@ -177,20 +177,27 @@ def test_unix_path_socket_outside_allowed_set_connects(tmp_path: Path) -> None:
 def test_older_abi_rulesets(tmp_path: Path, abi: int) -> None:
     secret = tmp_path / "secret"
     secret.write_text("s3cret")
+    masked = tmp_path / "ws" / "masked"
+    (masked / "deep").mkdir(parents=True)
+    (masked / "deep" / "key").write_text("s3cret")
+    (tmp_path / "ws" / "sub").mkdir()
     out = _confined(
         tmp_path,
         f"""
-        with open("out.txt", "w") as f:
+        with open("sub/out.txt", "w") as f:
             f.write("ok")
-        try:
-            open({str(secret)!r}).read()
-            print("read")
-        except PermissionError:
-            print("denied")
+        for path in ({str(secret)!r}, {str(masked / "deep" / "key")!r}):
+            try:
+                open(path).read()
+                print("read")
+            except PermissionError:
+                print("denied")
         """,
         abi=abi,
+        masked=(str(masked),),
     )
-    assert out == "denied"
+    assert out.split() == ["denied", "denied"]
+    assert (tmp_path / "ws" / "sub" / "out.txt").read_text() == "ok"
 
 
 @pytest.mark.skipif(ABI < 6, reason="Landlock abstract-socket scoping needs ABI >= 6")
