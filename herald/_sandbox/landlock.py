@@ -13,6 +13,9 @@ Policy of `restrict`:
     process confines itself. So in such a directory (the home, when it is the workspace) the
     script uses the entries that were there but cannot add, remove or rename entries at its top
     level: granting that would grant it in the masked directory too (planting ~/.ssh/authorized_keys).
+    A rule on a file holds that inode: a file of such a directory replaced later by a rename
+    (useradd rewriting /etc/passwd) is refused to a process confined before, until it starts
+    again (a fork server lives as long as its Runtimes; a spawned child confines itself anew).
   * network=False (ABI >= 4): TCP bind and connect are handled with no rule, so all are denied.
   * ABI >= 6: the domain is scoped for abstract unix sockets and signals: the script cannot
     connect to an abstract socket or signal a process outside its domain.
