@@ -200,8 +200,10 @@ def _attack(who: Attacker, arena: Path, workspace_is_home: bool, tcp_port: int, 
              "notes": str(home / "notes.txt"), "passwd": "/etc/passwd"}
     reads.update({"host_key": host_keys[0]} if host_keys else {})
     reads.update({"disk": disks[0]} if disks else {})
-    writes = {"ssh_key": str(home / ".ssh" / "id_ed25519"), "workspace_sub": str(workspace / "proj-out.txt")
-              if not workspace_is_home else str(home / "proj" / "out.txt"), "etc": "/etc/herald-landlock-attack"}
+    (workspace / "proj").mkdir(exist_ok=True)
+    _own(workspace / "proj", who, 0o700)
+    writes = {"ssh_key": str(home / ".ssh" / "id_ed25519"), "workspace_sub": str(workspace / "proj" / "out.txt"),
+              "etc": "/etc/herald-landlock-attack"}
     servers = _unix_server(arena)
     unix_path, abstract = next(servers)
     try:
