@@ -103,9 +103,10 @@ class Supervisor:
     # -- the script interpreter ------------------------------------------------------------
 
     def prepare(self, message: Dict[str, Any]) -> None:
-        # A script in its own network namespace (bwrap) cannot see an abstract name: it reaches
-        # a long path through its directory instead (client.at_unix_path), as the bind does.
-        confined = (message.get("isolation") or {}).get("mode") == "bwrap"
+        # A script in its own network namespace (bwrap) cannot see an abstract name, and
+        # Landlock's scoping refuses one: it reaches a long path through its directory instead
+        # (client.at_unix_path), as the bind does.
+        confined = (message.get("isolation") or {}).get("mode") in ("bwrap", "landlock")
         self.relay.listen(self.sandbox_dir, abstract_ok=not confined)
         self.prepared = message
         self.local.set_specs(message.get("tool_specs"))

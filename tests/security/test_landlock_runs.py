@@ -172,8 +172,6 @@ def test_the_label_names_the_landlock_coverage() -> None:
     assert isolation.Isolation("bwrap").describe == "bwrap (no network)"
 
 
-@pytest.mark.xfail(strict=True, reason="supervisor.py (not this change's) takes an abstract RPC name unless "
-                   "bwrap; Landlock's scoping refuses it: `abstract_ok` must be False under landlock too")
 @pytest.mark.parametrize("fork_server", [True, False], ids=["forked", "spawned"])
 def test_a_deep_sandbox_directory_still_reaches_herald_under_landlock(
     tmp_path: Path, workspace: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch, fork_server: bool,
