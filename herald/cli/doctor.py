@@ -130,7 +130,8 @@ def _isolation_row(settings: Settings) -> Row:
                     "(--backend docker --exec-mode backend)")
     seen = ", ".join(chosen.read_write) or "nothing"
     return _row("isolation", True if chosen.mode == "bwrap" else None,
-                f"{chosen.describe}; read-write: {seen}; home, Herald's config and data hidden")
+                f"{chosen.describe}; read-write: {seen}; home, Herald's config and data "
+                + ("hidden" if chosen.mode == "bwrap" else "refused (visible by name, unreadable)"))
 
 
 def _backend_isolation_row(settings: Settings) -> Row:
