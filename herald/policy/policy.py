@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..backends.base import call_cwd, resolve_path
+from ..backends.base import CONFINE_PREFERRED, CONFINE_REQUIRED, call_cwd, confine_call, resolve_path
 from ..tools.resources import ANY_FILE, SHELL, Resource
 from .domains import WEB_SCHEMES, domain_matches, metadata_refusal, url_host
 from .paths import Workspace
@@ -230,6 +230,11 @@ class Gate:
         refusal = self._web(tool, urls)
         if refusal is not None:
             return refusal
+        if policy.profile == READ_ONLY and command is not None:
+            # The allow-list below is a friendly first filter; the OS is the boundary: the
+            # command runs confined read-only (tools/terminal.py), or is refused where the
+            # backend cannot confine it, unless a rule or a person allowed it.
+            confine_call(CONFINE_REQUIRED if lifted is None else CONFINE_PREFERRED)
         if lifted is not None:
             return lifted
         return self._profile(tool, command, paths)
