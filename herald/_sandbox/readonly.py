@@ -26,7 +26,7 @@ import functools
 import shutil
 import struct
 import subprocess
-from typing import Any, List, NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 NAMESPACES = (
     "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",

@@ -65,7 +65,7 @@ CONFINE_PREFERRED = "preferred"  # read-only, but a rule (or a person) allowed t
 class _CallScope:
     """The scope of one tool call: its pinned cwd and what the policy asked of its commands."""
 
-    __slots__ = ("_cwd", "_confine")
+    __slots__ = ("_confine", "_cwd")
 
     def __init__(self) -> None:
         self._cwd = scoped(_call_cwd, [])

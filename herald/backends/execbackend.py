@@ -16,7 +16,15 @@ import threading
 
 from ..config import Settings
 from ..keys import herald_environ
-from .base import BackendError, Channel, CommandResult, DirEntry, FileStat, NoConfinement, resolve_path
+from .base import (
+    BackendError,
+    Channel,
+    CommandResult,
+    DirEntry,
+    FileStat,
+    NoConfinement,
+    resolve_path,
+)
 from .realpath import Pins
 from .shell import PersistentShell
 from .shellfiles import ShellFiles

@@ -25,7 +25,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..backends.base import CONFINE_PREFERRED, CONFINE_REQUIRED, call_cwd, confine_call, resolve_path
+from ..backends.base import (
+    CONFINE_PREFERRED,
+    CONFINE_REQUIRED,
+    call_cwd,
+    confine_call,
+    resolve_path,
+)
 from ..tools.resources import ANY_FILE, SHELL, Resource
 from .domains import WEB_SCHEMES, domain_matches, metadata_refusal, url_host
 from .paths import Workspace

@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 
-from herald._sandbox.readonly import local_confinement
-
 from herald import Runtime
+from herald._sandbox.readonly import local_confinement
 from herald.policy import Policy, PolicyCall, RuleError, parse_rule
 
 from .conftest import MakeRuntime, both, direct

@@ -25,8 +25,8 @@ from typing import TypeVar
 
 import paramiko
 
-from ...config import Settings
 from ..._sandbox.readonly import Confinement, parse_probe, probe_script
+from ...config import Settings
 from ..base import BackendError, CommandResult, DirEntry, FileStat, NoConfinement, resolve_path
 from ..realpath import Pins
 from ..shell import PersistentShell, shell_quote
