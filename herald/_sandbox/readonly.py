@@ -26,7 +26,7 @@ import functools
 import shutil
 import struct
 import subprocess
-from typing import List, NamedTuple, Optional, Tuple
+from typing import Any, List, NamedTuple, Optional, Tuple
 
 NAMESPACES = (
     "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
@@ -66,7 +66,7 @@ def socket_filter(machine: str) -> Optional[bytes]:
         return None
     audit, sock, *uring, x32 = arch
     # (code, jump-if-true label, jump-if-false label, k); labels resolve to relative jumps.
-    prog = [("ld", 4), ("jeq", audit, None, "foreign"), ("ld", 0)]  # type: List[Tuple[Any, ...]]
+    prog: List[Tuple[Any, ...]] = [("ld", 4), ("jeq", audit, None, "foreign"), ("ld", 0)]
     if x32 is not None:
         prog.append(("jge", x32, "foreign", None))
     prog += [("jeq", nr, "refuse", None) for nr in uring]
