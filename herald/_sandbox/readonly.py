@@ -4,15 +4,17 @@ Stdlib only, Python >= 3.8 (the sandbox package): Herald builds the text here an
 whatever machine holds the session's shell (this one, an SSH host).
 
 A confined command runs in a fresh `bash` under bubblewrap with every path read-only: the whole
-tree bound read-only (`--ro-bind / /`, every mount below it too), its own /proc and /dev (a
-private tmpfs: nothing written there outlives the command), new user, PID, IPC, UTS and network
-namespaces (so no TCP/UDP reaches anything, loopback included), no capabilities (as root too:
-root in a user namespace cannot remount what bwrap locked read-only, and a read-only mount
-refuses a write whatever the uid), `--new-session` (no TIOCSTI into a terminal), and killed with
-its parent. Unix sockets are not namespaced by a network namespace: a socket file (a docker
-daemon's, an ssh-agent's) could still be connected to, so a seccomp filter refuses `socket()`
-for every family but the network-namespaced ones, and io_uring (which could open one behind the
-filter's back), on the architectures it is written for (x86_64, aarch64).
+tree bound read-only (`--ro-bind / /`, every mount below it too), its own /proc (with /proc/sys
+read-only: a sysctl checks the writer's uid, and root in the namespace is uid 0 outside) and
+/dev (a private tmpfs: nothing written there outlives the command), new user, PID, IPC, UTS and
+network namespaces (so no TCP/UDP reaches anything, loopback included), no capabilities (as
+root too: root in a user namespace cannot remount what bwrap locked read-only, and a read-only
+mount refuses a write whatever the uid), `--new-session` (no TIOCSTI into a terminal), and
+killed with its parent (its background jobs end with it: the PID namespace goes). Unix sockets
+are not namespaced by a network namespace: a socket file (a docker daemon's, an ssh-agent's)
+could still be connected to, so a seccomp filter refuses `socket()` for every family but the
+network-namespaced ones, io_uring (which could open one behind the filter's back) and the
+keyring calls (keyrings are the uid's), on the architectures it is written for (x86_64, aarch64).
 
 The session's state: the confined shell starts in the session shell's directory with its
 exported variables (bwrap passes the environment on) and, after the command, writes its
@@ -26,7 +28,7 @@ import functools
 import shutil
 import struct
 import subprocess
-from typing import Any, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 NAMESPACES = (
     "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
@@ -45,13 +47,15 @@ class Confinement(NamedTuple):
     seccomp: Optional[bytes]
 
 
-# seccomp: (audit arch, socket, io_uring_setup, io_uring_enter, io_uring_register, first x32 number)
-_ARCHES = {
-    "x86_64": (0xC000003E, 41, 425, 426, 427, 0x40000000),
-    "amd64": (0xC000003E, 41, 425, 426, 427, 0x40000000),
-    "aarch64": (0xC00000B7, 198, 425, 426, 427, None),
-    "arm64": (0xC00000B7, 198, 425, 426, 427, None),
+# seccomp, per `uname -m`: (audit arch, socket, the calls refused outright, first x32 number).
+# Refused: io_uring_setup/enter/register (io_uring opens sockets behind the filter's back) and
+# add_key/request_key/keyctl (a user's keyrings are the uid's, not the namespace's: root's
+# would be the host root's).
+_ARCHES: Dict[str, Tuple[int, int, Tuple[int, ...], Optional[int]]] = {
+    "x86_64": (0xC000003E, 41, (425, 426, 427, 248, 249, 250), 0x40000000),
+    "aarch64": (0xC00000B7, 198, (425, 426, 427, 217, 218, 219), None),
 }
+_ARCHES["amd64"], _ARCHES["arm64"] = _ARCHES["x86_64"], _ARCHES["aarch64"]
 _NAMESPACED_FAMILIES = (2, 10, 16)  # AF_INET, AF_INET6, AF_NETLINK: inside the new network namespace
 _LD_ABS, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
 _ALLOW, _ERRNO = 0x7FFF0000, 0x00050000
@@ -64,12 +68,12 @@ def socket_filter(machine: str) -> Optional[bytes]:
     arch = _ARCHES.get(machine)
     if arch is None:
         return None
-    audit, sock, *uring, x32 = arch
+    audit, sock, refused, x32 = arch
     # (code, jump-if-true label, jump-if-false label, k); labels resolve to relative jumps.
     prog: List[Tuple[Any, ...]] = [("ld", 4), ("jeq", audit, None, "foreign"), ("ld", 0)]
     if x32 is not None:
         prog.append(("jge", x32, "foreign", None))
-    prog += [("jeq", nr, "refuse", None) for nr in uring]
+    prog += [("jeq", nr, "refuse", None) for nr in refused]
     prog += [("jeq", sock, None, "allow"), ("ld", 16)]  # args[0], the low word: the family
     prog += [("jeq", family, "allow", None) for family in _NAMESPACED_FAMILIES]
     # Any other family falls through to "refuse"; a foreign architecture (i386 calls from an
@@ -92,8 +96,10 @@ def socket_filter(machine: str) -> Optional[bytes]:
 def bwrap_argv(bwrap: str, private_dir: str, with_filter: bool) -> List[str]:
     """bwrap's options up to (not including) `--chdir`: `private_dir` (the session shell's own
     directory, where the command's file is) is bound read-only over the private /dev."""
-    argv = [bwrap, *NAMESPACES, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
-            "--ro-bind", private_dir, private_dir]
+    # /proc/sys read-only too: a sysctl checks the writer's uid, not its namespace, so root in
+    # the namespace (uid 0 outside) could set the host's.
+    argv = [bwrap, *NAMESPACES, "--ro-bind", "/", "/", "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
+            "--dev", "/dev", "--ro-bind", private_dir, private_dir]
     if with_filter:
         argv += ["--seccomp", str(FILTER_FD)]
     return argv

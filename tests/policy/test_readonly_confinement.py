@@ -190,6 +190,10 @@ def _attack(runtime: Runtime, targets: Targets) -> None:
     through = [command for _, command in escapes] + targets.direct_writes()
     _assert_ran(_attempts(runtime, through), through)
     targets.assert_nothing_escaped()
+    # A sysctl checks the writer's uid: root in the namespace is uid 0 outside. The value
+    # written is the one there, so a failure of this test changes nothing.
+    [(kind, _, said)] = _attempts(runtime, ["sh -c 'cat /proc/sys/vm/swappiness > /proc/sys/vm/swappiness'"])[:1]
+    assert kind == "ran" and "Read-only file system" in said, said
 
 
 def _policy(rules: list[str] = RULES) -> Policy:
@@ -306,3 +310,23 @@ def test_docker_refuses_read_only_terminal_saying_how_to_opt_in(make_docker_back
         reply = runtime.dispatcher.call_direct("terminal", {"command": "touch opted-in && ls opted-in"})
         assert reply["result"]["output"] == "opted-in", reply
         assert "without read-only confinement" in reply["result"]["note"], reply
+
+
+@needs_bwrap
+def test_plan_mode_gets_the_same_confinement(workspace: Path, tmp_path: Path) -> None:
+    from tests.cli._herald import run
+    from tests.fakes.llm_server import FakeLLMServer, call, calls, reply
+
+    (workspace / "sub").mkdir()
+    script = "from hermes_tools import terminal\nprint(terminal('touch from-script; pwd')['output'])\n"
+    with FakeLLMServer() as llm:
+        llm.script(calls(call("terminal", command="touch planned.txt")), calls(call("terminal", command="cd sub")),
+                   calls(call("execute_code", code=script)), reply("PLAN: nothing to change"))
+        proc = run(["run", "look around", "--plan", "--base-url", llm.openai_base_url, "--model", "m",
+                    "-c", 'policy.rules=["allow terminal command=touch|pwd"]'], workspace, tmp_path, OPENAI_API_KEY="k")
+        assert proc.returncode == 0, proc.stderr
+        [(_, touched)] = llm.requests[1].tool_results()
+        assert "Read-only file system" in touched, touched
+        [(_, script_said)] = llm.requests[3].tool_results()
+        assert str(workspace / "sub") in script_said, script_said  # the `cd` carried over
+    assert sorted(p.name for p in workspace.iterdir()) == ["sub"]
