@@ -86,11 +86,14 @@ def pinned_cwd() -> _CallScope:
     return _CallScope()
 
 
-def confine_call(how: str) -> None:
-    """The policy's word on the current call's commands (CONFINE_REQUIRED or _PREFERRED)."""
+def confine_call(how: str) -> bool:
+    """The policy's word on the current call's commands (CONFINE_REQUIRED or _PREFERRED);
+    False outside a call's scope (pinned_cwd), where nothing would carry it to the tool."""
     marks = _call_confine.get()
-    if marks is not None:
-        marks[:] = [how]
+    if marks is None:
+        return False
+    marks[:] = [how]
+    return True
 
 
 def call_confinement() -> str | None:

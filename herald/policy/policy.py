@@ -246,7 +246,10 @@ class Gate:
             # The allow-list below is a friendly first filter; the OS is the boundary: the
             # command runs confined read-only (tools/terminal.py), or is refused where the
             # backend cannot confine it, unless a rule or a person allowed it.
-            confine_call(CONFINE_REQUIRED if lifted is None else CONFINE_PREFERRED)
+            if not confine_call(CONFINE_REQUIRED if lifted is None else CONFINE_PREFERRED):
+                return Verdict(False, "refused", "profile read-only",
+                               f"{tool.name} refused by the read-only profile: this call has no scope to carry "
+                               "its confinement (backends/base.py pinned_cwd), so it cannot be confined.")
         if lifted is not None:
             return lifted
         return self._profile(tool, command, paths)
