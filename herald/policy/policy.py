@@ -242,14 +242,14 @@ class Gate:
         refusal = self._web(tool, urls)
         if refusal is not None:
             return refusal
-        if policy.profile == READ_ONLY and command is not None:
-            # The allow-list below is a friendly first filter; the OS is the boundary: the
-            # command runs confined read-only (tools/terminal.py), or is refused where the
-            # backend cannot confine it, unless a rule or a person allowed it.
-            if not confine_call(CONFINE_REQUIRED if lifted is None else CONFINE_PREFERRED):
-                return Verdict(False, "refused", "profile read-only",
-                               f"{tool.name} refused by the read-only profile: this call has no scope to carry "
-                               "its confinement (backends/base.py pinned_cwd), so it cannot be confined.")
+        # Read-only: the allow-list below is a friendly first filter; the OS is the boundary: the
+        # command runs confined read-only (tools/terminal.py), or is refused where the backend
+        # cannot confine it, unless a rule or a person allowed it.
+        if (policy.profile == READ_ONLY and command is not None
+                and not confine_call(CONFINE_REQUIRED if lifted is None else CONFINE_PREFERRED)):
+            return Verdict(False, "refused", "profile read-only",
+                           f"{tool.name} refused by the read-only profile: this call has no scope to carry "
+                           "its confinement (backends/base.py pinned_cwd), so it cannot be confined.")
         if lifted is not None:
             return lifted
         return self._profile(tool, command, paths)
