@@ -113,20 +113,24 @@ class ShellScripts:
         cwd_file = shell_quote(os.path.join(private, "ro-cwd"))
         filter_file = shell_quote(os.path.join(private, "ro-filter"))
         argv = bwrap_argv(bwrap, private, seccomp is not None)
-        # The command runs without the two descriptors; its own `exit` skips the report (the
-        # directory stays), as it would end a session shell's command.
-        inner = ("builtin . \"$1\" %d>&- %d<&-; __herald_rc=$?; builtin printf '%%s' \"$PWD\" >&%d; "
-                 "builtin exit $__herald_rc" % (CWD_FD, FILTER_FD, CWD_FD))
+        # The command runs without the two descriptors and, as in the session's shell, without
+        # positional parameters; its own `exit` skips the report (the directory stays), as it
+        # would end a session shell's command.
+        inner = ("__herald_cmd=$1; builtin set --; builtin . \"$__herald_cmd\" %d>&- %d<&-; __herald_rc=$?; "
+                 "builtin printf '%%s' \"$PWD\" >&%d; builtin exit $__herald_rc" % (CWD_FD, FILTER_FD, CWD_FD))
+        # What an earlier (unconfined) command left in their place, a FIFO for one, must not hang us.
+        clear = "".join("{ builtin test -f %s && ! builtin test -L %s; } || command rm -rf -- %s 2>/dev/null; "
+                        % (f, f, f) for f in (cwd_file, filter_file))
         write_filter = "builtin printf '%s' >| %s || builtin return 126; " % (octal(seccomp), filter_file) if seccomp else ""
         return (
-            "__herald_ro() { %s: >| %s || builtin return 126; "
-            "%s --chdir \"$PWD\" -- \"$BASH\" --noprofile --norc -c %s herald %s %d>| %s %s; "
+            "__herald_ro() { %s%s: >| %s || builtin return 126; "
+            "%s --chdir \"$PWD\" -- \"$BASH\" --noprofile --norc -c %s bash %s %d>| %s %s; "
             "builtin local __herald_rc=$? __herald_dir=; "
             "IFS= builtin read -r -d '' __herald_dir < %s; "
             "case $__herald_dir in /*) builtin test \"$__herald_dir\" = \"$PWD\" || "
             "{ builtin test -d \"$__herald_dir\" && builtin cd -- \"$__herald_dir\"; } ;; esac; "
             "builtin return $__herald_rc; }\n" % (
-                write_filter, cwd_file, shell_words(argv), shell_quote(inner), shell_quote(self.command_path),
+                clear, write_filter, cwd_file, shell_words(argv), shell_quote(inner), shell_quote(self.command_path),
                 CWD_FD, cwd_file, "%d< %s" % (FILTER_FD, filter_file) if seccomp else "", cwd_file)
         )
 
