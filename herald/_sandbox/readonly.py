@@ -44,7 +44,7 @@ class Confinement(NamedTuple):
     """How a host confines a command: its bwrap, and the seccomp program for its architecture."""
 
     bwrap: str
-    seccomp: Optional[bytes]
+    seccomp: bytes
 
 
 # seccomp, per `uname -m`: (audit arch, socket, the calls refused outright, first x32 number).
@@ -64,7 +64,7 @@ _EACCES, _ENOSYS = 13, 38
 
 def socket_filter(machine: str) -> Optional[bytes]:
     """The seccomp program (struct sock_filter[], little-endian) for `machine` (`uname -m`), or
-    None where none is written (the confinement then holds but for unix sockets)."""
+    None where none is written (parse_probe then finds no confinement)."""
     arch = _ARCHES.get(machine)
     if arch is None:
         return None
@@ -130,7 +130,10 @@ def parse_probe(status: int, output: str) -> Tuple[Optional[Confinement], str]:
     """(the confinement, "") from a probe that worked, else (None, why not)."""
     lines = output.strip().splitlines()
     if status == 0 and len(lines) >= 2 and lines[-2].startswith("/"):
-        return Confinement(lines[-2], socket_filter(lines[-1])), ""
+        seccomp = socket_filter(lines[-1])
+        if seccomp is None:  # unix sockets would stay reachable: no confinement worth the name
+            return None, "Herald has no seccomp socket filter for %s (only x86_64 and aarch64)" % lines[-1]
+        return Confinement(lines[-2], seccomp), ""
     return None, " ".join(lines)[:300] or "the probe failed (exit %d)" % status
 
 

@@ -105,14 +105,14 @@ class ShellScripts:
         write = "" if written else "__herald_put %s && " % shell_quote(command)
         return "__herald_ok=0; { %s%s; } </dev/null 2>&1; __herald_done $? %d\n" % (write, run_it, 1 if end_jobs else 0)
 
-    def confine_function(self, bwrap: str, seccomp: Optional[bytes]) -> str:
+    def confine_function(self, bwrap: str, seccomp: bytes) -> str:
         """`__herald_ro`: run the command's file in a fresh bash confined read-only by bwrap
         (readonly.py), from this shell's directory and exported variables; then `cd` where it
         ended if that is a directory. Its status is the command's. Defined once per shell."""
         private = os.path.dirname(self.command_path)
         cwd_file = shell_quote(os.path.join(private, "ro-cwd"))
         filter_file = shell_quote(os.path.join(private, "ro-filter"))
-        argv = bwrap_argv(bwrap, private, seccomp is not None)
+        argv = bwrap_argv(bwrap, private, with_filter=True)
         # The command runs without the two descriptors and, as in the session's shell, without
         # positional parameters; its own `exit` skips the report (the directory stays), as it
         # would end a session shell's command.
@@ -121,7 +121,7 @@ class ShellScripts:
         # What an earlier (unconfined) command left in their place, a FIFO for one, must not hang us.
         clear = "".join("{ builtin test -f %s && ! builtin test -L %s; } || command rm -rf -- %s 2>/dev/null; "
                         % (f, f, f) for f in (cwd_file, filter_file))
-        write_filter = "builtin printf '%s' >| %s || builtin return 126; " % (octal(seccomp), filter_file) if seccomp else ""
+        write_filter = "builtin printf '%s' >| %s || builtin return 126; " % (octal(seccomp), filter_file)
         return (
             "__herald_ro() { %s%s: >| %s || builtin return 126; "
             "%s --chdir \"$PWD\" -- \"$BASH\" --noprofile --norc -c %s bash %s %d>| %s %s; "
@@ -131,7 +131,7 @@ class ShellScripts:
             "{ builtin test -d \"$__herald_dir\" && builtin cd -- \"$__herald_dir\"; } ;; esac; "
             "builtin return $__herald_rc; }\n" % (
                 clear, write_filter, cwd_file, shell_words(argv), shell_quote(inner), shell_quote(self.command_path),
-                CWD_FD, cwd_file, "%d< %s" % (FILTER_FD, filter_file) if seccomp else "", cwd_file)
+                CWD_FD, cwd_file, "%d< %s" % (FILTER_FD, filter_file), cwd_file)
         )
 
     def write_command(self, command: str) -> bool:

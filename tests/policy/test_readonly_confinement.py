@@ -330,3 +330,16 @@ def test_plan_mode_gets_the_same_confinement(workspace: Path, tmp_path: Path) ->
         [(_, script_said)] = llm.requests[3].tool_results()
         assert str(workspace / "sub") in script_said, script_said  # the `cd` carried over
     assert sorted(p.name for p in workspace.iterdir()) == ["sub"]
+
+
+def test_a_host_without_bwrap_is_named_in_the_refusal() -> None:
+    from herald._sandbox.readonly import parse_probe, socket_filter
+
+    said = "bwrap is not installed (Debian: apt-get install bubblewrap)"
+    assert parse_probe(3, said + "\n") == (None, said)
+    assert parse_probe(4, "bwrap cannot confine a command here: setting up uid map: Permission denied")[0] is None
+    found, _ = parse_probe(0, "/usr/bin/bwrap\nx86_64\n")
+    assert found is not None and found.bwrap == "/usr/bin/bwrap" and found.seccomp == socket_filter("x86_64")
+    assert socket_filter("riscv64") is None
+    found, why = parse_probe(0, "/usr/bin/bwrap\nriscv64\n")  # unix sockets would stay open: refused
+    assert found is None and "no seccomp socket filter for riscv64" in why, why
