@@ -26,6 +26,8 @@ import shutil
 import stat
 from typing import List, Optional, Tuple
 
+from .readonly import CWD_FD, FILTER_FD, bwrap_argv, octal, shell_words
+
 # Kills the shell's children once a command has returned: what /proc lists as its children
 # (jobs, `cmd &`, disowned ones too; each job is its own process group under `set -m`), read
 # with builtins only, since a `$(jobs -p)` would fork a subshell on every command; `jobs -p`
@@ -76,13 +78,15 @@ class ShellScripts:
         return "%s; builtin cd -- %s 2>/dev/null; " % (self.restore(), shell_quote(cwd))
 
     def command(
-        self, command: str, workdir: Optional[str], parsed_before: bool, end_jobs: bool, written: bool = False
+        self, command: str, workdir: Optional[str], parsed_before: bool, end_jobs: bool, written: bool = False,
+        confined: bool = False,
     ) -> str:
         """The input that runs `command` and prints its done record. `written`: the caller,
         on the shell's own machine, has put the command in its file (write_command): the text
-        then stays out of the shell's input, which bash reads a byte per system call."""
+        then stays out of the shell's input, which bash reads a byte per system call.
+        `confined`: run it read-only under the OS (`__herald_ro`, defined by confine_function)."""
         path = shell_quote(self.command_path)
-        source = "builtin . %s" % path
+        source = "__herald_ro" if confined else "builtin . %s" % path
         if workdir:
             source = "builtin cd -- %s && %s" % (shell_quote(workdir), source)
         run_here = "{ %s; }" % ("( %s )" % source if workdir else source)
@@ -100,6 +104,35 @@ class ShellScripts:
             )
         write = "" if written else "__herald_put %s && " % shell_quote(command)
         return "__herald_ok=0; { %s%s; } </dev/null 2>&1; __herald_done $? %d\n" % (write, run_it, 1 if end_jobs else 0)
+
+    def confine_function(self, bwrap: str, seccomp: bytes) -> str:
+        """`__herald_ro`: run the command's file in a fresh bash confined read-only by bwrap
+        (readonly.py), from this shell's directory and exported variables; then `cd` where it
+        ended if that is a directory. Its status is the command's. Defined once per shell."""
+        private = os.path.dirname(self.command_path)
+        cwd_file = shell_quote(os.path.join(private, "ro-cwd"))
+        filter_file = shell_quote(os.path.join(private, "ro-filter"))
+        argv = bwrap_argv(bwrap, private, with_filter=True)
+        # The command runs without the two descriptors and, as in the session's shell, without
+        # positional parameters; its own `exit` skips the report (the directory stays), as it
+        # would end a session shell's command.
+        inner = ("__herald_cmd=$1; builtin set --; builtin . \"$__herald_cmd\" %d>&- %d<&-; __herald_rc=$?; "
+                 "builtin printf '%%s' \"$PWD\" >&%d; builtin exit $__herald_rc" % (CWD_FD, FILTER_FD, CWD_FD))
+        # What an earlier (unconfined) command left in their place, a FIFO for one, must not hang us.
+        clear = "".join("{ builtin test -f %s && ! builtin test -L %s; } || command rm -rf -- %s 2>/dev/null; "
+                        % (f, f, f) for f in (cwd_file, filter_file))
+        write_filter = "builtin printf '%s' >| %s || builtin return 126; " % (octal(seccomp), filter_file)
+        return (
+            "__herald_ro() { %s%s: >| %s || builtin return 126; "
+            "%s --chdir \"$PWD\" -- \"$BASH\" --noprofile --norc -c %s bash %s %d>| %s %s; "
+            "builtin local __herald_rc=$? __herald_dir=; "
+            "IFS= builtin read -r -d '' __herald_dir < %s; "
+            "case $__herald_dir in /*) builtin test \"$__herald_dir\" = \"$PWD\" || "
+            "{ builtin test -d \"$__herald_dir\" && builtin cd -- \"$__herald_dir\"; } ;; esac; "
+            "builtin return $__herald_rc; }\n" % (
+                clear, write_filter, cwd_file, shell_words(argv), shell_quote(inner), shell_quote(self.command_path),
+                CWD_FD, cwd_file, "%d< %s" % (FILTER_FD, filter_file), cwd_file)
+        )
 
     def write_command(self, command: str) -> bool:
         """Put `command` in the shell's command file from here (the shell runs on this machine);

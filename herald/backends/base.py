@@ -31,8 +31,9 @@ from .._sandbox.fileaccess import (
 from ..scoped import scoped
 
 __all__ = [
-    "Backend", "BackendError", "Channel", "CommandResult", "DirEntry", "FileStat", "FileTooLargeError",
-    "NotRegularFileError", "call_cwd", "check_length", "check_regular", "pinned_cwd", "resolve_path",
+    "CONFINE_PREFERRED", "CONFINE_REQUIRED", "Backend", "BackendError", "Channel", "CommandResult", "DirEntry",
+    "FileStat", "FileTooLargeError", "NoConfinement", "NotRegularFileError", "call_confinement", "call_cwd",
+    "check_length", "check_regular", "confine_call", "pinned_cwd", "resolve_path",
 ]
 
 # The current tool call's cwd, once something asked for it (a list of at most one: filled on
@@ -54,13 +55,60 @@ def call_cwd(backend: Backend) -> str:
     return pinned[0]
 
 
-def pinned_cwd() -> scoped[list[str] | None]:
-    """`with pinned_cwd():` around one tool call: its cwd is fixed at first use (see call_cwd)."""
-    return scoped(_call_cwd, [])
+# What the policy asked of the current tool call's commands (a list of at most one: the Gate
+# fills it while it checks the call; the terminal tool reads it).
+_call_confine: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("herald_call_confine", default=None)
+CONFINE_REQUIRED = "required"  # read-only: confined by the OS, or refused
+CONFINE_PREFERRED = "preferred"  # read-only, but a rule (or a person) allowed this command: unconfined if need be
+
+
+class _CallScope:
+    """The scope of one tool call: its pinned cwd and what the policy asked of its commands."""
+
+    __slots__ = ("_confine", "_cwd")
+
+    def __init__(self) -> None:
+        self._cwd = scoped(_call_cwd, [])
+        self._confine = scoped(_call_confine, [])
+
+    def __enter__(self) -> None:
+        self._cwd.__enter__()
+        self._confine.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self._confine.__exit__(*exc)
+        self._cwd.__exit__(*exc)
+
+
+def pinned_cwd() -> _CallScope:
+    """`with pinned_cwd():` around one tool call: its cwd is fixed at first use (see call_cwd),
+    and what the policy asks of its commands (confine_call) lasts as long as the call."""
+    return _CallScope()
+
+
+def confine_call(how: str) -> bool:
+    """The policy's word on the current call's commands (CONFINE_REQUIRED or _PREFERRED);
+    False outside a call's scope (pinned_cwd), where nothing would carry it to the tool."""
+    marks = _call_confine.get()
+    if marks is None:
+        return False
+    marks[:] = [how]
+    return True
+
+
+def call_confinement() -> str | None:
+    """What the policy asked of the current call's commands (None: nothing, run as usual)."""
+    marks = _call_confine.get()
+    return marks[0] if marks else None
 
 
 class BackendError(RuntimeError):
     """The backend itself failed (not the command): the message says what to check."""
+
+
+class NoConfinement(BackendError):
+    """`run(read_only=True)` on a backend that cannot confine a command now: nothing ran; the
+    message says why."""
 
 
 @dataclass(frozen=True)
@@ -116,11 +164,15 @@ class Backend(Protocol):
         """The shell session's current directory; relative tool paths resolve against it."""
         ...
 
-    def run(self, command: str, *, timeout: float | None = None, workdir: str | None = None) -> CommandResult:
+    def run(self, command: str, *, timeout: float | None = None, workdir: str | None = None,
+            read_only: bool = False) -> CommandResult:
         """Run `command` in the persistent shell: `cd` and `export` carry over to later calls.
 
         On timeout the command's processes are killed but the session (cwd, variables) is kept.
-        `workdir` runs this one command elsewhere without moving the session.
+        `workdir` runs this one command elsewhere without moving the session. `read_only`: the
+        OS confines it (every path read-only, no network: herald/_sandbox/readonly.py), in a
+        fresh shell from the session's directory and exported variables, whose `cd` carries
+        back; a backend that cannot raises NoConfinement before anything runs.
         """
         ...
 

@@ -16,7 +16,15 @@ import threading
 
 from ..config import Settings
 from ..keys import herald_environ
-from .base import BackendError, Channel, CommandResult, DirEntry, FileStat, resolve_path
+from .base import (
+    BackendError,
+    Channel,
+    CommandResult,
+    DirEntry,
+    FileStat,
+    NoConfinement,
+    resolve_path,
+)
 from .realpath import Pins
 from .shell import PersistentShell
 from .shellfiles import ShellFiles
@@ -159,7 +167,14 @@ class ExecSessionBackend:
 
     # -- Backend ---------------------------------------------------------------------------
 
-    def run(self, command: str, *, timeout: float | None = None, workdir: str | None = None) -> CommandResult:
+    def run(self, command: str, *, timeout: float | None = None, workdir: str | None = None,
+            read_only: bool = False) -> CommandResult:
+        if read_only:
+            # The container's default seccomp profile refuses the namespaces bwrap needs, and
+            # the exec API offers no read-only view: a command here can write what the
+            # sandbox's user can.
+            raise NoConfinement(f"the {self.name} backend cannot confine a command to read-only: its "
+                                f"{self.kind_of_sandbox} offers no read-only view of its files (no usable bwrap)")
         limit = self.settings.terminal.timeout if timeout is None else timeout
         with self._lock:
             self._check_open()

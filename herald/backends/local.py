@@ -15,6 +15,7 @@ from .._sandbox import shellguard
 from .._sandbox.environ import scrubbed_environ
 from .._sandbox.fileaccess import OsFiles
 from .._sandbox.procs import children_of, descendants, signal_pids, terminate_tree
+from .._sandbox.readonly import local_confinement
 from .._sandbox.walk import scan_dir
 from ..config import Settings
 from ..keys import herald_environ
@@ -25,6 +26,7 @@ from .base import (
     CommandResult,
     DirEntry,
     FileStat,
+    NoConfinement,
     resolve_path,
 )
 from .shell import PersistentShell
@@ -151,13 +153,20 @@ class LocalBackend:
             expanded = os.path.join(".", expanded)
         return resolve_path(self.cwd, expanded)
 
-    def run(self, command: str, *, timeout: float | None = None, workdir: str | None = None) -> CommandResult:
+    def run(self, command: str, *, timeout: float | None = None, workdir: str | None = None,
+            read_only: bool = False) -> CommandResult:
         if self._closed.is_set():
             raise BackendError("the local backend is closed")
         limit = self.settings.terminal.timeout if timeout is None else timeout
+        confine = None
+        if read_only:
+            confine, problem = local_confinement()  # probed once per process
+            if confine is None:
+                raise NoConfinement(f"bwrap cannot confine a command on this machine: {problem}")
         with self._shell.lock:
             try:
-                return self._shell.run(command, timeout=limit, workdir=self._path(workdir) if workdir else None)
+                return self._shell.run(command, timeout=limit, workdir=self._path(workdir) if workdir else None,
+                                       confine=confine)
             finally:
                 channel = self._shell.channel
                 if isinstance(channel, _LocalChannel):

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from .._sandbox.readonly import Confinement
 from .._sandbox.shellscript import ShellScripts, done_fields, scan, shell_quote
 from ..capture import CappedCapture
 from ..scoped import scoped
@@ -103,6 +104,7 @@ class PersistentShell:
         self.cwd = cwd
         self._has_state = False
         self._runs = 0
+        self._confined_by: Confinement | None = None  # what this shell's __herald_ro runs
         # Commands this shell has parsed without error (a loop runs the same one again and
         # again): they skip the parse check's subshell. Emptied with each new shell.
         self._parsed: set[str] = set()
@@ -117,6 +119,7 @@ class PersistentShell:
         self._channel = channel
         self._pending = b""
         self._parsed.clear()
+        self._confined_by = None
         try:
             record = self._read_record(self._ready, time.monotonic() + self._startup_timeout, None)
         except BackendError:
@@ -170,7 +173,10 @@ class PersistentShell:
 
     # -- commands --------------------------------------------------------------------------
 
-    def run(self, command: str, *, timeout: float, workdir: str | None = None) -> CommandResult:
+    def run(self, command: str, *, timeout: float, workdir: str | None = None,
+            confine: Confinement | None = None) -> CommandResult:
+        """`confine`: run the command read-only under the OS (herald/_sandbox/readonly.py), in
+        a fresh bash that starts from this shell's directory and exports; a `cd` comes back."""
         with self._lock:
             notes: list[str] = []
             if self._channel is None:
@@ -178,7 +184,11 @@ class PersistentShell:
             started = time.monotonic()
             # The text and why it is so: herald/_sandbox/shellscript.py (the supervisor's shell's too).
             written = self._local_files and self._scripts.write_command(command)
-            script = self._scripts.command(command, workdir, command in self._parsed, _foreground_only.get(), written)
+            script = self._scripts.command(command, workdir, command in self._parsed, _foreground_only.get(), written,
+                                           confined=confine is not None)
+            if confine is not None and self._confined_by != confine:
+                script = self._scripts.confine_function(confine.bwrap, confine.seccomp) + script
+                self._confined_by = confine
             if self._follow:
                 script, self._follow = self._scripts.follow(self.cwd) + script, False
             capture = CappedCapture(

@@ -5,8 +5,12 @@ web domains and, optionally, an `approve(call) -> bool` callback for `ask` rules
 
 Profiles:
 - `read-only`: no tool with `mutates` (execute_code aside: its script's calls are checked one by
-  one); `terminal` only for command lines the read-only allow-list accepts (shell.py); file
-  tools inside the workspace; web and browser as in workspace-write.
+  one); `terminal` only for command lines the read-only allow-list accepts (shell.py), a first
+  filter with a clear message: the command then runs confined by the OS (every path read-only,
+  no network; backends/base.py `run(read_only=True)`), and where the backend cannot confine it,
+  it is refused. An `allow` rule lifts the allow-list, not the confinement; where there is none,
+  the rule is the opt-in to running the command unconfined. File tools inside the workspace;
+  web and browser as in workspace-write.
 - `workspace-write` (default): file tools confined to the workspace roots (paths.py); web and
   browser never reach link-local or metadata addresses, and only `allowed_domains` when set.
 - `full`: no confinement.
@@ -25,7 +29,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..backends.base import call_cwd, resolve_path
+from ..backends.base import (
+    CONFINE_PREFERRED,
+    CONFINE_REQUIRED,
+    call_cwd,
+    confine_call,
+    resolve_path,
+)
 from ..tools.resources import ANY_FILE, SHELL, Resource
 from .domains import WEB_SCHEMES, domain_matches, metadata_refusal, url_host
 from .paths import Workspace
@@ -107,7 +117,9 @@ class Policy:
                     "; refused: tools that change anything" + (f" ({', '.join(refused)})" if refused else "") +
                     "; terminal runs only read-only commands (" + ", ".join(allowed_commands()) +
                     "; find without -exec/-delete; git status/diff/log/show/branch --list/...), with no "
-                    "redirection except to /dev/null, no $(...), backticks, variables or background jobs"
+                    "redirection except to /dev/null, no $(...), backticks, variables or background jobs; "
+                    "each runs confined by the OS (every path read-only, no network), or is refused where the "
+                    "backend cannot confine it"
                 )
             text += "; web and browser never reach link-local or cloud metadata addresses"
             if self.allowed_domains:
@@ -230,6 +242,14 @@ class Gate:
         refusal = self._web(tool, urls)
         if refusal is not None:
             return refusal
+        # Read-only: the allow-list below is a friendly first filter; the OS is the boundary: the
+        # command runs confined read-only (tools/terminal.py), or is refused where the backend
+        # cannot confine it, unless a rule or a person allowed it.
+        if (policy.profile == READ_ONLY and command is not None
+                and not confine_call(CONFINE_REQUIRED if lifted is None else CONFINE_PREFERRED)):
+            return Verdict(False, "refused", "profile read-only",
+                           f"{tool.name} refused by the read-only profile: this call has no scope to carry "
+                           "its confinement (backends/base.py pinned_cwd), so it cannot be confined.")
         if lifted is not None:
             return lifted
         return self._profile(tool, command, paths)

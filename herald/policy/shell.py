@@ -23,15 +23,27 @@ _OUTPUT_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", ">&"})
 _VARIABLE = re.compile(r"\$[{(A-Za-z_0-9@*#?$!-]")
 
 
-def _refuse_options(command: str, refused: tuple[str, ...], why: str) -> ArgCheck:
-    """Refuse an argument equal to one of `refused` or starting with `refused=` (long options)."""
+def _long_option(arg: str, options: tuple[str, ...]) -> bool:
+    """Whether `arg` may name one of the long `options` (`--output`): GNU getopt_long and git
+    take any unambiguous prefix (`--o=FILE`, `--open-files-in-pag`), with or without `=VALUE`."""
+    if not arg.startswith("--") or arg == "--":
+        return False
+    name = arg.split("=", 1)[0]
+    return any(option.startswith(name) for option in options if option.startswith("--"))
+
+
+def _refuse_options(command: str, refused: tuple[str, ...], why: str, short: str = "") -> ArgCheck:
+    """Refuse an argument that is one of the `refused` options: a long one or any prefix of it
+    (`--pre`, `--pr=x`), a short one alone or bundled with others (`-kC` holds `-C`)."""
 
     def check(args: list[str]) -> str | None:
         for arg in args:
-            name = arg.split("=", 1)[0]
-            if name in refused:
+            if arg == "--":
+                break
+            if arg.split("=", 1)[0] in refused or _long_option(arg, refused):
                 return f"`{command} {arg}` {why}"
-        return None
+        found = _short_flag(args, short) if short else None
+        return f"`{command} {found}` {why}" if found else None
 
     return check
 
@@ -44,26 +56,19 @@ def _find(args: list[str]) -> str | None:
 
 
 def _short_flag(args: list[str], flags: str) -> str | None:
-    """The first argument that is a bundle of short options containing one of `flags`."""
+    """The first argument that is a bundle of short options containing one of `flags` (before
+    a `--`, after which every argument is an operand)."""
     for arg in args:
+        if arg == "--":
+            break
         if arg.startswith("-") and not arg.startswith("--") and any(f in arg[1:] for f in flags):
             return arg
     return None
 
 
-def _sort(args: list[str]) -> str | None:
-    found = _short_flag(args, "o") or next((a for a in args if a.startswith(("--output", "--compress-program"))), None)
-    return f"`sort {found}` writes a file or runs a program" if found else None
-
-
-def _date(args: list[str]) -> str | None:
-    found = _short_flag(args, "s") or next((a for a in args if a.startswith("--set")), None)
-    return f"`date {found}` sets the clock" if found else None
-
-
-def _tree(args: list[str]) -> str | None:
-    found = _short_flag(args, "o")
-    return f"`tree {found}` writes a file" if found else None
+_sort = _refuse_options("sort", ("--output", "--compress-program"), "writes a file or runs a program", short="o")
+_date = _refuse_options("date", ("--set",), "sets the clock", short="s")
+_tree = _refuse_options("tree", ("--output",), "writes a file", short="o")
 
 
 _GIT_READ = frozenset({
@@ -88,7 +93,7 @@ def _git(args: list[str]) -> str | None:
     while i < len(args):  # global options before the subcommand
         arg = args[i]
         name = arg.split("=", 1)[0]
-        if name in _GIT_GLOBAL_REFUSED or arg.startswith("-c"):
+        if name in _GIT_GLOBAL_REFUSED or arg.startswith("-c") or _long_option(arg, _GIT_GLOBAL_REFUSED):
             return f"`git {arg}` can run other programs (configuration, pager or exec path)"
         if not arg.startswith("-"):
             break
@@ -101,7 +106,8 @@ def _git(args: list[str]) -> str | None:
     for arg in rest:
         if arg == "--":
             break
-        if arg.split("=", 1)[0] in _GIT_WRITES or (sub == "grep" and arg.startswith("-O")):
+        if (arg.split("=", 1)[0] in _GIT_WRITES or _long_option(arg, _GIT_WRITES)
+                or (sub == "grep" and arg.startswith("-O"))):
             return f"`git {sub} {arg}` writes a file or runs another program"
     if sub == "branch":
         listing = any(a in ("-l", "--list") for a in rest)
@@ -130,7 +136,7 @@ ALLOWED: dict[str, ArgCheck | None] = {
         "id", "uname", "true", "false", "nl", "tac", "md5sum", "sha1sum", "sha256sum", "jq", "cd", "printf",
         "column",
     )},
-    "file": _refuse_options("file", ("-C", "--compile"), "writes a compiled magic file"),
+    "file": _refuse_options("file", ("--compile",), "writes a compiled magic file", short="C"),
     "rg": _refuse_options("rg", ("--pre",), "runs a program on every file"),
     "find": _find,
     "sort": _sort,
@@ -156,6 +162,10 @@ def _scan(command: str) -> tuple[str, str | None]:
             continue
         elif ch == "`" or (ch == "$" and nxt == "("):
             return "", "command substitution (`...` or $(...)) runs other commands"
+        elif ch == "$" and nxt in ("'", '"') and quote != '"':
+            # bash reads $'...' (ANSI-C escapes) and $"..." (translation) as words of their own:
+            # a parser that does not would check other words than bash runs.
+            return "", "$'...' and $\"...\" quoting is not supported here (use plain quotes)"
         elif ch == "$" and _VARIABLE.match(command, i):
             return "", "variable expansion ($NAME) could turn into any argument"
         elif quote == '"':

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._sandbox.localshell import EMPTY_COMMAND
-from ..backends.base import BackendError
+from ..backends.base import CONFINE_PREFERRED, BackendError, NoConfinement, call_confinement
 from ..backends.shell import INTERRUPTED_EXIT_CODE, current_cancel
 from .registry import Tool, ToolContext, ToolError
 from .resources import ANY_FILE, SHELL, fixed
@@ -24,8 +24,21 @@ def terminal(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     # The dispatcher runs a cancellable call (a model's direct call that an interrupt may stop)
     # inside `cancellable(event)`; the backend's persistent shell honours that event itself.
     cancel = current_cancel()
+    confine = call_confinement()  # the policy's word (read-only): the OS confines the command
+    unconfined = ""
     try:
-        result = ctx.backend.run(command, timeout=args["timeout"], workdir=args["workdir"])
+        try:
+            result = ctx.backend.run(command, timeout=args["timeout"], workdir=args["workdir"],
+                                     read_only=confine is not None)
+        except NoConfinement as exc:
+            if confine != CONFINE_PREFERRED:
+                raise ToolError(
+                    f"terminal refused by the read-only profile: {exc}, and an unconfined command could change "
+                    f"files. To run it anyway, use --profile workspace-write (setting policy.profile), or add a rule "
+                    f"such as 'allow terminal command={_first_word(command)}' to policy.rules.", "PolicyRefused"
+                ) from None
+            unconfined = f"Ran without read-only confinement (a policy rule allowed this command): {exc}."
+            result = ctx.backend.run(command, timeout=args["timeout"], workdir=args["workdir"])
     except BackendError as exc:
         raise ToolError(f"terminal: the {ctx.backend.name} backend failed: {exc}", "BackendError") from None
     reply: dict[str, Any] = {"output": result.output, "exit_code": result.exit_code}
@@ -35,9 +48,15 @@ def terminal(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         reply["interrupted"] = True
     if result.truncated:
         reply["truncated"] = True
-    if result.note:
-        reply["note"] = result.note
+    note = " ".join(n for n in (unconfined, result.note) if n)
+    if note:
+        reply["note"] = note
     return reply
+
+
+def _first_word(command: str) -> str:
+    words = command.split()
+    return words[0] if words else "COMMAND"
 
 
 TOOLS = [

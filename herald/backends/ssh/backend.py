@@ -25,8 +25,9 @@ from typing import TypeVar
 
 import paramiko
 
+from ..._sandbox.readonly import Confinement, parse_probe, probe_script
 from ...config import Settings
-from ..base import BackendError, CommandResult, DirEntry, FileStat, resolve_path
+from ..base import BackendError, CommandResult, DirEntry, FileStat, NoConfinement, resolve_path
 from ..realpath import Pins
 from ..shell import PersistentShell, shell_quote
 from . import files
@@ -68,6 +69,7 @@ class SSHBackend:
         self._conn: SSHConnection | None = None
         self._generation = 0  # counts connections; a shell channel belongs to one of them
         self._shell: PersistentShell | None = None
+        self._confine: tuple[Confinement | None, str] | None = None  # the host's read-only confinement, once probed
         self._shell_channel: SSHChannel | None = None
         self._shell_generation = 0
         self._home = ""
@@ -203,18 +205,34 @@ class SSHBackend:
         self._seen.changed(None)
         return channel
 
-    def run(self, command: str, *, timeout: float | None = None, workdir: str | None = None) -> CommandResult:
+    def run(self, command: str, *, timeout: float | None = None, workdir: str | None = None,
+            read_only: bool = False) -> CommandResult:
+        confine = self._confinement() if read_only else None
         with self._lock:
             self._running += 1
         self._seen.changed(None)
         try:
-            return self._run(command, timeout, workdir)
+            return self._run(command, timeout, workdir, confine)
         finally:
             with self._lock:
                 self._running -= 1
             self._seen.changed(None)
 
-    def _run(self, command: str, timeout: float | None, workdir: str | None) -> CommandResult:
+    def _confinement(self) -> Confinement:
+        """The host's bwrap and architecture, probed once per backend (readonly.py's probe, one
+        round trip); NoConfinement says why a host cannot confine a command."""
+        with self._lock:
+            if self._confine is None:
+                conn = self._connection()
+                status, said = conn.exec(f"/bin/sh -c {shell_quote(probe_script())}", timeout=conn.timeout)
+                self._confine = parse_probe(status, said.decode("utf-8", "replace"))
+            found, problem = self._confine
+        if found is None:
+            raise NoConfinement(f"{self.target} cannot confine a command to read-only: {problem}")
+        return found
+
+    def _run(self, command: str, timeout: float | None, workdir: str | None,
+             confine: Confinement | None = None) -> CommandResult:
         limit = self.settings.terminal.timeout if timeout is None else timeout
         shell = self._session()
         directory = self._path(workdir) if workdir else None
@@ -223,7 +241,7 @@ class SSHBackend:
             if self._shell_generation != self._generation:
                 shell.close()  # its channel went down with the old connection: start a new one
             try:
-                result = shell.run(command, timeout=limit, workdir=directory)
+                result = shell.run(command, timeout=limit, workdir=directory, confine=confine)
             except BackendError as exc:
                 if not conn.alive() and attempt == 1:
                     continue
