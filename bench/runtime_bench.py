@@ -82,6 +82,25 @@ def _read_via_herald(settings: Settings, work: Path, calls: int) -> Metric:
     return metric
 
 
+def _terminal_true(calls: int) -> str:
+    """A script that runs `terminal('true')` `calls` times and prints how long that took (seconds)."""
+    return ("import time\nfrom hermes_tools import terminal\nt = time.perf_counter()\n"
+            f"for _ in range({calls}): terminal('true')\nprint(time.perf_counter() - t)")
+
+
+def _read_only_terminal(settings: Settings, work: Path, calls: int = 200) -> Metric:
+    """terminal('true') under the read-only profile: each command runs in a fresh bwrap'ed bash
+    (every path read-only, no network), the OS guarantee beside workspace-write's plain shell."""
+    metric = Metric("terminal('true') from a script, read-only profile", "ms", None,
+                    note=f"per call, {calls} calls per run; confined by bwrap + seccomp")
+    with LocalBackend(str(work), settings=settings) as backend, Runtime(
+        backend, settings=settings, policy="read-only"
+    ) as runtime:
+        for _ in range(5):
+            metric.samples.append(1000 / calls * _in_script(runtime, _terminal_true(calls)))
+    return metric
+
+
 def _startup(
     settings: Settings, work: Path, *, transcript: bool, label: str,
     targets: tuple[float | None, float | None] = (None, None),
@@ -126,10 +145,7 @@ def run() -> list[Metric]:
         term = Metric("terminal('true') from a script", "ms", 0.6, note="per call, 1000 calls per run")
         for _ in range(7):
             read.samples.append(1000 / calls * _in_script(runtime, _reads(calls)))
-            term.samples.append(1000 / 1000 * _in_script(runtime, (
-                "import time\nfrom hermes_tools import terminal\nt = time.perf_counter()\n"
-                "for _ in range(1000): terminal('true')\nprint(time.perf_counter() - t)"
-            )))
+            term.samples.append(1000 / 1000 * _in_script(runtime, _terminal_true(1000)))
         par = Metric("16 parallel calls of a 100 ms tool", "s", 0.106, note="wall time inside one script")
         for _ in range(7):
             par.samples.append(_in_script(runtime, (
@@ -137,7 +153,8 @@ def run() -> list[Metric]:
                 "results = parallel([wait_100ms for _ in range(16)])\nassert results == ['done'] * 16\n"
                 "print(time.perf_counter() - t)"
             )))
-        metrics += [read, _read_via_herald(settings, work, calls), term, par, _policy_cost(runtime)]
+        metrics += [read, _read_via_herald(settings, work, calls), term, _read_only_terminal(settings, work), par,
+                    _policy_cost(runtime)]
 
         bulk = Metric("read → patch → verify, 1,000 files", "s", 1.0, note="one script, 3,000 tool calls")
         tree = work / "bulk"
