@@ -17,7 +17,9 @@ from playwright.sync_api import Locator
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from ..capture import CappedCapture
+from ..deadlines import time_left
 from .errors import BrowserError
+from .guard import REFUSED_HEADER
 from .launch import first_line
 from .snapshot import normalize_ref, render
 
@@ -46,6 +48,13 @@ _SCROLL = """(direction) => {
 }"""
 
 
+def budget_ms(seconds: float) -> float:
+    """A Playwright timeout: `seconds` cut to what the run has left, in ms (never 0: that would
+    mean no timeout at all)."""
+    left = time_left(seconds)
+    return max(1.0, (seconds if left is None else left) * 1000)
+
+
 def page_info(tab: Tab) -> Result:
     try:
         title = tab.page.title()
@@ -67,17 +76,31 @@ def _settle(tab: Tab, result: Result) -> Result:
     """Wait for a page load the action started (Playwright already waited for it to commit)."""
     timeout = tab.settings.navigation_timeout
     try:
-        tab.page.wait_for_load_state("load", timeout=timeout * 1000)
+        tab.page.wait_for_load_state("load", timeout=budget_ms(timeout))
     except PlaywrightTimeout:
         result["note"] = f"the page was still loading after {timeout:g} s; a snapshot may show it incomplete."
     return {**page_info(tab), **result}
 
 
+def _refused(tab: Tab, mark: int, target: str) -> BrowserError | None:
+    """The navigation's refusal by the URL policy, naming the hop and the rule, if it was one."""
+    refused = tab.refusals.since(mark) if tab.refusals is not None else []
+    if not refused:
+        return None
+    first = refused[0]
+    hop = first.url if first.url.rstrip("/") == target.rstrip("/") else f"{first.url} (on the way from {target})"
+    return BrowserError(
+        f"browser_navigate: refused {hop}: {first.reason}. Not loaded: navigate to an allowed site instead.",
+        "PolicyRefused",
+    )
+
+
 def navigate(tab: Tab, url: str) -> Result:
     target = _absolute(url)
     timeout = tab.settings.navigation_timeout
+    mark = tab.refusals.mark() if tab.refusals is not None else 0
     try:
-        response = tab.page.goto(target, wait_until="load", timeout=timeout * 1000)
+        response = tab.page.goto(target, wait_until="load", timeout=budget_ms(timeout))
     except PlaywrightTimeout:
         raise BrowserError(
             f"browser_navigate: {target} did not finish loading within {timeout:g} s "
@@ -89,17 +112,24 @@ def navigate(tab: Tab, url: str) -> Result:
         reason = first_line(exc).removeprefix("Page.goto: ")
         if not reason.startswith("net::") and "invalid url" not in reason.lower():
             raise  # not about this URL: let the session check the connection
+        refused = _refused(tab, mark, target)
+        if refused is not None:
+            raise refused from None
         raise BrowserError(
             f"browser_navigate: could not load {target}: {reason}. Check the URL, or try another page.",
             "NavigationFailed",
         ) from None
+    if response is not None and response.status == 403 and response.headers.get(REFUSED_HEADER.lower()):
+        refused = _refused(tab, mark, target)  # the proxy's answer to a refused http hop
+        if refused is not None:
+            raise refused
     result = {**page_info(tab), "status": response.status if response is not None else None}
     return result
 
 
 def snapshot(tab: Tab, full: bool) -> Result:
     generation = tab.generation  # taken first: a navigation during the snapshot makes its refs stale
-    aria = tab.page.aria_snapshot(mode="ai", timeout=tab.settings.action_timeout * 1000)
+    aria = tab.page.aria_snapshot(mode="ai", timeout=budget_ms(tab.settings.action_timeout))
     view = render(aria, full=full)
     tab.refs, tab.refs_generation = view.refs, generation
     capture = CappedCapture(
@@ -151,7 +181,7 @@ def click(tab: Tab, ref: str) -> Result:
     try:
         if locator.evaluate(_OPENS_TAB):
             # Wait for the new tab itself: its event could otherwise arrive after we return.
-            with tab.page.context.expect_page(timeout=tab.settings.navigation_timeout * 1000) as popup:
+            with tab.page.context.expect_page(timeout=budget_ms(tab.settings.navigation_timeout)) as popup:
                 locator.click()
                 clicked = True
             tab.opened = popup.value
@@ -216,7 +246,7 @@ def back(tab: Tab) -> Result:
     before = tab.page.url
     timeout = tab.settings.navigation_timeout
     try:
-        response = tab.page.go_back(wait_until="load", timeout=timeout * 1000)
+        response = tab.page.go_back(wait_until="load", timeout=budget_ms(timeout))
     except PlaywrightTimeout:
         raise BrowserError(
             f"browser_back: the previous page did not finish loading within {timeout:g} s. "

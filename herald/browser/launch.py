@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
@@ -52,7 +53,9 @@ def chromium_args(settings: BrowserSettings) -> list[str]:
     return args
 
 
-def launch_local(playwright: Playwright, settings: BrowserSettings) -> Browser:
+def launch_local(playwright: Playwright, settings: BrowserSettings, extra_args: Sequence[str] = (),
+                 timeout_ms: float | None = None) -> Browser:
+    """Chromium started here; `timeout_ms` (default browser.launch_timeout) bounds the start."""
     executable = find_chromium(settings.executable)
     if executable is None:
         wanted = settings.executable or "chromium"
@@ -65,8 +68,8 @@ def launch_local(playwright: Playwright, settings: BrowserSettings) -> Browser:
         return playwright.chromium.launch(
             executable_path=executable,
             headless=settings.headless,
-            args=chromium_args(settings),
-            timeout=settings.launch_timeout * 1000,
+            args=[*chromium_args(settings), *extra_args],
+            timeout=settings.launch_timeout * 1000 if timeout_ms is None else timeout_ms,
         )
     except Exception as exc:
         raise BrowserError(
@@ -76,10 +79,10 @@ def launch_local(playwright: Playwright, settings: BrowserSettings) -> Browser:
         ) from None
 
 
-def connect_cdp(playwright: Playwright, settings: BrowserSettings) -> Browser:
+def connect_cdp(playwright: Playwright, settings: BrowserSettings, timeout_ms: float | None = None) -> Browser:
     try:
         return playwright.chromium.connect_over_cdp(
-            settings.cdp_url, timeout=settings.launch_timeout * 1000
+            settings.cdp_url, timeout=settings.launch_timeout * 1000 if timeout_ms is None else timeout_ms
         )
     except Exception as exc:
         raise BrowserError(

@@ -5,6 +5,18 @@ dispatcher's RPC threads (several at once when a script uses `parallel`). So the
 single-thread executor: the browser is started on that thread the first time a tool needs it,
 every operation is queued there (which also serialises them), and `close()` tears it down there.
 
+Where the browser may go: with a `WebPolicy` (the session's policy, from ToolContext.web_policy),
+a launched Chromium sends every connection through `guard.GuardProxy`, which checks each one
+(redirect hops, frames, subresources, workers, WebSockets) and connects only to checked
+addresses. An attached browser (`browser.cdp_url`) cannot be given a proxy: its context routes
+requests through the same check, which sees first hops but not redirects (Playwright continues
+those itself); see README.
+
+Deadlines: a call carries its run's deadline (herald/deadlines.py) onto the browser thread; every
+wait there (launch, navigation, action, load) is cut to what the run has left, and a call whose
+run is over ends with an error saying so. `close()` waits a few seconds for a call in flight,
+then kills the Playwright driver and the Chromium below it.
+
 Connection policy: the browser is launched (local Chromium) or attached (`browser.cdp_url`) on
 first use. When the connection is found dropped — the browser crashed, the remote end went away or
 was restarted — the call reconnects (or relaunches) once, runs again, and its result carries a
@@ -14,23 +26,30 @@ was restarted — the call reconnects (or relaunches) once, runs again, and its 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
+import signal
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from playwright.sync_api import sync_playwright
 
+from .._sandbox.procs import descendants, signal_pids
 from ..config import BrowserSettings
+from ..deadlines import current_deadline, time_left
+from ..webguard import WebPolicy
 from . import actions
 from .errors import BrowserError
+from .guard import GuardProxy, RefusalLog
 from .launch import connect_cdp, first_line, launch_local, redact
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, BrowserContext, Page, Playwright
+    from playwright.sync_api import Browser, BrowserContext, Page, Playwright, Route, WebSocketRoute
 
 log = logging.getLogger(__name__)
 Result = dict[str, Any]
@@ -46,6 +65,9 @@ _DROPPED = (
     "websocket error",
     "socket hang up",
 )
+CLOSE_WAIT = 3.0  # seconds close() waits for a call in flight before killing the browser
+RUN_GRACE = 2.0  # past the run's deadline, how long a caller waits for the browser thread
+TIME_UP = "the run's time limit was reached"
 
 
 @dataclass
@@ -59,6 +81,7 @@ class Tab:
     refs: dict[str, str] = field(default_factory=dict)
     refs_generation: int = -1
     opened: Page | None = None  # a tab the last action opened (a target=_blank link)
+    refusals: RefusalLog | None = None  # requests the URL policy refused (None: no policy)
 
     def watch(self) -> None:
         self.page.on("framenavigated", self._navigated)
@@ -69,9 +92,13 @@ class Tab:
 
 
 class BrowserSession:
-    def __init__(self, settings: BrowserSettings, spill_dir: Path) -> None:
+    def __init__(self, settings: BrowserSettings, spill_dir: Path, web_policy: WebPolicy | None = None) -> None:
         self.settings = settings
         self.spill_dir = spill_dir
+        self.web_policy = web_policy
+        self._guard: GuardProxy | None = None  # started with the first launch under a policy
+        self._refusals: RefusalLog | None = RefusalLog() if web_policy is not None else None
+        self._driver_pid: int | None = None  # the Playwright driver (Chromium runs below it)
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
@@ -95,22 +122,42 @@ class BrowserSession:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="herald-browser")
             executor = self._executor
+        left = time_left()
+        if left == 0:
+            raise BrowserError(f"not started: {TIME_UP}. Print what you have; the run is ending.", "Timeout")
         try:
-            future = executor.submit(self._run_here, action)
+            # The call's context (its deadline) goes with it to the browser thread.
+            future = executor.submit(contextvars.copy_context().run, self._run_here, action)
         except RuntimeError:  # close() won the race
             raise BrowserError("the browser session is closed (the Herald session ended).") from None
-        return future.result()
+        try:
+            return future.result(timeout=None if left is None else left + RUN_GRACE)
+        except FutureTimeout:  # the browser thread is stuck past the deadline (an earlier call)
+            future.cancel()
+            raise BrowserError(f"stopped: {TIME_UP} while the browser was busy. The run is ending.", "Timeout") from None
 
     def _run_here(self, action: Callable[[Tab], Result]) -> Result:
+        mark = self._refusals.mark() if self._refusals is not None else 0
         try:
+            if time_left() == 0:
+                raise BrowserError(f"not started: {TIME_UP}. Print what you have; the run is ending.", "Timeout")
             tab = self._ensure()
+            self._bound_waits()
             try:
                 result = action(tab)
             except Exception as exc:
+                if _time_up():
+                    raise BrowserError(f"stopped: {TIME_UP}. Print what you have; the run is ending.", "Timeout") from None
                 result = self._recover(action, exc)
         except BrowserError as exc:  # a reconnect before the failure is news the model needs too
+            if _time_up() and exc.kind != "Timeout":
+                exc = BrowserError(f"stopped: {TIME_UP} ({exc}). Print what you have; the run is ending.", "Timeout")
             note = self._take_note()
             raise BrowserError(f"{exc} Note: {note}" if note else str(exc), exc.kind) from None
+        if self._refusals is not None:
+            refused = self._refusals.since(mark)
+            if refused:  # what the page tried to reach and the policy refused: the model may wonder
+                result["refused"] = [f"{r.url}: {r.reason}" for r in refused[:5]]
         if self._tab is not None and self._tab.opened is not None:
             popup, self._tab.opened = self._tab.opened, None
             self._switch_to(popup, "the link opened a new tab ({url}); this and later calls act on that tab.")
@@ -171,13 +218,26 @@ class BrowserSession:
         self._disconnect()
         self._lost_reason = reason  # told with the first call that gets a browser again
 
+    def _bound_waits(self) -> None:
+        """Every wait Playwright makes by default in this call ends by the run's deadline."""
+        if self._context is not None and current_deadline() is not None:
+            self._context.set_default_timeout(actions.budget_ms(self.settings.action_timeout))
+            self._context.set_default_navigation_timeout(actions.budget_ms(self.settings.navigation_timeout))
+
     def _connect(self) -> None:
         if self._playwright is None:
-            self._playwright = sync_playwright().start()
+            manager = sync_playwright()
+            self._playwright = manager.start()
+            self._driver_pid = _driver_pid(manager)
         if self.settings.cdp_url:
-            self._browser = connect_cdp(self._playwright, self.settings)
+            self._browser = connect_cdp(self._playwright, self.settings, actions.budget_ms(self.settings.launch_timeout))
         else:
-            self._browser = launch_local(self._playwright, self.settings)
+            if self.web_policy is not None and self._guard is None:
+                assert self._refusals is not None
+                self._guard = GuardProxy(self.web_policy, self._refusals)
+            extra = self._guard.chromium_args if self._guard is not None else []
+            self._browser = launch_local(self._playwright, self.settings, extra,
+                                         actions.budget_ms(self.settings.launch_timeout))
         try:
             self._use_context(self._browser)
         except Exception as exc:
@@ -198,6 +258,10 @@ class BrowserSession:
         self._context.set_default_timeout(self.settings.action_timeout * 1000)
         self._context.set_default_navigation_timeout(self.settings.navigation_timeout * 1000)
         self._context.on("page", self._popup)
+        if self.web_policy is not None and self._guard is None:
+            # No proxy for an attached browser: route what routing sees (not redirect hops).
+            self._context.route("**/*", self._route)
+            self._context.route_web_socket("**/*", self._route_web_socket)
         pages = self._context.pages
         self._tab = None
         if pages:
@@ -212,9 +276,28 @@ class BrowserSession:
             self._pending_note = f"{reason}; opened a new blank page. Navigate again."
 
     def _adopt(self, page: Page, *, opened: bool) -> None:
-        self._tab = Tab(page, self.settings, self.spill_dir)
+        self._tab = Tab(page, self.settings, self.spill_dir, refusals=self._refusals)
         self._tab.watch()
         self._opened_page = opened
+
+    def _route(self, route: Route) -> None:
+        url = route.request.url
+        reason = _routed_refusal(self.web_policy, url)
+        if reason is None:
+            route.fallback()
+            return
+        assert self._refusals is not None
+        self._refusals.add(url, reason)
+        route.abort("blockedbyclient")
+
+    def _route_web_socket(self, socket: WebSocketRoute) -> None:
+        reason = _routed_refusal(self.web_policy, socket.url)
+        if reason is None:
+            socket.connect_to_server()
+            return
+        assert self._refusals is not None
+        self._refusals.add(socket.url, reason)
+        socket.close(code=1008, reason="refused by Herald's URL policy")
 
     def _popup(self, page: Page) -> None:
         self._new_pages.append(page)  # followed after the action: no Playwright calls in handlers
@@ -230,7 +313,7 @@ class BrowserSession:
 
     def _switch_to(self, page: Page, note: str) -> None:
         with contextlib.suppress(Exception):
-            page.wait_for_load_state("load", timeout=self.settings.navigation_timeout * 1000)
+            page.wait_for_load_state("load", timeout=actions.budget_ms(self.settings.navigation_timeout))
         self._adopt(page, opened=True)
         self._new_pages = [p for p in self._new_pages if p is not page]
         self._pending_note = note.format(url=page.url)
@@ -251,6 +334,10 @@ class BrowserSession:
             with contextlib.suppress(Exception):
                 self._playwright.stop()
             self._playwright = None
+            self._driver_pid = None
+        if self._guard is not None:
+            self._guard.close()
+            self._guard = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -279,11 +366,27 @@ class BrowserSession:
             return
         done = executor.submit(self._shutdown)
         try:
-            # A running call finishes first; its own timeouts bound the wait.
-            done.result(timeout=self.settings.navigation_timeout + self.settings.launch_timeout + 10)
+            # A running call finishes first, but not for long: its run is over.
+            done.result(timeout=CLOSE_WAIT)
+        except FutureTimeout:
+            log.warning("a browser call was still running at close: killing the browser")
+            self._kill_driver()
+            with contextlib.suppress(Exception):
+                done.result(timeout=CLOSE_WAIT)
         except Exception:
             log.exception("the browser did not shut down cleanly")
         executor.shutdown(wait=False, cancel_futures=True)
+        if self._guard is not None:  # the browser thread never got to it
+            self._guard.close()
+
+    def _kill_driver(self) -> None:
+        """Kill the Playwright driver and everything below it (a launched Chromium); the call
+        blocked on it then fails at once. An attached remote browser is not below it: untouched."""
+        pid = self._driver_pid
+        if pid is None:
+            log.warning("the Playwright driver's process is unknown: the browser thread is left to finish")
+            return
+        signal_pids([*descendants(pid)[::-1], pid], signal.SIGKILL)
 
     # -- the tools' operations -----------------------------------------------------------------
 
@@ -310,6 +413,31 @@ class BrowserSession:
 
     def screenshot(self, path: Path, full_page: bool = False) -> Result:
         return self.run(lambda tab: actions.screenshot(tab, path, full_page))
+
+
+def _time_up() -> bool:
+    return current_deadline() is not None and time_left() == 0
+
+
+def _routed_refusal(policy: WebPolicy | None, url: str) -> str | None:
+    """The policy's answer for a request routing sees; in-page schemes never reach the network."""
+    if policy is None or url.startswith(("data:", "blob:", "about:")):
+        return None
+    if url.startswith(("ws://", "wss://")):
+        url = "http" + url[2:]
+    return policy.url_refusal(url)
+
+
+def _driver_pid(manager: object) -> int | None:
+    """The Playwright driver's pid (Playwright does not expose it; None when its internals moved)."""
+    for path in (("_client", "_transport", "_proc"), ("_connection", "_transport", "_proc")):
+        found: object = manager
+        for name in path:
+            found = getattr(found, name, None)
+        pid = getattr(found, "pid", None)
+        if isinstance(pid, int):
+            return pid
+    return None
 
 
 def _looks_dropped(exc: BaseException) -> bool:
