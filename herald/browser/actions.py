@@ -7,13 +7,15 @@ are not understood here propagate, so the session can tell a dropped connection 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from playwright.sync_api import Error as PlaywrightError
-from playwright.sync_api import Locator
+from playwright.sync_api import Locator, Request, Response
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from ..capture import CappedCapture
@@ -82,25 +84,57 @@ def _settle(tab: Tab, result: Result) -> Result:
     return {**page_info(tab), **result}
 
 
-def _refused(tab: Tab, mark: int, target: str) -> BrowserError | None:
-    """The navigation's refusal by the URL policy, naming the hop and the rule, if it was one."""
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:
+        port = None
+    return parts.scheme, parts.hostname or "", port
+
+
+def _refused(tab: Tab, mark: int, target: str, hops: list[str]) -> BrowserError | None:
+    """The navigation's refusal by the URL policy, naming the hop and the rule, if it was one:
+    a refusal of one of its hops (the proxy knows an https hop by its host and port only)."""
     refused = tab.refusals.since(mark) if tab.refusals is not None else []
-    if not refused:
+    exact = [r for r in refused if r.url in hops]
+    origins = {_origin(hop) for hop in hops}
+    matching = exact or [r for r in refused if _origin(r.url) in origins]
+    if not matching:
         return None
-    first = refused[0]
-    hop = first.url if first.url.rstrip("/") == target.rstrip("/") else f"{first.url} (on the way from {target})"
+    hit = matching[0]
+    hop = hit.url if hit.url == target else f"{hit.url} (on the way from {target})"
     return BrowserError(
-        f"browser_navigate: refused {hop}: {first.reason}. Not loaded: navigate to an allowed site instead.",
+        f"browser_navigate: refused {hop}: {hit.reason}. Not loaded: navigate to an allowed site instead.",
         "PolicyRefused",
     )
+
+
+def _goto(tab: Tab, target: str, timeout: float) -> Response | None:
+    try:
+        return tab.page.goto(target, wait_until="load", timeout=budget_ms(timeout))
+    except PlaywrightError as exc:
+        # The error page of the previous, failed navigation committed just after it failed and
+        # took this one's place: the page is settled now, so go again once.
+        if 'interrupted by another navigation to "chrome-error://' not in first_line(exc):
+            raise
+    return tab.page.goto(target, wait_until="load", timeout=budget_ms(timeout))
 
 
 def navigate(tab: Tab, url: str) -> Result:
     target = _absolute(url)
     timeout = tab.settings.navigation_timeout
     mark = tab.refusals.mark() if tab.refusals is not None else 0
+    hops: list[str] = []  # the URLs this navigation requested, redirects included
+
+    def requested(request: Request) -> None:
+        if request.is_navigation_request() and request.frame == tab.page.main_frame:
+            hops.append(request.url)
+
+    if tab.refusals is not None:
+        tab.page.on("request", requested)
     try:
-        response = tab.page.goto(target, wait_until="load", timeout=budget_ms(timeout))
+        response = _goto(tab, target, timeout)
     except PlaywrightTimeout:
         raise BrowserError(
             f"browser_navigate: {target} did not finish loading within {timeout:g} s "
@@ -112,15 +146,23 @@ def navigate(tab: Tab, url: str) -> Result:
         reason = first_line(exc).removeprefix("Page.goto: ")
         if not reason.startswith("net::") and "invalid url" not in reason.lower():
             raise  # not about this URL: let the session check the connection
-        refused = _refused(tab, mark, target)
+        refused = _refused(tab, mark, target, hops)
         if refused is not None:
+            # Chromium shows its error page next: let it commit now rather than cut into the
+            # model's next navigation.
+            with contextlib.suppress(PlaywrightError):
+                tab.page.wait_for_url(lambda url: url.startswith("chrome-error://"), wait_until="commit",
+                                      timeout=budget_ms(2))
             raise refused from None
         raise BrowserError(
             f"browser_navigate: could not load {target}: {reason}. Check the URL, or try another page.",
             "NavigationFailed",
         ) from None
+    finally:
+        if tab.refusals is not None:
+            tab.page.remove_listener("request", requested)
     if response is not None and response.status == 403 and response.headers.get(REFUSED_HEADER.lower()):
-        refused = _refused(tab, mark, target)  # the proxy's answer to a refused http hop
+        refused = _refused(tab, mark, target, hops)  # the proxy's answer to a refused http hop
         if refused is not None:
             raise refused
     result = {**page_info(tab), "status": response.status if response is not None else None}

@@ -26,9 +26,13 @@ import socket
 import threading
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from ..webguard import Refused, WebPolicy, connect_checked
+
+if TYPE_CHECKING:
+    from playwright.sync_api import BrowserContext, Route, WebSocketRoute
 
 log = logging.getLogger(__name__)
 HEAD_LIMIT = 64 * 1024
@@ -222,3 +226,34 @@ def _pipe(a: socket.socket, b: socket.socket) -> None:
                 return
             peers[sock].sendall(data)
 
+
+
+def route_context(context: BrowserContext, policy: WebPolicy, refusals: RefusalLog) -> None:
+    """For a browser that cannot be given the proxy (attached over CDP): the context's requests and
+    WebSockets pass the same check. Weaker: Playwright continues redirect hops without asking,
+    and the browser resolves names itself."""
+
+    def refusal(url: str) -> str | None:
+        if url.startswith(("data:", "blob:", "about:")):  # never reach the network
+            return None
+        return policy.url_refusal("http" + url[2:] if url.startswith(("ws://", "wss://")) else url)
+
+    def route(request_route: Route) -> None:
+        url = request_route.request.url
+        reason = refusal(url)
+        if reason is None:
+            request_route.fallback()
+            return
+        refusals.add(url, reason)
+        request_route.abort("blockedbyclient")
+
+    def route_socket(socket_route: WebSocketRoute) -> None:
+        reason = refusal(socket_route.url)
+        if reason is None:
+            socket_route.connect_to_server()
+            return
+        refusals.add(socket_route.url, reason)
+        socket_route.close(code=1008, reason="refused by Herald's URL policy")
+
+    context.route("**/*", route)
+    context.route_web_socket("**/*", route_socket)

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
+from .._sandbox.procs import descendants, signal_pids
 from ..config import BrowserSettings
 from .errors import BrowserError
 
@@ -105,3 +107,22 @@ def first_line(exc: BaseException) -> str:
     """Playwright errors carry a long call log after the first line; the first line is the news."""
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
+
+
+def driver_pid(manager: object) -> int | None:
+    """The pid of the Playwright driver a `sync_playwright()` manager started (Playwright does not
+    expose it; None when its internals have moved)."""
+    for path in (("_client", "_transport", "_proc"), ("_connection", "_transport", "_proc")):
+        found: object = manager
+        for name in path:
+            found = getattr(found, name, None)
+        pid = getattr(found, "pid", None)
+        if isinstance(pid, int):
+            return pid
+    return None
+
+
+def kill_driver(pid: int) -> None:
+    """Kill a Playwright driver and everything below it (a Chromium it launched): a call blocked on
+    it then fails at once. A browser attached over CDP is not below it and is left alone."""
+    signal_pids([*descendants(pid)[::-1], pid], signal.SIGKILL)

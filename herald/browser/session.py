@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
-import signal
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -39,17 +38,16 @@ from typing import TYPE_CHECKING, Any
 
 from playwright.sync_api import sync_playwright
 
-from .._sandbox.procs import descendants, signal_pids
 from ..config import BrowserSettings
 from ..deadlines import current_deadline, time_left
 from ..webguard import WebPolicy
 from . import actions
 from .errors import BrowserError
-from .guard import GuardProxy, RefusalLog
-from .launch import connect_cdp, first_line, launch_local, redact
+from .guard import GuardProxy, RefusalLog, route_context
+from .launch import connect_cdp, driver_pid, first_line, kill_driver, launch_local, redact
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, BrowserContext, Page, Playwright, Route, WebSocketRoute
+    from playwright.sync_api import Browser, BrowserContext, Page, Playwright
 
 log = logging.getLogger(__name__)
 Result = dict[str, Any]
@@ -137,7 +135,6 @@ class BrowserSession:
             raise BrowserError(f"stopped: {TIME_UP} while the browser was busy. The run is ending.", "Timeout") from None
 
     def _run_here(self, action: Callable[[Tab], Result]) -> Result:
-        mark = self._refusals.mark() if self._refusals is not None else 0
         try:
             if time_left() == 0:
                 raise BrowserError(f"not started: {TIME_UP}. Print what you have; the run is ending.", "Timeout")
@@ -154,10 +151,6 @@ class BrowserSession:
                 exc = BrowserError(f"stopped: {TIME_UP} ({exc}). Print what you have; the run is ending.", "Timeout")
             note = self._take_note()
             raise BrowserError(f"{exc} Note: {note}" if note else str(exc), exc.kind) from None
-        if self._refusals is not None:
-            refused = self._refusals.since(mark)
-            if refused:  # what the page tried to reach and the policy refused: the model may wonder
-                result["refused"] = [f"{r.url}: {r.reason}" for r in refused[:5]]
         if self._tab is not None and self._tab.opened is not None:
             popup, self._tab.opened = self._tab.opened, None
             self._switch_to(popup, "the link opened a new tab ({url}); this and later calls act on that tab.")
@@ -170,6 +163,8 @@ class BrowserSession:
     def _recover(self, action: Callable[[Tab], Result], exc: Exception) -> Result:
         """After a failed action: raise its error, or — when the browser or the page went away —
         reconnect (relaunch) or reopen the page and run the action once more."""
+        if self._closed:  # close() ended the browser under this call: nothing to reconnect
+            raise BrowserError("the browser session was closed while this call ran (the Herald session ended).")
         if self._alive():
             assert self._tab is not None
             if isinstance(exc, BrowserError):
@@ -228,7 +223,7 @@ class BrowserSession:
         if self._playwright is None:
             manager = sync_playwright()
             self._playwright = manager.start()
-            self._driver_pid = _driver_pid(manager)
+            self._driver_pid = driver_pid(manager)
         if self.settings.cdp_url:
             self._browser = connect_cdp(self._playwright, self.settings, actions.budget_ms(self.settings.launch_timeout))
         else:
@@ -259,9 +254,8 @@ class BrowserSession:
         self._context.set_default_navigation_timeout(self.settings.navigation_timeout * 1000)
         self._context.on("page", self._popup)
         if self.web_policy is not None and self._guard is None:
-            # No proxy for an attached browser: route what routing sees (not redirect hops).
-            self._context.route("**/*", self._route)
-            self._context.route_web_socket("**/*", self._route_web_socket)
+            assert self._refusals is not None
+            route_context(self._context, self.web_policy, self._refusals)  # an attached browser: no proxy
         pages = self._context.pages
         self._tab = None
         if pages:
@@ -279,25 +273,6 @@ class BrowserSession:
         self._tab = Tab(page, self.settings, self.spill_dir, refusals=self._refusals)
         self._tab.watch()
         self._opened_page = opened
-
-    def _route(self, route: Route) -> None:
-        url = route.request.url
-        reason = _routed_refusal(self.web_policy, url)
-        if reason is None:
-            route.fallback()
-            return
-        assert self._refusals is not None
-        self._refusals.add(url, reason)
-        route.abort("blockedbyclient")
-
-    def _route_web_socket(self, socket: WebSocketRoute) -> None:
-        reason = _routed_refusal(self.web_policy, socket.url)
-        if reason is None:
-            socket.connect_to_server()
-            return
-        assert self._refusals is not None
-        self._refusals.add(socket.url, reason)
-        socket.close(code=1008, reason="refused by Herald's URL policy")
 
     def _popup(self, page: Page) -> None:
         self._new_pages.append(page)  # followed after the action: no Playwright calls in handlers
@@ -380,13 +355,10 @@ class BrowserSession:
             self._guard.close()
 
     def _kill_driver(self) -> None:
-        """Kill the Playwright driver and everything below it (a launched Chromium); the call
-        blocked on it then fails at once. An attached remote browser is not below it: untouched."""
-        pid = self._driver_pid
-        if pid is None:
+        if self._driver_pid is None:
             log.warning("the Playwright driver's process is unknown: the browser thread is left to finish")
             return
-        signal_pids([*descendants(pid)[::-1], pid], signal.SIGKILL)
+        kill_driver(self._driver_pid)
 
     # -- the tools' operations -----------------------------------------------------------------
 
@@ -417,27 +389,6 @@ class BrowserSession:
 
 def _time_up() -> bool:
     return current_deadline() is not None and time_left() == 0
-
-
-def _routed_refusal(policy: WebPolicy | None, url: str) -> str | None:
-    """The policy's answer for a request routing sees; in-page schemes never reach the network."""
-    if policy is None or url.startswith(("data:", "blob:", "about:")):
-        return None
-    if url.startswith(("ws://", "wss://")):
-        url = "http" + url[2:]
-    return policy.url_refusal(url)
-
-
-def _driver_pid(manager: object) -> int | None:
-    """The Playwright driver's pid (Playwright does not expose it; None when its internals moved)."""
-    for path in (("_client", "_transport", "_proc"), ("_connection", "_transport", "_proc")):
-        found: object = manager
-        for name in path:
-            found = getattr(found, name, None)
-        pid = getattr(found, "pid", None)
-        if isinstance(pid, int):
-            return pid
-    return None
 
 
 def _looks_dropped(exc: BaseException) -> bool:
