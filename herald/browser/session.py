@@ -214,8 +214,9 @@ class BrowserSession:
         self._lost_reason = reason  # told with the first call that gets a browser again
 
     def _bound_waits(self) -> None:
-        """Every wait Playwright makes by default in this call ends by the run's deadline."""
-        if self._context is not None and current_deadline() is not None:
+        """Every wait Playwright makes by default in this call ends by its run's deadline (and a
+        call without one gets the configured timeouts back)."""
+        if self._context is not None:
             self._context.set_default_timeout(actions.budget_ms(self.settings.action_timeout))
             self._context.set_default_navigation_timeout(actions.budget_ms(self.settings.navigation_timeout))
 
