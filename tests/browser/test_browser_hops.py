@@ -7,6 +7,7 @@ Also: browser calls end by the run's deadline, and closing does not wait for a s
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -20,9 +21,11 @@ import pytest
 from herald import Settings
 from herald.backends.local import LocalBackend
 from herald.browser.errors import BrowserError
+from herald.browser.guard import GuardProxy, RefusalLog
 from herald.browser.session import CLOSE_WAIT, BrowserSession
 from herald.deadlines import call_deadline
 from herald.policy import Policy
+from herald.policy.domains import WebAddressPolicy
 from herald.runtime.dispatcher import Dispatcher
 from herald.tools import ToolContext, default_registry
 from tests.web.hops import HopServer
@@ -114,7 +117,7 @@ def test_a_pages_frames_subresources_fetches_and_websockets_never_reach_a_refuse
     assert {"/frame", "/img.png", "/xhr", "/from-worker", "/ws"} <= set(elsewhere.hits), elsewhere.hits
 
 
-def test_redirect_to_the_metadata_address_is_refused_without_allowed_domains(
+def test_the_metadata_address_is_refused_as_a_redirect_or_a_frame_without_allowed_domains(
         make_session: Callable[..., Call], site: HopServer) -> None:
     call = make_session()
     for metadata in ("http://169.254.169.254/latest/meta-data/", "http://metadata.google.internal/",
@@ -122,6 +125,11 @@ def test_redirect_to_the_metadata_address_is_refused_without_allowed_domains(
         reply = call("browser_navigate", url=f"{site.url()}/redirect?to={metadata}")
         assert reply["error"]["type"] == "PolicyRefused", reply
         assert "cloud metadata" in reply["error"]["message"] and "full profile" in reply["error"]["message"]
+    # A page that frames the metadata address: the frame holds Herald's refusal, not the service.
+    reply = call("browser_navigate", url=f"{site.url()}/embeds?other=http://169.254.169.254")
+    assert reply["result"]["title"] == "Embeds", reply
+    snapshot = call("browser_snapshot")["result"]["snapshot"]
+    assert "Herald refused this request: 169.254.169.254 is a link-local / cloud metadata address" in snapshot
 
 
 def test_herald_exec_timeout_ends_a_stalling_navigation(chromium: str, site: HopServer, tmp_path: Path) -> None:
@@ -199,3 +207,43 @@ def test_an_attached_browser_routes_frames_subresources_and_websockets_through_t
     time.sleep(0.5)
     call("browser_snapshot")  # routing answers while a call runs: let it see the last requests
     assert elsewhere.hits == []
+
+
+def _through_proxy(port: int, request: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+        return answer
+
+
+def test_the_proxy_checks_each_request_as_chromium_sends_it(site: HopServer, elsewhere: HopServer) -> None:
+    """What Chromium sends the guard proxy, sent by hand: a CONNECT (https, wss) and an
+    absolute-form request (http, ws), allowed and refused."""
+    refusals = RefusalLog()
+    proxy = GuardProxy(WebAddressPolicy(("localhost",)), refusals)
+    try:
+        answer = _through_proxy(proxy.port, f"GET {site.url('localhost')}/page HTTP/1.1\r\nHost: localhost\r\n"
+                                            "Proxy-Connection: keep-alive\r\n\r\n".encode())
+        assert answer.startswith(b"HTTP/1.0 200") or answer.startswith(b"HTTP/1.1 200"), answer
+        assert site.hits == ["/page"]
+        for request in (f"GET {elsewhere.url()}/x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+                        f"CONNECT 127.0.0.1:{elsewhere.port} HTTP/1.1\r\nHost: 127.0.0.1:{elsewhere.port}\r\n\r\n",
+                        "CONNECT 169.254.169.254:80 HTTP/1.1\r\nHost: 169.254.169.254\r\n\r\n",
+                        "CONNECT [::ffff:a9fe:a9fe]:80 HTTP/1.1\r\nHost: x\r\n\r\n"):
+            answer = _through_proxy(proxy.port, request.encode())
+            assert answer.startswith(b"HTTP/1.1 403 Forbidden"), (request, answer)
+            assert b"X-Herald-Refused: " in answer
+        assert elsewhere.hits == []
+        reasons = [r.reason for r in refusals.since(0)]
+        assert "127.0.0.1 is not in policy.allowed_domains (localhost)" in reasons[0]
+        assert all("link-local / cloud metadata" in reason for reason in reasons[2:]), reasons
+        # A CONNECT to an allowed name is tunnelled to the address checked for it.
+        answer = _through_proxy(proxy.port, f"CONNECT localhost:{site.port} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+        assert answer.startswith(b"HTTP/1.1 200 Connection established"), answer
+    finally:
+        proxy.close()
