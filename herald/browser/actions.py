@@ -7,17 +7,21 @@ are not understood here propagate, so the session can tell a dropped connection 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from playwright.sync_api import Error as PlaywrightError
-from playwright.sync_api import Locator
+from playwright.sync_api import Locator, Request, Response
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from ..capture import CappedCapture
+from ..deadlines import time_left
 from .errors import BrowserError
+from .guard import REFUSED_HEADER
 from .launch import first_line
 from .snapshot import normalize_ref, render
 
@@ -46,6 +50,13 @@ _SCROLL = """(direction) => {
 }"""
 
 
+def budget_ms(seconds: float) -> float:
+    """A Playwright timeout: `seconds` cut to what the run has left, in ms (never 0: that would
+    mean no timeout at all)."""
+    left = time_left(seconds)
+    return max(1.0, (seconds if left is None else left) * 1000)
+
+
 def page_info(tab: Tab) -> Result:
     try:
         title = tab.page.title()
@@ -67,17 +78,63 @@ def _settle(tab: Tab, result: Result) -> Result:
     """Wait for a page load the action started (Playwright already waited for it to commit)."""
     timeout = tab.settings.navigation_timeout
     try:
-        tab.page.wait_for_load_state("load", timeout=timeout * 1000)
+        tab.page.wait_for_load_state("load", timeout=budget_ms(timeout))
     except PlaywrightTimeout:
         result["note"] = f"the page was still loading after {timeout:g} s; a snapshot may show it incomplete."
     return {**page_info(tab), **result}
 
 
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:
+        port = None
+    return parts.scheme, parts.hostname or "", port
+
+
+def _refused(tab: Tab, mark: int, target: str, hops: list[str]) -> BrowserError | None:
+    """The navigation's refusal by the URL policy, naming the hop and the rule, if it was one:
+    a refusal of one of its hops (the proxy knows an https hop by its host and port only)."""
+    refused = tab.refusals.since(mark) if tab.refusals is not None else []
+    exact = [r for r in refused if r.url in hops]
+    origins = {_origin(hop) for hop in hops}
+    matching = exact or [r for r in refused if _origin(r.url) in origins]
+    if not matching:
+        return None
+    hit = matching[0]
+    hop = hit.url if hit.url == target else f"{hit.url} (on the way from {target})"
+    return BrowserError(
+        f"browser_navigate: refused {hop}: {hit.reason}. Not loaded: navigate to an allowed site instead.",
+        "PolicyRefused",
+    )
+
+
+def _goto(tab: Tab, target: str, timeout: float) -> Response | None:
+    try:
+        return tab.page.goto(target, wait_until="load", timeout=budget_ms(timeout))
+    except PlaywrightError as exc:
+        # The error page of the previous, failed navigation committed just after it failed and
+        # took this one's place: the page is settled now, so go again once.
+        if 'interrupted by another navigation to "chrome-error://' not in first_line(exc):
+            raise
+    return tab.page.goto(target, wait_until="load", timeout=budget_ms(timeout))
+
+
 def navigate(tab: Tab, url: str) -> Result:
     target = _absolute(url)
     timeout = tab.settings.navigation_timeout
+    mark = tab.refusals.mark() if tab.refusals is not None else 0
+    hops: list[str] = []  # the URLs this navigation requested, redirects included
+
+    def requested(request: Request) -> None:
+        if request.is_navigation_request() and request.frame == tab.page.main_frame:
+            hops.append(request.url)
+
+    if tab.refusals is not None:
+        tab.page.on("request", requested)
     try:
-        response = tab.page.goto(target, wait_until="load", timeout=timeout * 1000)
+        response = _goto(tab, target, timeout)
     except PlaywrightTimeout:
         raise BrowserError(
             f"browser_navigate: {target} did not finish loading within {timeout:g} s "
@@ -89,17 +146,32 @@ def navigate(tab: Tab, url: str) -> Result:
         reason = first_line(exc).removeprefix("Page.goto: ")
         if not reason.startswith("net::") and "invalid url" not in reason.lower():
             raise  # not about this URL: let the session check the connection
+        refused = _refused(tab, mark, target, hops)
+        if refused is not None:
+            # Chromium shows its error page next: let it commit now rather than cut into the
+            # model's next navigation.
+            with contextlib.suppress(PlaywrightError):
+                tab.page.wait_for_url(lambda url: url.startswith("chrome-error://"), wait_until="commit",
+                                      timeout=budget_ms(2))
+            raise refused from None
         raise BrowserError(
             f"browser_navigate: could not load {target}: {reason}. Check the URL, or try another page.",
             "NavigationFailed",
         ) from None
+    finally:
+        if tab.refusals is not None:
+            tab.page.remove_listener("request", requested)
+    if response is not None and response.status == 403 and response.headers.get(REFUSED_HEADER.lower()):
+        refused = _refused(tab, mark, target, hops)  # the proxy's answer to a refused http hop
+        if refused is not None:
+            raise refused
     result = {**page_info(tab), "status": response.status if response is not None else None}
     return result
 
 
 def snapshot(tab: Tab, full: bool) -> Result:
     generation = tab.generation  # taken first: a navigation during the snapshot makes its refs stale
-    aria = tab.page.aria_snapshot(mode="ai", timeout=tab.settings.action_timeout * 1000)
+    aria = tab.page.aria_snapshot(mode="ai", timeout=budget_ms(tab.settings.action_timeout))
     view = render(aria, full=full)
     tab.refs, tab.refs_generation = view.refs, generation
     capture = CappedCapture(
@@ -151,7 +223,7 @@ def click(tab: Tab, ref: str) -> Result:
     try:
         if locator.evaluate(_OPENS_TAB):
             # Wait for the new tab itself: its event could otherwise arrive after we return.
-            with tab.page.context.expect_page(timeout=tab.settings.navigation_timeout * 1000) as popup:
+            with tab.page.context.expect_page(timeout=budget_ms(tab.settings.navigation_timeout)) as popup:
                 locator.click()
                 clicked = True
             tab.opened = popup.value
@@ -216,7 +288,7 @@ def back(tab: Tab) -> Result:
     before = tab.page.url
     timeout = tab.settings.navigation_timeout
     try:
-        response = tab.page.go_back(wait_until="load", timeout=timeout * 1000)
+        response = tab.page.go_back(wait_until="load", timeout=budget_ms(timeout))
     except PlaywrightTimeout:
         raise BrowserError(
             f"browser_back: the previous page did not finish loading within {timeout:g} s. "

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
+from .._sandbox.procs import descendants, signal_pids
 from ..config import BrowserSettings
 from .errors import BrowserError
 
@@ -52,7 +55,9 @@ def chromium_args(settings: BrowserSettings) -> list[str]:
     return args
 
 
-def launch_local(playwright: Playwright, settings: BrowserSettings) -> Browser:
+def launch_local(playwright: Playwright, settings: BrowserSettings, extra_args: Sequence[str] = (),
+                 timeout_ms: float | None = None) -> Browser:
+    """Chromium started here; `timeout_ms` (default browser.launch_timeout) bounds the start."""
     executable = find_chromium(settings.executable)
     if executable is None:
         wanted = settings.executable or "chromium"
@@ -65,8 +70,8 @@ def launch_local(playwright: Playwright, settings: BrowserSettings) -> Browser:
         return playwright.chromium.launch(
             executable_path=executable,
             headless=settings.headless,
-            args=chromium_args(settings),
-            timeout=settings.launch_timeout * 1000,
+            args=[*chromium_args(settings), *extra_args],
+            timeout=settings.launch_timeout * 1000 if timeout_ms is None else timeout_ms,
         )
     except Exception as exc:
         raise BrowserError(
@@ -76,10 +81,10 @@ def launch_local(playwright: Playwright, settings: BrowserSettings) -> Browser:
         ) from None
 
 
-def connect_cdp(playwright: Playwright, settings: BrowserSettings) -> Browser:
+def connect_cdp(playwright: Playwright, settings: BrowserSettings, timeout_ms: float | None = None) -> Browser:
     try:
         return playwright.chromium.connect_over_cdp(
-            settings.cdp_url, timeout=settings.launch_timeout * 1000
+            settings.cdp_url, timeout=settings.launch_timeout * 1000 if timeout_ms is None else timeout_ms
         )
     except Exception as exc:
         raise BrowserError(
@@ -102,3 +107,22 @@ def first_line(exc: BaseException) -> str:
     """Playwright errors carry a long call log after the first line; the first line is the news."""
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
+
+
+def driver_pid(manager: object) -> int | None:
+    """The pid of the Playwright driver a `sync_playwright()` manager started (Playwright does not
+    expose it; None when its internals have moved)."""
+    for path in (("_client", "_transport", "_proc"), ("_connection", "_transport", "_proc")):
+        found: object = manager
+        for name in path:
+            found = getattr(found, name, None)
+        pid = getattr(found, "pid", None)
+        if isinstance(pid, int):
+            return pid
+    return None
+
+
+def kill_driver(pid: int) -> None:
+    """Kill a Playwright driver and everything below it (a Chromium it launched): a call blocked on
+    it then fails at once. A browser attached over CDP is not below it and is left alone."""
+    signal_pids([*descendants(pid)[::-1], pid], signal.SIGKILL)

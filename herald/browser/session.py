@@ -5,6 +5,18 @@ dispatcher's RPC threads (several at once when a script uses `parallel`). So the
 single-thread executor: the browser is started on that thread the first time a tool needs it,
 every operation is queued there (which also serialises them), and `close()` tears it down there.
 
+Where the browser may go: with a `WebPolicy` (the session's policy, from ToolContext.web_policy),
+a launched Chromium sends every connection through `guard.GuardProxy`, which checks each one
+(redirect hops, frames, subresources, workers, WebSockets) and connects only to checked
+addresses. An attached browser (`browser.cdp_url`) cannot be given a proxy: its context routes
+requests through the same check, which sees first hops but not redirects (Playwright continues
+those itself); see README.
+
+Deadlines: a call carries its run's deadline (herald/deadlines.py) onto the browser thread; every
+wait there (launch, navigation, action, load) is cut to what the run has left, and a call whose
+run is over ends with an error saying so. `close()` waits a few seconds for a call in flight,
+then kills the Playwright driver and the Chromium below it.
+
 Connection policy: the browser is launched (local Chromium) or attached (`browser.cdp_url`) on
 first use. When the connection is found dropped — the browser crashed, the remote end went away or
 was restarted — the call reconnects (or relaunches) once, runs again, and its result carries a
@@ -14,10 +26,12 @@ was restarted — the call reconnects (or relaunches) once, runs again, and its 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,9 +39,12 @@ from typing import TYPE_CHECKING, Any
 from playwright.sync_api import sync_playwright
 
 from ..config import BrowserSettings
+from ..deadlines import current_deadline, time_left
+from ..webguard import WebPolicy
 from . import actions
 from .errors import BrowserError
-from .launch import connect_cdp, first_line, launch_local, redact
+from .guard import GuardProxy, RefusalLog, route_context
+from .launch import connect_cdp, driver_pid, first_line, kill_driver, launch_local, redact
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, BrowserContext, Page, Playwright
@@ -46,6 +63,9 @@ _DROPPED = (
     "websocket error",
     "socket hang up",
 )
+CLOSE_WAIT = 3.0  # seconds close() waits for a call in flight before killing the browser
+RUN_GRACE = 2.0  # past the run's deadline, how long a caller waits for the browser thread
+TIME_UP = "the run's time limit was reached"
 
 
 @dataclass
@@ -59,6 +79,7 @@ class Tab:
     refs: dict[str, str] = field(default_factory=dict)
     refs_generation: int = -1
     opened: Page | None = None  # a tab the last action opened (a target=_blank link)
+    refusals: RefusalLog | None = None  # requests the URL policy refused (None: no policy)
 
     def watch(self) -> None:
         self.page.on("framenavigated", self._navigated)
@@ -69,9 +90,13 @@ class Tab:
 
 
 class BrowserSession:
-    def __init__(self, settings: BrowserSettings, spill_dir: Path) -> None:
+    def __init__(self, settings: BrowserSettings, spill_dir: Path, web_policy: WebPolicy | None = None) -> None:
         self.settings = settings
         self.spill_dir = spill_dir
+        self.web_policy = web_policy
+        self._guard: GuardProxy | None = None  # started with the first launch under a policy
+        self._refusals: RefusalLog | None = RefusalLog() if web_policy is not None else None
+        self._driver_pid: int | None = None  # the Playwright driver (Chromium runs below it)
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
@@ -95,20 +120,35 @@ class BrowserSession:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="herald-browser")
             executor = self._executor
+        left = time_left()
+        if left == 0:
+            raise BrowserError(f"not started: {TIME_UP}. Print what you have; the run is ending.", "Timeout")
         try:
-            future = executor.submit(self._run_here, action)
+            # The call's context (its deadline) goes with it to the browser thread.
+            future = executor.submit(contextvars.copy_context().run, self._run_here, action)
         except RuntimeError:  # close() won the race
             raise BrowserError("the browser session is closed (the Herald session ended).") from None
-        return future.result()
+        try:
+            return future.result(timeout=None if left is None else left + RUN_GRACE)
+        except FutureTimeout:  # the browser thread is stuck past the deadline (an earlier call)
+            future.cancel()
+            raise BrowserError(f"stopped: {TIME_UP} while the browser was busy. The run is ending.", "Timeout") from None
 
     def _run_here(self, action: Callable[[Tab], Result]) -> Result:
         try:
+            if time_left() == 0:
+                raise BrowserError(f"not started: {TIME_UP}. Print what you have; the run is ending.", "Timeout")
             tab = self._ensure()
+            self._bound_waits()
             try:
                 result = action(tab)
             except Exception as exc:
+                if _time_up():
+                    raise BrowserError(f"stopped: {TIME_UP}. Print what you have; the run is ending.", "Timeout") from None
                 result = self._recover(action, exc)
         except BrowserError as exc:  # a reconnect before the failure is news the model needs too
+            if _time_up() and exc.kind != "Timeout":
+                exc = BrowserError(f"stopped: {TIME_UP} ({exc}). Print what you have; the run is ending.", "Timeout")
             note = self._take_note()
             raise BrowserError(f"{exc} Note: {note}" if note else str(exc), exc.kind) from None
         if self._tab is not None and self._tab.opened is not None:
@@ -123,6 +163,8 @@ class BrowserSession:
     def _recover(self, action: Callable[[Tab], Result], exc: Exception) -> Result:
         """After a failed action: raise its error, or — when the browser or the page went away —
         reconnect (relaunch) or reopen the page and run the action once more."""
+        if self._closed:  # close() ended the browser under this call: nothing to reconnect
+            raise BrowserError("the browser session was closed while this call ran (the Herald session ended).")
         if self._alive():
             assert self._tab is not None
             if isinstance(exc, BrowserError):
@@ -171,13 +213,27 @@ class BrowserSession:
         self._disconnect()
         self._lost_reason = reason  # told with the first call that gets a browser again
 
+    def _bound_waits(self) -> None:
+        """Every wait Playwright makes by default in this call ends by its run's deadline (and a
+        call without one gets the configured timeouts back)."""
+        if self._context is not None:
+            self._context.set_default_timeout(actions.budget_ms(self.settings.action_timeout))
+            self._context.set_default_navigation_timeout(actions.budget_ms(self.settings.navigation_timeout))
+
     def _connect(self) -> None:
         if self._playwright is None:
-            self._playwright = sync_playwright().start()
+            manager = sync_playwright()
+            self._playwright = manager.start()
+            self._driver_pid = driver_pid(manager)
         if self.settings.cdp_url:
-            self._browser = connect_cdp(self._playwright, self.settings)
+            self._browser = connect_cdp(self._playwright, self.settings, actions.budget_ms(self.settings.launch_timeout))
         else:
-            self._browser = launch_local(self._playwright, self.settings)
+            if self.web_policy is not None and self._guard is None:
+                assert self._refusals is not None
+                self._guard = GuardProxy(self.web_policy, self._refusals)
+            extra = self._guard.chromium_args if self._guard is not None else []
+            self._browser = launch_local(self._playwright, self.settings, extra,
+                                         actions.budget_ms(self.settings.launch_timeout))
         try:
             self._use_context(self._browser)
         except Exception as exc:
@@ -198,6 +254,9 @@ class BrowserSession:
         self._context.set_default_timeout(self.settings.action_timeout * 1000)
         self._context.set_default_navigation_timeout(self.settings.navigation_timeout * 1000)
         self._context.on("page", self._popup)
+        if self.web_policy is not None and self._guard is None:
+            assert self._refusals is not None
+            route_context(self._context, self.web_policy, self._refusals)  # an attached browser: no proxy
         pages = self._context.pages
         self._tab = None
         if pages:
@@ -212,7 +271,7 @@ class BrowserSession:
             self._pending_note = f"{reason}; opened a new blank page. Navigate again."
 
     def _adopt(self, page: Page, *, opened: bool) -> None:
-        self._tab = Tab(page, self.settings, self.spill_dir)
+        self._tab = Tab(page, self.settings, self.spill_dir, refusals=self._refusals)
         self._tab.watch()
         self._opened_page = opened
 
@@ -230,7 +289,7 @@ class BrowserSession:
 
     def _switch_to(self, page: Page, note: str) -> None:
         with contextlib.suppress(Exception):
-            page.wait_for_load_state("load", timeout=self.settings.navigation_timeout * 1000)
+            page.wait_for_load_state("load", timeout=actions.budget_ms(self.settings.navigation_timeout))
         self._adopt(page, opened=True)
         self._new_pages = [p for p in self._new_pages if p is not page]
         self._pending_note = note.format(url=page.url)
@@ -251,6 +310,10 @@ class BrowserSession:
             with contextlib.suppress(Exception):
                 self._playwright.stop()
             self._playwright = None
+            self._driver_pid = None
+        if self._guard is not None:
+            self._guard.close()
+            self._guard = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -279,11 +342,24 @@ class BrowserSession:
             return
         done = executor.submit(self._shutdown)
         try:
-            # A running call finishes first; its own timeouts bound the wait.
-            done.result(timeout=self.settings.navigation_timeout + self.settings.launch_timeout + 10)
+            # A running call finishes first, but not for long: its run is over.
+            done.result(timeout=CLOSE_WAIT)
+        except FutureTimeout:
+            log.warning("a browser call was still running at close: killing the browser")
+            self._kill_driver()
+            with contextlib.suppress(Exception):
+                done.result(timeout=CLOSE_WAIT)
         except Exception:
             log.exception("the browser did not shut down cleanly")
         executor.shutdown(wait=False, cancel_futures=True)
+        if self._guard is not None:  # the browser thread never got to it
+            self._guard.close()
+
+    def _kill_driver(self) -> None:
+        if self._driver_pid is None:
+            log.warning("the Playwright driver's process is unknown: the browser thread is left to finish")
+            return
+        kill_driver(self._driver_pid)
 
     # -- the tools' operations -----------------------------------------------------------------
 
@@ -310,6 +386,10 @@ class BrowserSession:
 
     def screenshot(self, path: Path, full_page: bool = False) -> Result:
         return self.run(lambda tab: actions.screenshot(tab, path, full_page))
+
+
+def _time_up() -> bool:
+    return current_deadline() is not None and time_left() == 0
 
 
 def _looks_dropped(exc: BaseException) -> bool:

@@ -4,8 +4,9 @@ to `policy.allowed_domains` when that list is set.
 A URL is checked as the tool will read it: no scheme means https (the browser's and web_extract's
 convention); only http and https (and about:blank) are web addresses. The host is normalised as
 a browser does: IPv4 in decimal, hex or short forms (`2852039166`, `0xa9fea9fe`) is the address
-it spells, IPv4-mapped IPv6 is its IPv4 address. Names are not resolved (a name that resolves to
-a metadata address is the fetcher's to refuse).
+it spells, IPv4-mapped IPv6 is its IPv4 address. Names are not resolved here: `WebAddressPolicy`
+is how the tools apply the same checks to every hop they take and to every address a name
+resolves to (herald/webguard.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Sequence
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 METADATA_NAMES = frozenset({
@@ -73,3 +75,33 @@ def domain_matches(host: str, patterns: Sequence[str]) -> bool:
         if host == name or host.endswith("." + name):
             return True
     return False
+
+
+FULL_PROFILE_HINT = "tools never reach these outside the full profile"
+
+
+@dataclass(frozen=True)
+class WebAddressPolicy:
+    """The checks `Gate` makes on a web tool's URL arguments, for every further hop the tool
+    takes (redirects, a page's frames and subresources) and every address a name resolves to
+    (herald/webguard.py `WebPolicy`). Each answer names the host and the rule."""
+
+    allowed_domains: tuple[str, ...] = ()
+
+    def url_refusal(self, url: str) -> str | None:
+        try:
+            scheme, host = url_host(url)
+        except ValueError as exc:
+            return f"{url[:100]!r} is not a valid URL ({exc})"
+        if scheme not in WEB_SCHEMES:
+            return f"{url[:100]!r} is not an http(s) address"
+        reason = metadata_refusal(host)
+        if reason:
+            return f"{reason} ({FULL_PROFILE_HINT})"
+        if self.allowed_domains and not domain_matches(host, self.allowed_domains):
+            return f"{host or repr(url[:100])} is not in policy.allowed_domains ({', '.join(self.allowed_domains)})"
+        return None
+
+    def address_refusal(self, address: str) -> str | None:
+        reason = metadata_refusal(address)
+        return f"{reason} ({FULL_PROFILE_HINT})" if reason else None

@@ -37,7 +37,7 @@ from ..backends.base import (
     resolve_path,
 )
 from ..tools.resources import ANY_FILE, SHELL, Resource
-from .domains import WEB_SCHEMES, domain_matches, metadata_refusal, url_host
+from .domains import WEB_SCHEMES, WebAddressPolicy, domain_matches, metadata_refusal, url_host
 from .paths import Workspace
 from .rules import Rule, command_matches, parse_rule, path_matches
 from .shell import allowed_commands, readonly_refusal
@@ -189,6 +189,14 @@ class Gate:
         if self._workspace is None and self.backend.name != "local":
             return ()
         return self.workspace.roots
+
+    @property
+    def web_policy(self) -> WebAddressPolicy | None:
+        """What web and browser tools check on each further hop (ToolContext.web_policy): the
+        checks `_web` makes on their arguments; None in the full profile, which has none."""
+        if self.policy.profile == FULL:
+            return None
+        return WebAddressPolicy(tuple(self.policy.allowed_domains))
 
     def _is_shell(self, tool: Tool) -> bool:
         known = self._shell_tools.get(tool.name)

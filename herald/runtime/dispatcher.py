@@ -130,6 +130,7 @@ class Dispatcher:
         self.policy = policy or Policy.from_settings(ctx.settings)
         self.gate = Gate(self.policy, ctx.backend, read_roots=[str(ctx.settings.spill_dir)])
         self.ctx = ctx
+        ctx.web_policy = self.gate.web_policy  # the same URL checks on every hop a web tool takes
         self.transcript = transcript
         self.offer = offer_tools(registry, enabled, ctx.settings)
         self.tools: list[Tool] = self.offer.tools  # what a model may call directly (execute_code aside)

@@ -40,7 +40,7 @@ def browser_session(ctx: ToolContext) -> BrowserSession:
                     "'herald[browser]' (and Chromium: apt-get install chromium).",
                     "BrowserUnavailable",
                 ) from None
-            session = BrowserSession(ctx.settings.browser, ctx.spill_dir)
+            session = BrowserSession(ctx.settings.browser, ctx.spill_dir, ctx.web_policy)
             ctx.cache[SESSION_KEY] = session
             ctx.closers.append(session.close)
         return session

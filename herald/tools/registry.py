@@ -23,6 +23,7 @@ from .resources import ANY_FILE, Resource, ResourceFn
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
+    from ..webguard import WebPolicy
 
 
 @dataclass
@@ -35,6 +36,10 @@ class ToolContext:
     cache_lock: threading.Lock = field(default_factory=threading.Lock)
     # What cached session objects (a browser, ...) need done when the session ends; `close` runs them.
     closers: list[Callable[[], None]] = field(default_factory=list)
+    # Where web and browser tools may go on each hop they take beyond their checked arguments
+    # (redirects, frames, subresources, resolved addresses): the Dispatcher fills it from its
+    # policy; None checks nothing (the full profile, or no Dispatcher).
+    web_policy: WebPolicy | None = None
 
     @property
     def spill_dir(self) -> Path:

@@ -16,6 +16,7 @@ Fetching a page here is webfetch.py; telling which library is missing, webpackag
 
 from __future__ import annotations
 
+import contextvars
 import os
 import secrets
 from collections.abc import Callable
@@ -25,9 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..capture import CappedCapture
 from ..config import Settings
+from ..deadlines import check_deadline, time_left
 from ..keys import herald_environ
 from .registry import Tool, ToolContext, ToolError
-from .webfetch import USER_AGENT, PageError, fetch_direct
+from .webfetch import USER_AGENT, PageError, RunTimeUp, checked_client, fetch_direct
 from .webpackages import DIRECT_PACKAGES, FIRECRAWL_PACKAGE, needs_package, not_installed
 
 if TYPE_CHECKING:
@@ -79,6 +81,20 @@ def _firecrawl(ctx: ToolContext, config: FirecrawlConfig, tool: str) -> Firecraw
         return client_
 
 
+def _limit(seconds: float) -> float:
+    """`seconds`, cut to what the run has left (a page started just as the time ran out raises)."""
+    left = time_left(seconds)
+    assert left is not None
+    if left <= 0:
+        raise RunTimeUp("the run's time limit was reached before this page was fetched")
+    return left
+
+
+def _run_limited(seconds: float) -> bool:
+    left = time_left(seconds)
+    return left is not None and left < seconds
+
+
 def _firecrawl_failure(exc: Exception) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
@@ -95,8 +111,11 @@ def web_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if config is None:
         raise ToolError(NO_PROVIDER, "NoSearchProvider")
     client = _firecrawl(ctx, config, "web_search")
+    check_deadline("web_search")
+    # The search runs at Firecrawl: this bounds its work there, not the client's wait for the answer.
+    left = time_left(ctx.settings.web.fetch_timeout) or 0.001
     try:
-        data = client.search(query, limit=args["limit"], timeout=int(ctx.settings.web.fetch_timeout * 1000))
+        data = client.search(query, limit=args["limit"], timeout=max(1, int(left * 1000)))
     except Exception as exc:
         raise ToolError(
             f"web_search: the search failed at {config.api_url}: {_firecrawl_failure(exc)}. Try again, "
@@ -149,7 +168,11 @@ def _extract_with(fetch: Callable[[str], tuple[str, str]], urls: list[str], limi
         if not url.startswith(("http://", "https://")):
             return {"url": url, "error": "not an http(s) URL: pass a full URL such as https://example.com/page"}
         try:
+            if time_left() == 0:
+                raise RunTimeUp("the run's time limit was reached before this page was fetched")
             title, text = fetch(url)
+        except RunTimeUp as exc:
+            return {"url": url, "error": str(exc), "run_time_up": True}
         except PageError as exc:
             return {"url": url, "error": str(exc)}
         except ImportError:  # a missing library fails every page alike: the caller says which
@@ -159,8 +182,14 @@ def _extract_with(fetch: Callable[[str], tuple[str, str]], urls: list[str], limi
         return {"url": url, "title": title, **_capped(text, limit, ctx)}
 
     workers = max(1, min(len(urls), ctx.settings.web.max_concurrency))
+    # Each page runs under this call's context: its deadline (and cancel) reach the pool's threads.
+    contexts = [contextvars.copy_context() for _ in urls]
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="herald-web") as pool:
-        return list(pool.map(one, urls))
+        pages = list(pool.map(lambda context, url: context.run(one, url), contexts, urls))
+    if any(page.pop("run_time_up", False) for page in pages):
+        raise ToolError("web_extract stopped: the run's time limit was reached while pages were still being "
+                        "fetched. Print what you have; fetch fewer pages per run.", "Timeout")
+    return pages
 
 
 def web_extract(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
@@ -182,10 +211,12 @@ def web_extract(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             "FIRECRAWL_API_KEY or FIRECRAWL_API_URL / web.firecrawl_api_url, or set web.extract to auto."
         )
     unique = list(dict.fromkeys(urls))
+    check_deadline("web_extract")
     try:
         if config is not None:
+            # Firecrawl fetches remotely: its redirects and addresses are its own, not checked here.
             client = _firecrawl(ctx, config, "web_extract")
-            pages = _extract_with(lambda u: _fetch_firecrawl(client, u, web.fetch_timeout), unique, limit, ctx)
+            pages = _extract_with(lambda u: _fetch_firecrawl(client, u, _limit(web.fetch_timeout)), unique, limit, ctx)
             source = "firecrawl"
         else:
             # Imported before any fetch, so a broken install is one clear error, not one per page.
@@ -194,8 +225,11 @@ def web_extract(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
             headers = {"User-Agent": USER_AGENT, "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5"}
             limits = httpx.Limits(max_connections=max(10, web.max_concurrency))
-            with httpx.Client(follow_redirects=True, timeout=web.fetch_timeout, headers=headers, limits=limits) as http:
-                pages = _extract_with(lambda u: fetch_direct(http, u), unique, limit, ctx)
+            policy = ctx.web_policy
+            with checked_client(policy, timeout=web.fetch_timeout, headers=headers, limits=limits) as http:
+                pages = _extract_with(
+                    lambda u: fetch_direct(http, u, policy, _limit(web.fetch_timeout), _run_limited(web.fetch_timeout)),
+                    unique, limit, ctx)
             source = "direct"
     except ImportError as exc:
         if config is not None:

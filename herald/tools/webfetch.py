@@ -1,15 +1,31 @@
 """web_extract without a provider: a page fetched here with httpx, decoded the way browsers decode
-it, and its main content turned into markdown by trafilatura."""
+it, and its main content turned into markdown by trafilatura.
+
+Redirects are followed here, hop by hop, and each hop passes the session's URL policy
+(`ToolContext.web_policy`) before it is requested: a 302 to a host outside
+`policy.allowed_domains`, or to a metadata address, is refused with the hop named. Connections go
+through `checked_client`'s transport, which resolves each name itself, refuses one that resolves
+to a link-local / metadata address and connects to the address it checked (herald/webguard.py).
+A whole fetch ends by its limit (web.fetch_timeout, cut to the time the run has left): every
+read and write of its connection waits no longer than what is left of it.
+"""
 
 from __future__ import annotations
 
+import contextvars
 import re
-from typing import TYPE_CHECKING
+import time
+import urllib.request
+from typing import TYPE_CHECKING, Any
+
+from ..webguard import Refused, WebPolicy, checked_addresses
 
 if TYPE_CHECKING:
     import httpx
 
 MAX_DOWNLOAD_BYTES = 10_000_000
+MAX_REDIRECTS = 10
+REDIRECT_CODES = (301, 302, 303, 307, 308)
 USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) HeraldAgent/0.1 (+web_extract)"
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 TEXT_TYPES = ("application/json", "application/xml", "application/javascript", "application/x-yaml")
@@ -19,31 +35,175 @@ META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]
 META_PRESCAN_BYTES = 1024
 WINDOWS_1252_LABELS = frozenset({"iso-8859-1", "iso8859-1", "iso_8859-1", "latin1", "latin-1", "l1", "us-ascii", "ascii"})
 
+# When the fetch running on this thread must be over (time.monotonic()); read by its connection.
+_fetch_end: contextvars.ContextVar[float | None] = contextvars.ContextVar("herald_fetch_end", default=None)
+
 
 class PageError(Exception):
     """One URL failed; the message goes into that URL's result."""
 
 
-def fetch_direct(client: httpx.Client, url: str) -> tuple[str, str]:
-    """(title, markdown) of one page fetched here."""
+class RunTimeUp(PageError):
+    """The run's deadline, not the page, ended the fetch."""
+
+
+def _left(timeout: float | None) -> float | None:
+    """`timeout` cut to what the current fetch has left; TimeoutError once nothing is left."""
+    end = _fetch_end.get()
+    if end is None:
+        return timeout
+    left = end - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("the fetch's time is up")
+    return left if timeout is None else min(timeout, left)
+
+
+def _uses_proxy() -> bool:
+    proxies = urllib.request.getproxies()
+    return any(key in proxies for key in ("http", "https", "all"))
+
+
+def checked_client(policy: WebPolicy | None, **options: Any) -> httpx.Client:
+    """An httpx client that follows no redirects and connects only to checked addresses, within
+    each fetch's limit. With a proxy in the environment (HTTP(S)_PROXY) the proxy resolves the
+    names: hops are still checked by name (fetch_direct), addresses cannot be."""
+    import httpcore
     import httpx
 
+    if _uses_proxy():
+        return httpx.Client(follow_redirects=False, **options)
+
+    class Stream(httpcore.NetworkStream):
+        def __init__(self, inner: httpcore.NetworkStream) -> None:
+            self._inner = inner
+
+        def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            try:
+                return self._inner.read(max_bytes, _left(timeout))
+            except TimeoutError as exc:
+                raise httpcore.ReadTimeout(str(exc)) from None
+
+        def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            try:
+                self._inner.write(buffer, _left(timeout))
+            except TimeoutError as exc:
+                raise httpcore.WriteTimeout(str(exc)) from None
+
+        def close(self) -> None:
+            self._inner.close()
+
+        def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                      timeout: float | None = None) -> httpcore.NetworkStream:
+            try:  # server_hostname is the URL's name: the certificate is checked for it
+                return Stream(self._inner.start_tls(ssl_context, server_hostname, _left(timeout)))
+            except TimeoutError as exc:
+                raise httpcore.ConnectTimeout(str(exc)) from None
+
+        def get_extra_info(self, info: str) -> Any:
+            return self._inner.get_extra_info(info)
+
+    class CheckedBackend(httpcore.SyncBackend):
+        def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                        local_address: str | None = None, socket_options: Any = None) -> httpcore.NetworkStream:
+            try:
+                limit = _left(timeout)
+                addresses = checked_addresses(host, port, policy, limit)
+            except Refused as exc:
+                raise httpcore.ConnectError(str(exc)) from exc
+            except TimeoutError as exc:
+                raise httpcore.ConnectTimeout(str(exc)) from None
+            except OSError as exc:
+                raise httpcore.ConnectError(f"{host}: {exc}") from None
+            failure: Exception | None = None
+            for _, sockaddr in addresses:  # the checked addresses, and no others
+                try:
+                    inner = super().connect_tcp(str(sockaddr[0]), port, _left(timeout), local_address, socket_options)
+                    return Stream(inner)
+                except TimeoutError as exc:
+                    raise httpcore.ConnectTimeout(str(exc)) from None
+                except httpcore.ConnectError as exc:
+                    failure = exc
+            raise failure or httpcore.ConnectError(f"{host} has no address")
+
+    transport = httpx.HTTPTransport(limits=options.pop("limits", httpx.Limits()), trust_env=False)
+    pool = transport._pool
+    if not hasattr(pool, "_network_backend"):
+        raise RuntimeError("httpx's transport has no connection pool to pin addresses in (httpcore changed?)")
+    pool._network_backend = CheckedBackend()
+    return httpx.Client(transport=transport, follow_redirects=False, trust_env=False, **options)
+
+
+def _refused_by(exc: BaseException) -> Refused | None:
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            return None
+        if isinstance(seen, Refused):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def fetch_direct(client: httpx.Client, url: str, policy: WebPolicy | None = None,
+                 limit: float | None = None, run_limited: bool = False) -> tuple[str, str]:
+    """(title, markdown) of one page fetched here, following at most MAX_REDIRECTS redirects,
+    each checked by `policy`; the whole fetch ends within `limit` seconds (`run_limited`: that
+    limit is the run's deadline, and the error says so)."""
+    import httpx
+
+    token = _fetch_end.set(None if limit is None else time.monotonic() + limit)
     try:
-        with client.stream("GET", url) as response:
-            if response.status_code >= 400:
-                raise PageError(f"HTTP {response.status_code} {response.reason_phrase}".strip())
-            body = bytearray()
-            for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > MAX_DOWNLOAD_BYTES:
-                    raise PageError(f"the page is larger than {MAX_DOWNLOAD_BYTES:,} bytes; download it with terminal('curl ...') instead")
-            kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-            charset = response.charset_encoding  # only what the Content-Type header says
-            final_url = str(response.url)
-    except httpx.TimeoutException:
+        return _fetch(client, url, policy, limit, run_limited)
+    except (httpx.TimeoutException, TimeoutError):
+        if run_limited:
+            raise RunTimeUp("the run's time limit was reached before the page arrived") from None
         raise PageError("timed out (web.fetch_timeout)") from None
     except httpx.HTTPError as exc:
+        refused = _refused_by(exc)
+        if refused is not None:
+            raise PageError(f"refused: {refused}. Not fetched.") from None
         raise PageError(f"could not fetch it: {exc}") from None
+    finally:
+        _fetch_end.reset(token)
+
+
+def _fetch(client: httpx.Client, url: str, policy: WebPolicy | None, limit: float | None,
+           run_limited: bool) -> tuple[str, str]:
+    import httpx
+
+    chain = [url]
+    while True:
+        current = chain[-1]
+        refusal = policy.url_refusal(current) if policy is not None else None
+        if refusal is not None:
+            hop = f"the redirect from {chain[-2]} to {current}" if len(chain) > 1 else current
+            raise PageError(f"refused {hop}: {refusal}. Not fetched.")
+        timeout = httpx.Timeout(_left(limit))
+        with client.stream("GET", current, timeout=timeout) as response:
+            location = response.headers.get("location")
+            if response.status_code in REDIRECT_CODES and location:
+                following = str(response.url.join(location.strip()))
+                if len(chain) > MAX_REDIRECTS:
+                    # A URL may come back once (a cookie set on the way); past the bound it is a loop.
+                    what = "a redirect loop" if following in chain else "too many redirects"
+                    raise PageError(f"{what}: more than {MAX_REDIRECTS} redirects ({' -> '.join(chain[:4])} -> ...). "
+                                    "Open the page in the browser, or pass the final URL.")
+                chain.append(following)
+                continue
+            return _read_page(response)
+
+
+def _read_page(response: httpx.Response) -> tuple[str, str]:
+    if response.status_code >= 400:
+        raise PageError(f"HTTP {response.status_code} {response.reason_phrase}".strip())
+    body = bytearray()
+    for chunk in response.iter_bytes():
+        body += chunk
+        if len(body) > MAX_DOWNLOAD_BYTES:
+            raise PageError(f"the page is larger than {MAX_DOWNLOAD_BYTES:,} bytes; download it with terminal('curl ...') instead")
+    kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    charset = response.charset_encoding  # only what the Content-Type header says
+    final_url = str(response.url)
     data = bytes(body)
     if kind in HTML_TYPES or (not kind and data.lstrip()[:15].lower().startswith((b"<!doctype", b"<html"))):
         return _html_to_markdown(_html_decoded(data, charset), final_url)
