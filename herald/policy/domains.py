@@ -81,27 +81,44 @@ FULL_PROFILE_HINT = "tools never reach these outside the full profile"
 
 
 @dataclass(frozen=True)
+class WebRefusal:
+    """Why a URL may not be reached: the rule that decided ("web addresses", "metadata
+    addresses", "policy.allowed_domains") and what is wrong, naming the host."""
+
+    rule: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class WebAddressPolicy:
-    """The checks `Gate` makes on a web tool's URL arguments, for every further hop the tool
-    takes (redirects, a page's frames and subresources) and every address a name resolves to
-    (herald/webguard.py `WebPolicy`). Each answer names the host and the rule."""
+    """The one URL check of web and browser tools: the Gate applies it to their URL arguments,
+    the tools to every further hop they take (redirects, a page's frames and subresources) and to
+    every address a name resolves to (herald/webguard.py `WebPolicy`)."""
 
     allowed_domains: tuple[str, ...] = ()
 
-    def url_refusal(self, url: str) -> str | None:
+    def refusal(self, url: str) -> WebRefusal | None:
+        """Why `url` may not be reached, or None (about:blank is always fine)."""
         try:
             scheme, host = url_host(url)
-        except ValueError as exc:
-            return f"{url[:100]!r} is not a valid URL ({exc})"
+        except ValueError as exc:  # urlsplit: a bad IPv6 literal, ...
+            return WebRefusal("web addresses", f"{url[:100]!r} is not a valid URL ({exc})")
         if scheme not in WEB_SCHEMES:
-            return f"{url[:100]!r} is not an http(s) address"
+            if url.strip().lower() == "about:blank":
+                return None
+            return WebRefusal("web addresses", f"{url[:100]!r} is not an http(s) address")
         reason = metadata_refusal(host)
         if reason:
-            return f"{reason} ({FULL_PROFILE_HINT})"
+            return WebRefusal("metadata addresses", f"{reason}; {FULL_PROFILE_HINT}")
         if self.allowed_domains and not domain_matches(host, self.allowed_domains):
-            return f"{host or repr(url[:100])} is not in policy.allowed_domains ({', '.join(self.allowed_domains)})"
+            return WebRefusal("policy.allowed_domains",
+                              f"{host or repr(url[:100])} is not in policy.allowed_domains ({', '.join(self.allowed_domains)})")
         return None
+
+    def url_refusal(self, url: str) -> str | None:
+        refused = self.refusal(url)
+        return None if refused is None else refused.reason
 
     def address_refusal(self, address: str) -> str | None:
         reason = metadata_refusal(address)
-        return f"{reason} ({FULL_PROFILE_HINT})" if reason else None
+        return f"{reason}; {FULL_PROFILE_HINT}" if reason else None

@@ -37,7 +37,7 @@ from ..backends.base import (
     resolve_path,
 )
 from ..tools.resources import ANY_FILE, SHELL, Resource
-from .domains import WEB_SCHEMES, WebAddressPolicy, domain_matches, metadata_refusal, url_host
+from .domains import WebAddressPolicy, domain_matches, url_host
 from .paths import Workspace
 from .rules import Rule, command_matches, parse_rule, path_matches
 from .shell import allowed_commands, readonly_refusal
@@ -307,29 +307,20 @@ class Gate:
                                                "ask the user or do something else.")
 
     def _web(self, tool: Tool, urls: list[str]) -> Verdict | None:
+        check = WebAddressPolicy(tuple(self.policy.allowed_domains))
         for url in urls:
-            try:
-                scheme, host = url_host(url)
-            except ValueError as exc:  # urlsplit: a bad IPv6 literal, ...
-                return Verdict(False, "refused", f"profile {self.policy.profile}: web addresses",
-                               f"{tool.name} refused: {url[:100]!r} is not a valid URL ({exc}).")
-            if scheme not in WEB_SCHEMES:
-                if url.strip().lower() == "about:blank":
-                    continue
-                return Verdict(False, "refused", f"profile {self.policy.profile}: web addresses",
-                               f"{tool.name} refused by the {self.policy.profile} profile: {url[:100]!r} is not an http(s) "
-                               f"address. Use an http:// or https:// URL (local files: read_file), or {_use(FULL)}.")
-            reason = metadata_refusal(host)
-            if reason:
-                return Verdict(False, "refused", "metadata addresses",
-                               f"{tool.name} refused: {reason}; tools never reach these outside the full profile "
-                               f"({_use(FULL)}).")
-            allowed = self.policy.allowed_domains
-            if allowed and not domain_matches(host, allowed):
-                return Verdict(False, "refused", "policy.allowed_domains",
-                               f"{tool.name} refused: {host or repr(url)} is not in policy.allowed_domains "
-                               f"({', '.join(allowed)}). Use one of those sites, or add the domain to "
-                               "policy.allowed_domains.")
+            refused = check.refusal(url)
+            if refused is None:
+                continue
+            if refused.rule == "web addresses":
+                advice = f"Use an http:// or https:// URL (local files: read_file), or {_use(FULL)}."
+                rule = f"profile {self.policy.profile}: web addresses"
+            elif refused.rule == "metadata addresses":
+                advice, rule = f"({_use(FULL)} lifts this.)", refused.rule
+            else:
+                advice, rule = "Use one of those sites, or add the domain to policy.allowed_domains.", refused.rule
+            by = f" by the {self.policy.profile} profile" if refused.rule == "web addresses" else ""
+            return Verdict(False, "refused", rule, f"{tool.name} refused{by}: {refused.reason}. {advice}")
         return None
 
     def _profile(self, tool: Tool, command: str | None, paths: list[str]) -> Verdict | None:
