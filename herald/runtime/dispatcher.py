@@ -45,7 +45,7 @@ from typing import Any
 from .._sandbox.protocol import HEADER, reply_frame
 from ..backends.base import BackendError, pinned_cwd
 from ..backends.shell import CANCEL_POLL_SECONDS, cancellable, foreground_only
-from ..deadlines import DeadlinePassed, call_deadline
+from ..deadlines import DeadlinePassed, call_deadline, check_deadline, time_left
 from ..policy import Gate, Policy, Verdict
 from ..policy.budgets import Budgets
 from ..spill import SpillBudget, charged_to
@@ -56,6 +56,9 @@ from ..transcript import Transcript, preview
 from .offer import offer_tools
 
 log = logging.getLogger(__name__)
+# How long the end of a run waits for its cancelled calls to return: those that honour their
+# cancel event or deadline (terminal, lock waits, MCP, ...) are gone within a poll or two.
+STOP_CALLS_SECONDS = 0.5
 
 
 # Modules a tool may import lazily -> what to install. Keys are top-level module names.
@@ -104,16 +107,53 @@ class CallScope:
     cancel: threading.Event = field(default_factory=threading.Event)
     spill: SpillBudget | None = None  # what its spill files (output, tool calls) may still take
     budgets: Budgets | None = None  # reply bytes, tool seconds, web calls, ... (policy/budgets.py)
+    # Seconds of the wait on a person going on now (PausedTime.begin sets it): the run's kill
+    # clock moves on meanwhile, and so does `live_deadline`.
+    pausing: Callable[[], float] | None = None
+    running: int = 0  # calls of this scope the dispatcher is running now (`stop` waits for them)
+
+    def __post_init__(self) -> None:
+        self._idle = threading.Condition(self.lock)
 
     def take(self, past_budget: bool = False) -> bool:
         """Count a call; False (and counted as refused) past the budget, or when the script's
-        side already counted it past (`past_budget`: its answers' records may still be on the way)."""
+        side already counted it past (`past_budget`: its answers' records may still be on the way).
+        A call taken counts as running until `done`."""
         with self.lock:
             if past_budget or self.calls >= self.max_calls:
                 self.refused += 1
                 return False
             self.calls += 1
+            self.running += 1
             return True
+
+    def done(self) -> None:
+        """A call `take` let through has ended (whatever it returned)."""
+        with self.lock:
+            self.running -= 1
+            if not self.running and self.cancel.is_set():
+                self._idle.notify_all()
+
+    def live_deadline(self) -> float | None:
+        """The run's deadline as of now: moved by the approval being waited on, if any."""
+        deadline, pausing = self.deadline, self.pausing  # deadline first: a wait ending between the two reads errs early
+        if deadline is None:
+            return None
+        return deadline + pausing() if pausing is not None else deadline
+
+    def stop(self, wait: float) -> bool:
+        """The run is over: cancel its calls (those not started are refused, running ones asked
+        to stop) and wait up to `wait` seconds for every one to have returned. False when some
+        still run (a tool that honours neither its cancel event nor its deadline)."""
+        self.cancel.set()
+        end = time.monotonic() + wait
+        with self.lock:
+            while self.running:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self._idle.wait(left)
+        return True
 
 
 class Dispatcher:
@@ -201,7 +241,10 @@ class Dispatcher:
         elif scope.budgets is not None and (exhausted := scope.budgets.before(tool, args)) is not None:
             reply = _error("BudgetExhausted", exhausted)
         else:
-            reply = self._with_backend_note(self._run(tool, args, scope, scope.cancel, scope.run_id))
+            try:
+                reply = self._with_backend_note(self._run(tool, args, scope, scope.cancel, scope.run_id))
+            finally:
+                scope.done()
         frame = reply_frame(message, reply, echo)
         if tool is not None and scope.budgets is not None and "error" not in reply:
             over = scope.budgets.after(time.perf_counter() - started, len(frame) - HEADER.size)
@@ -290,21 +333,23 @@ class Dispatcher:
                 self._log_policy(run_id, tool.name, bound, verdict)
                 if not verdict.allowed:
                     return {"error": {"type": "PolicyRefused", "message": verdict.message, "rule": verdict.rule}}
-            if scope is not None and scope.deadline is not None and "timeout" in tool.properties:
-                left = max(0.0, scope.deadline - time.monotonic())
-                limit = bound.get("timeout")
-                if limit is None:  # None means the configured command timeout
-                    limit = self.ctx.settings.terminal.timeout
-                bound["timeout"] = min(limit, left)
             if cancel is not None and cancel.is_set():
                 return _interrupted(tool)
-            with self._locks.hold(resources, cancel, CANCEL_POLL_SECONDS) as held:
-                if not held:  # interrupted while another call held what this one touches
+            # Waiting for what another call holds ends at the run's deadline or its cancel.
+            with (call_deadline(scope.live_deadline if scope is not None else None),
+                  self._locks.hold(resources, cancel, CANCEL_POLL_SECONDS) as held):
+                # Checked again once held: the run may have ended while this call waited, and
+                # a call of an ended run must not act (Runtime.execute has returned).
+                if cancel is not None and cancel.is_set():
                     return _interrupted(tool)
+                check_deadline(f"{tool.name} (it waited for another call to free what it touches)")
+                if not held:
+                    return _interrupted(tool)
+                if scope is not None and "timeout" in tool.properties:
+                    _cut_timeout(bound, self.ctx.settings.terminal.timeout)
                 # A script's commands end with their background jobs (shell.foreground_only).
                 with (cancellable(cancel), foreground_only(scope is not None),
-                      charged_to(scope.spill if scope is not None else None),
-                      call_deadline(scope.deadline if scope is not None else None)):
+                      charged_to(scope.spill if scope is not None else None)):
                     result = tool.handler(bound, self.ctx)
         except ToolError as exc:
             return _error(exc.error_type, str(exc))
@@ -386,8 +431,22 @@ def _script_fields(tool: Tool | None, reply: dict[str, Any]) -> dict[str, Any]:
     return {"status": result.get("status"), "inner_calls": result.get("tool_calls_made", 0)}
 
 
+def stop_calls(scope: CallScope, wait: float = STOP_CALLS_SECONDS) -> None:
+    """End a run's calls (`CallScope.stop`), and say so in the log when one would not stop."""
+    if not scope.stop(wait):
+        log.warning("%s: %d tool call(s) still running %.1f s after the run ended; they were asked to stop",
+                    scope.run_id, scope.running, wait)
+
+
+def _cut_timeout(bound: dict[str, Any], default: float) -> None:
+    """A `timeout` argument cut to what the run has left (None means the configured one), so no
+    command outlives the run that started it (and holds up the next one)."""
+    limit = bound.get("timeout")
+    bound["timeout"] = time_left(default if limit is None else limit)
+
+
 def _interrupted(tool: Tool) -> dict[str, Any]:
-    return _error("Interrupted", f"{tool.name}: not run: the session was interrupted before it started.")
+    return _error("Interrupted", f"{tool.name}: not run: the run was interrupted or ended before it started.")
 
 
 def _error(kind: str, message: str) -> dict[str, Any]:

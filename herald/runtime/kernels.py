@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from .._sandbox.frames import StartFrame
 from ..config import Settings
 from ..policy.approvals import PausedTime
-from .dispatcher import Dispatcher
+from .dispatcher import Dispatcher, stop_calls
 from .grants import Grant, Grants
 from .outcome import OutputListener, build_result, capture_streams
 from .sandbox.contract import SandboxChild
@@ -95,6 +95,7 @@ class KernelSessions:
             scope.cancel.set()  # the cell is over: calls it left running stop, later ones are refused
             stdout.close()
             stderr.close()
+            stop_calls(scope)
         if not collected.alive:
             self.stop(name)
         return build_result(

@@ -10,6 +10,10 @@ Execution policy:
   is leaving (its output flushed, what it started killed): the kernel's teardown of the process
   is not waited for. At the timeout or on `interrupt()` the whole tree gets SIGTERM, then
   SIGKILL after the grace period; whatever survives the child is killed too.
+- When the run ends, its tool calls still running are cancelled and waited for (a short, bounded
+  wait: `dispatcher.stop_calls`); a call that was still waiting for a lock gives up, and one that
+  got it checks the run's cancel and deadline before it acts, so nothing of a run acts after
+  `execute` has returned (only a tool that honours neither, mid-action, could).
 - Kernel sessions (`session="name"`) keep one child and its globals across runs (kernels.py); a
   timeout, interrupt or crash kills it and the result says the state was lost.
 - `exec_mode="backend"` runs the child inside the backend instead (sandbox/backend_child.py): the same
@@ -46,7 +50,7 @@ from ..spill import sweep
 from ..tools.registry import Registry, ToolContext, default_registry
 from ..transcript import Transcript
 from .backend_tools import BackendTools
-from .dispatcher import Dispatcher
+from .dispatcher import Dispatcher, stop_calls
 from .execute_code import execute_code_tool
 from .grants import Grant, Grants
 from .kernels import KernelSessions
@@ -335,6 +339,7 @@ class Runtime:
                 child.kill()
             for capture in captures or ():
                 capture.close()
+            stop_calls(scope)  # none of its calls may act once this returns
         return build_result(collected, scope, stdout, stderr, started, timeout)
 
     def _start_fields(self) -> StartFrame:
