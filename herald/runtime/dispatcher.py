@@ -46,6 +46,7 @@ from .._sandbox.protocol import HEADER, reply_frame
 from ..backends.base import BackendError, pinned_cwd
 from ..backends.shell import CANCEL_POLL_SECONDS, cancellable, foreground_only
 from ..deadlines import DeadlinePassed, call_deadline, check_deadline, time_left
+from ..inflight import InflightBytes, charged_inflight
 from ..policy import Gate, Policy, Verdict
 from ..policy.budgets import Budgets
 from ..spill import SpillBudget, charged_to
@@ -107,6 +108,8 @@ class CallScope:
     cancel: threading.Event = field(default_factory=threading.Event)
     spill: SpillBudget | None = None  # what its spill files (output, tool calls) may still take
     budgets: Budgets | None = None  # reply bytes, tool seconds, web calls, ... (policy/budgets.py)
+    # Bytes its calls in flight hold in Herald (frames, arguments, replies, loaded files), capped.
+    inflight: InflightBytes | None = None
     # Seconds of the wait on a person going on now (PausedTime.begin sets it): the run's kill
     # clock moves on meanwhile, and so does `live_deadline`.
     pausing: Callable[[], float] | None = None
@@ -192,9 +195,10 @@ class Dispatcher:
 
     def new_scope(self, max_calls: int, deadline: float | None = None,
                   budgets: Mapping[str, float] | None = None) -> CallScope:
-        spill = SpillBudget(self.ctx.settings.sandbox.max_spill_bytes)
-        return CallScope(run_id=f"run-{next(self._ids)}", max_calls=max_calls, deadline=deadline, spill=spill,
-                         budgets=Budgets(budgets) if budgets else None)
+        limits = self.ctx.settings.sandbox
+        return CallScope(run_id=f"run-{next(self._ids)}", max_calls=max_calls, deadline=deadline,
+                         spill=SpillBudget(limits.max_spill_bytes), budgets=Budgets(budgets) if budgets else None,
+                         inflight=InflightBytes(limits.max_inflight_bytes))
 
     def _available(self) -> str:
         return ", ".join(sorted(self._allowed)) or "none"
@@ -349,7 +353,8 @@ class Dispatcher:
                     _cut_timeout(bound, self.ctx.settings.terminal.timeout)
                 # A script's commands end with their background jobs (shell.foreground_only).
                 with (cancellable(cancel), foreground_only(scope is not None),
-                      charged_to(scope.spill if scope is not None else None)):
+                      charged_to(scope.spill if scope is not None else None),
+                      charged_inflight(scope.inflight if scope is not None else None)):
                     result = tool.handler(bound, self.ctx)
         except ToolError as exc:
             return _error(exc.error_type, str(exc))

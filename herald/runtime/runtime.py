@@ -144,6 +144,7 @@ class Runtime:
                 self._serve,
                 max_concurrency=self._max_parallel,
                 parent_dir=shared_root() if host_mode else None,
+                inflight=lambda grant: grant.scope.inflight,
             )
             undo.callback(self._server.close)
             self._remote: BackendSandbox[Grant] | None = None
