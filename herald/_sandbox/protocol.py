@@ -340,7 +340,14 @@ class FrameBuffer:
                 end = start + HEADER.size + size
                 if len(data) < end:
                     break
-                body = data[start + HEADER.size : end]
+                if data is self._data and start == 0 and end == len(data) and size > RECV_BUFFER_BYTES:
+                    # A large frame that is all the buffer holds: decoded in place, not from a
+                    # copy of its body (which would hold it twice).
+                    del data[:HEADER.size]
+                    body, end = data, 0
+                    data = self._data = bytearray()
+                else:
+                    body = data[start + HEADER.size : end]
                 admitted = size if self._admitted == start else 0
                 start = end
                 self._admitted = -1
@@ -350,6 +357,7 @@ class FrameBuffer:
                 except ProtocolError:
                     if not skip_bad:
                         raise
+                del body  # a large body is let go as soon as it is decoded
         finally:
             if data is self._data:
                 del data[:start]  # from the front of a bytearray: no copy, buffering stays linear

@@ -157,6 +157,7 @@ class Runtime:
                     lambda grant, message, echo: self.dispatcher.serve(grant.scope, message, echo),
                     BackendTools(self.dispatcher) if self.settings.sandbox.backend_tools else None,
                     self._backend_isolation(),
+                    inflight=lambda grant: grant.scope.inflight,
                 )
                 undo.callback(self._remote.close)
             self._child_env = sandbox_environ(herald_environ(), self.settings.sandbox.env_passthrough)

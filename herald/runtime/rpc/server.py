@@ -17,12 +17,10 @@ seconds of connecting, and at most `max_pending` such connections are served at 
 closed as soon as they are accepted), so strangers hold a bounded amount of memory and threads.
 `serve_call` is how a call becomes a reply frame, here and for in-backend runs alike.
 
-Memory: with `inflight` (the session's InflightBytes, herald/inflight.py), a call frame over
-FREE_BYTES is admitted when its length is read, before its body is: twice its length (the bytes
-read, the arguments decoded from them) is taken from the run's cap until its reply is sent, and
-a reply over FREE_BYTES is taken too until it is sent. A frame that does not fit is read and
-dropped as it comes, never held, and its call gets an `InflightLimit` error saying what to do; a
-reply that does not fit becomes one.
+Memory: with `inflight` (the session's InflightBytes, herald/inflight.py), a large call frame is
+admitted when its length is read, before its body is, and counted until its reply is sent; a
+large reply while it is sent (charges.py). A frame that does not fit is read and dropped as it
+comes, never held, and its call gets an `InflightLimit` error saying what to do.
 """
 
 from __future__ import annotations
@@ -49,8 +47,9 @@ from ..._sandbox.protocol import (
     RefusedFrame,
     reply_frame,
 )
-from ...inflight import FREE_BYTES, MIB, InflightBytes
+from ...inflight import FREE_BYTES, InflightBytes
 from ..owned import owned_tempdir
+from . import charges
 from .workers import ConnectionThreads
 
 log = logging.getLogger(__name__)
@@ -69,8 +68,6 @@ S = TypeVar("S")
 # A handler serves one call: (session, request, keys to echo) -> the encoded reply frame. It
 # encodes the reply itself so that what it records (the reply's size) is what was sent.
 Handler = Callable[[S, dict[str, Any], tuple[str, ...]], bytes]
-# What a held frame was charged to (its run's cap; None: no cap) and how much.
-Charge = tuple[InflightBytes | None, int]
 
 
 def serve_call(handle: Handler[S], session: S, message: dict[str, Any], *, echo: tuple[str, ...] = ("id",)) -> bytes:
@@ -251,7 +248,7 @@ class _Connection(Generic[S]):
         self.pending = True  # counted among the server's connections waiting to authenticate
         self._frames = FrameReader(sock, max_first_frame=MAX_CONTROL_FRAME_BYTES,
                                    track_sizes=server._inflight is not None)
-        self._charges: deque[Charge] = deque()  # frames admitted, not yet read whole (reader thread only)
+        self._charges: deque[charges.Charge] = deque()  # frames admitted, not yet read whole (reader thread only)
         self._state_lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._running = 0  # its calls running on other threads (_serve_beside)
@@ -279,7 +276,7 @@ class _Connection(Generic[S]):
                     return
                 charge = self._charges.popleft() if self._frames.last_size else None
                 if isinstance(message, RefusedFrame):
-                    if not self._refuse_frame(session, message):
+                    if not self._refuse_frame(message):
                         return
                     continue
                 if self._frames.waiting or self._running:  # calls sent together: run them together
@@ -292,70 +289,61 @@ class _Connection(Generic[S]):
                 try:
                     with calls:
                         frame = serve_call(handle, session, message)
-                    self._send_reply(session, message, frame)
+                    self._send_reply(message, frame)
                 finally:
-                    _give_back(charge)
+                    charges.give_back(charge)
+                # Not kept while the next call is read: its arguments may be large.
+                message = frame = None  # type: ignore[assignment]
         except OSError:
             return
         except Exception:  # never let one connection take its thread (shared by later ones) down
             log.exception("RPC connection failed; closing it")
         finally:
             while self._charges:  # admitted frames whose bodies never came whole
-                _give_back(self._charges.popleft())
+                charges.give_back(self._charges.popleft())
             self.close()
             self.server._forget(self)  # again: a close() from elsewhere may have come before _admit
 
     def _serve_beside(self, handle: Handler[S], session: S, calls: threading.BoundedSemaphore,
-                      message: dict[str, Any], charge: Charge | None) -> None:
+                      message: dict[str, Any], charge: charges.Charge | None) -> None:
         """One of several calls the connection sent together, on a thread of its own (the run's
         cap, `calls`, was taken for it by the reader)."""
         try:
-            self._send_reply(session, message, serve_call(handle, session, message))
+            self._send_reply(message, serve_call(handle, session, message))
         except OSError:  # the connection closed meanwhile: nobody waits for this reply
             pass
         finally:
-            _give_back(charge)
+            charges.give_back(charge)
             calls.release()
             with self._state_lock:
                 self._running -= 1
 
     def _admit_frame(self, size: int) -> bool:
-        """FrameBuffer.admit: whether a call frame of `size` bytes may be read (its bytes and the
-        arguments decoded from them counted against the run's cap until its reply is sent)."""
-        budget = self.server._inflight(self.session) if self.server._inflight is not None and self.session is not None else None
-        if budget is not None and not budget.take(2 * size):
+        """FrameBuffer.admit: whether a call frame of `size` bytes may be read (charges.py)."""
+        charge = charges.admit(self._budget(), size)
+        if charge is None:
             return False
-        self._charges.append((budget, 2 * size))
+        self._charges.append(charge)
         return True
 
-    def _refuse_frame(self, session: S, refused: RefusedFrame) -> bool:
+    def _budget(self) -> InflightBytes | None:
+        inflight, session = self.server._inflight, self.session
+        return inflight(session) if inflight is not None and session is not None else None
+
+    def _refuse_frame(self, refused: RefusedFrame) -> bool:
         """Answer a frame that was dropped unread; False (close the connection) when its call id
         could not be told, so no reply could say which call it was."""
-        assert self.server._inflight is not None
-        budget = self.server._inflight(session)
-        size = refused["size"]
-        what = f"This tool call (a request of {size / MIB:.1f} MiB)"
-        message = budget.refusal(2 * size, what) if budget is not None else f"{what} could not be held."
-        self._send(reply_frame(refused, {"error": {"type": "InflightLimit", "message": message}}))
+        self._send(reply_frame(refused, charges.refused_call(self._budget(), refused["size"])))
         return refused["id"] is not None
 
-    def _send_reply(self, session: S, message: dict[str, Any], frame: bytes) -> None:
-        """Send `frame`, the reply to `message`; a large one is counted against the run's cap
-        while it is sent, and one that does not fit is replaced by an error saying so."""
-        budget = self.server._inflight(session) if len(frame) > FREE_BYTES and self.server._inflight is not None else None
-        if budget is None:
-            self._send(frame)
-            return
-        size = len(frame)
-        if not budget.take(size):
-            what = f"The result of this {message.get('tool')} call ({size / MIB:.1f} MiB)"
-            error = budget.refusal(size, what).replace("was not run", "was dropped")
-            self._send(reply_frame(message, {"error": {"type": "InflightLimit", "message": error}}))
-            return
+    def _send_reply(self, message: dict[str, Any], frame: bytes) -> None:
+        """Send `frame`, the reply to `message`, counted against the run's cap while it is sent."""
+        frame, taken = charges.reply_to_send(self._budget() if len(frame) > FREE_BYTES else None, message, frame)
         try:
             self._send(frame)
         finally:
-            budget.give(size)
+            if taken:
+                charges.give_back((self._budget(), taken))
 
     def _send(self, frame: bytes) -> None:
         with self._write_lock:  # replies of calls run beside each other must not interleave
@@ -401,7 +389,3 @@ class _Connection(Generic[S]):
             pass
         self.sock.close()
 
-
-def _give_back(charge: Charge | None) -> None:
-    if charge is not None and charge[0] is not None:
-        charge[0].give(charge[1])
