@@ -81,7 +81,7 @@ class McpConnection:
             self._lock.release()
 
     def _start(self) -> None:
-        check_deadline(f"MCP server {self.server.name!r} could be started")
+        check_deadline(f"the start of MCP server {self.server.name!r}")
         ready: concurrent.futures.Future[tuple[Client, asyncio.Event]] = concurrent.futures.Future()
         # Kept open for the life of the server (its stderr), closed by _stop_current.
         self._errlog = tempfile.TemporaryFile("w+b") if not self.server.url else None  # noqa: SIM115
@@ -236,7 +236,7 @@ class McpConnection:
 
     def _call(self, client: Client, tool: str, args: dict[str, Any], cancel: threading.Event | None) -> CallToolResult:
         timeout = self.server.tool_timeout_sec
-        check_deadline(f"{tool} could be sent to MCP server {self.server.name!r}")
+        check_deadline(f"the call of {tool} on MCP server {self.server.name!r}")
         # The SDK's own read timeout, then ours (a little later: a stuck SDK still ends), cut to
         # what the run has left: at the run's deadline the call is cancelled.
         wait = time_left(timeout + 5)

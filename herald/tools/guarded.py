@@ -48,5 +48,5 @@ class GuardedFiles:
         if cancel is not None and cancel.is_set():
             raise ToolError(f"{self._tool}: {path} was not written: the run was interrupted or ended first; "
                             "the file is unchanged.", "Interrupted")
-        check_deadline(f"{self._tool} could write {path} (the file is unchanged)")
+        check_deadline(f"{self._tool}'s write of {path} (the file is unchanged)")
         self._files.write_bytes(path, data)

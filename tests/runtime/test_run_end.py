@@ -110,3 +110,37 @@ def test_calls_of_an_ended_run_are_all_stopped(make_runtime: Any, workspace: Pat
     assert not pids_with_marker(marker), "a terminal command of the ended run is still alive"
     time.sleep(1)
     assert len(list(workspace.glob("s[0-3]"))) == 1, "a call that waited for the shell ran after the run ended"
+
+
+def test_the_deadline_moves_while_a_person_is_asked(make_runtime: Any, settings: Any, workspace: Path) -> None:
+    """While one call waits on a person (15 s, far past the run's 2 s), the run's deadline moves
+    on with the clock for every call: patches parked behind each other's lock meanwhile keep
+    waiting their turn instead of giving up at the deadline the run had before the question."""
+    from herald.policy import Policy, PolicyCall
+
+    def approve(call: PolicyCall) -> bool:
+        time.sleep(15)  # a person thinking it over
+        return True
+
+    policy = Policy.from_settings(settings.with_overrides({"policy.rules": ["ask terminal command=echo"]}), approve=approve)
+    runtime = make_runtime(policy=policy)
+    _big_file(workspace / "big.txt")
+    result = runtime.execute(script("""
+        import threading
+        from hermes_tools import patch, terminal
+        asked = threading.Thread(target=lambda: print(terminal("echo approved")["output"].strip(), flush=True))
+        asked.start()
+        def change(k):
+            try:
+                patch("big.txt", "marker%d" % k, "done%d" % k)
+                print("patched", k, flush=True)
+            except Exception as exc:
+                print("failed", k, exc, flush=True)
+        threads = [threading.Thread(target=change, args=(k,)) for k in range(N_PATCHES)]
+        for t in threads: t.start()
+        for t in threads: t.join()
+        asked.join()
+        """).replace("N_PATCHES", str(MARKERS)), timeout=2)
+    assert result.status == "success", result
+    expected = ["approved", *(f"patched {k}" for k in range(MARKERS))]
+    assert sorted(result.output.split()) == sorted(" ".join(expected).split()), result.output
