@@ -30,6 +30,15 @@ Cancellation: a call may carry a `threading.Event` (`call_direct(cancel=...)`, o
 `cancel`). Once it is set, a call not yet started is refused and a running one is asked to stop:
 the handler runs inside `cancellable(event)`, which the persistent shell (so `terminal` on every
 backend) honours by killing the command's tree at once; other tools may poll `current_cancel()`.
+
+Deadlines: a script's call runs under `call_deadline(scope.live_deadline)` (herald/deadlines.py),
+the run's deadline moved on while a person is asked to approve one of its calls. Its wait for
+locks ends there, it checks cancel and deadline again once it holds them (a call of an ended
+run must not act), and tools that wait ask `time_left()`. `CallScope.stop` (the run is over)
+cancels the calls still running and waits, briefly, for every one to have returned.
+
+Memory: a script call's handler runs under `charged_inflight(scope.inflight)`: what a tool loads
+(`inflight.hold_bytes`) counts against the run's cap on bytes in flight until the call ends.
 """
 
 from __future__ import annotations
@@ -39,7 +48,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from .._sandbox.protocol import HEADER, reply_frame
@@ -55,11 +63,9 @@ from ..tools.registry import Registry, Tool, ToolContext, ToolError
 from ..tools.resources import KeyedLocks, Resource
 from ..transcript import Transcript, preview
 from .offer import offer_tools
+from .scope import CallScope
 
 log = logging.getLogger(__name__)
-# How long the end of a run waits for its cancelled calls to return: those that honour their
-# cancel event or deadline (terminal, lock waits, MCP, ...) are gone within a poll or two.
-STOP_CALLS_SECONDS = 0.5
 
 
 # Modules a tool may import lazily -> what to install. Keys are top-level module names.
@@ -92,71 +98,6 @@ def missing_dependency(tool: str, exc: ImportError) -> str:
         f"{tool} cannot run here: the Python package '{module}' is not installed in Herald's "
         f"environment. Install it with: {install} (then start Herald again), or do this without {tool}."
     )
-
-
-@dataclass
-class CallScope:
-    """One script run's (or kernel session's) view of the tools: allow-list and call budget."""
-
-    run_id: str
-    max_calls: int
-    deadline: float | None = None  # time.monotonic() at which the run is stopped
-    calls: int = 0
-    refused: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    # Set when the run is over (interrupted, timed out): calls still running are asked to stop.
-    cancel: threading.Event = field(default_factory=threading.Event)
-    spill: SpillBudget | None = None  # what its spill files (output, tool calls) may still take
-    budgets: Budgets | None = None  # reply bytes, tool seconds, web calls, ... (policy/budgets.py)
-    # Bytes its calls in flight hold in Herald (frames, arguments, replies, loaded files), capped.
-    inflight: InflightBytes | None = None
-    # Seconds of the wait on a person going on now (PausedTime.begin sets it): the run's kill
-    # clock moves on meanwhile, and so does `live_deadline`.
-    pausing: Callable[[], float] | None = None
-    running: int = 0  # calls of this scope the dispatcher is running now (`stop` waits for them)
-
-    def __post_init__(self) -> None:
-        self._idle = threading.Condition(self.lock)
-
-    def take(self, past_budget: bool = False) -> bool:
-        """Count a call; False (and counted as refused) past the budget, or when the script's
-        side already counted it past (`past_budget`: its answers' records may still be on the way).
-        A call taken counts as running until `done`."""
-        with self.lock:
-            if past_budget or self.calls >= self.max_calls:
-                self.refused += 1
-                return False
-            self.calls += 1
-            self.running += 1
-            return True
-
-    def done(self) -> None:
-        """A call `take` let through has ended (whatever it returned)."""
-        with self.lock:
-            self.running -= 1
-            if not self.running and self.cancel.is_set():
-                self._idle.notify_all()
-
-    def live_deadline(self) -> float | None:
-        """The run's deadline as of now: moved by the approval being waited on, if any."""
-        deadline, pausing = self.deadline, self.pausing  # deadline first: a wait ending between the two reads errs early
-        if deadline is None:
-            return None
-        return deadline + pausing() if pausing is not None else deadline
-
-    def stop(self, wait: float) -> bool:
-        """The run is over: cancel its calls (those not started are refused, running ones asked
-        to stop) and wait up to `wait` seconds for every one to have returned. False when some
-        still run (a tool that honours neither its cancel event nor its deadline)."""
-        self.cancel.set()
-        end = time.monotonic() + wait
-        with self.lock:
-            while self.running:
-                left = end - time.monotonic()
-                if left <= 0:
-                    return False
-                self._idle.wait(left)
-        return True
 
 
 class Dispatcher:
@@ -434,13 +375,6 @@ def _script_fields(tool: Tool | None, reply: dict[str, Any]) -> dict[str, Any]:
     if tool is None or not tool.runs_scripts or not isinstance(result, dict):
         return {}
     return {"status": result.get("status"), "inner_calls": result.get("tool_calls_made", 0)}
-
-
-def stop_calls(scope: CallScope, wait: float = STOP_CALLS_SECONDS) -> None:
-    """End a run's calls (`CallScope.stop`), and say so in the log when one would not stop."""
-    if not scope.stop(wait):
-        log.warning("%s: %d tool call(s) still running %.1f s after the run ended; they were asked to stop",
-                    scope.run_id, scope.running, wait)
 
 
 def _cut_timeout(bound: dict[str, Any], default: float) -> None:

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from .._sandbox.frames import StartFrame
 from ..config import Settings
 from ..policy.approvals import PausedTime
-from .dispatcher import Dispatcher, stop_calls
+from .dispatcher import Dispatcher
 from .grants import Grant, Grants
 from .outcome import OutputListener, build_result, capture_streams
 from .sandbox.contract import SandboxChild
 from .sandbox.result import ExecutionResult
+from .scope import stop_calls
 
 
 @dataclass

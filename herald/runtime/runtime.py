@@ -11,7 +11,7 @@ Execution policy:
   is not waited for. At the timeout or on `interrupt()` the whole tree gets SIGTERM, then
   SIGKILL after the grace period; whatever survives the child is killed too.
 - When the run ends, its tool calls still running are cancelled and waited for (a short, bounded
-  wait: `dispatcher.stop_calls`); a call that was still waiting for a lock gives up, and one that
+  wait: `scope.stop_calls`); a call that was still waiting for a lock gives up, and one that
   got it checks the run's cancel and deadline before it acts, so nothing of a run acts after
   `execute` has returned (only a tool that honours neither, mid-action, could).
 - Kernel sessions (`session="name"`) keep one child and its globals across runs (kernels.py); a
@@ -50,7 +50,7 @@ from ..spill import sweep
 from ..tools.registry import Registry, ToolContext, default_registry
 from ..transcript import Transcript
 from .backend_tools import BackendTools
-from .dispatcher import Dispatcher, stop_calls
+from .dispatcher import Dispatcher
 from .execute_code import execute_code_tool
 from .grants import Grant, Grants
 from .kernels import KernelSessions
@@ -66,6 +66,7 @@ from .sandbox.isolation import Isolation, shared_root
 from .sandbox.result import ExecutionResult
 from .sandbox.streams import drain_fd
 from .sandbox.stubgen import shared_runtime_package, write_sandbox
+from .scope import stop_calls
 from .selfguard import guard_process
 from .warm import WarmChildren
 
