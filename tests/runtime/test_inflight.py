@@ -205,3 +205,40 @@ def test_backend_mode_large_calls_are_capped_too(settings: Any, workspace: Path,
         assert "smaller pieces" in result.output.splitlines()[1]
     # One frame read beyond the cap, at most: 3 x 63 MB.
     assert growth < cap + 3 * 63 * MIB + MARGIN, f"the parent grew by {growth / MIB:.0f} MiB"
+
+
+def test_a_frame_past_the_cap_is_answered_unread_and_the_connection_goes_on() -> None:
+    """A caller announces a 50 MB call where the run may hold 100 MiB (a call holds 3x its
+    frame): its body is dropped as it comes, its call (by the id its body starts with) gets
+    InflightLimit, and the same connection's next call is served. Nothing stays counted."""
+    import socket
+
+    from herald._sandbox.protocol import FrameReader, reply_frame
+    from herald.inflight import InflightBytes
+    from herald.runtime.rpc.server import RpcServer
+
+    budget = InflightBytes(100 * MIB)
+    server: RpcServer[str] = RpcServer(lambda t: t if t == "good" else None,
+                                       lambda s, m, e: reply_frame(m, {"result": "ok"}, e),
+                                       inflight=lambda session: budget)
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(60)
+        sock.connect(server.path)
+        body = b'{"id":5,"tool":"t","args":"' + b"x" * (50 * 1000 * 1000) + b'"}'
+        before = _reset_peak()
+        sock.sendall(encode_frame({"type": "auth", "token": "good"}) + HEADER.pack(len(body)))
+        for at in range(0, len(body), 1 << 20):
+            sock.sendall(body[at : at + (1 << 20)])
+        sock.sendall(encode_frame({"id": 6, "tool": "t", "args": {}}))
+        reader = FrameReader(sock)
+        refused, served = reader.read(), reader.read()
+        growth = _status("VmHWM") - before
+        sock.close()
+    finally:
+        server.close()
+    assert refused is not None and refused["id"] == 5 and refused["error"]["type"] == "InflightLimit", refused
+    assert "smaller pieces" in refused["error"]["message"]
+    assert served == {"id": 6, "result": "ok"}
+    assert budget.held == 0 and budget.peak == 0
+    assert growth < 40 * MIB, f"the server grew by {growth / MIB:.0f} MiB for a frame it refused"
