@@ -183,11 +183,12 @@ class Dispatcher:
                 "tool calls, so this call was not run. Print what you have and finish, or do the "
                 "rest in another execute_code run.",
             )
-        elif scope.budgets is not None and (exhausted := scope.budgets.before(tool, args)) is not None:
-            reply = _error("BudgetExhausted", exhausted)
         else:
-            try:
-                reply = self._with_backend_note(self._run(tool, args, scope, scope.cancel, scope.run_id))
+            try:  # taken: it counts as running until done
+                if scope.budgets is not None and (exhausted := scope.budgets.before(tool, args)) is not None:
+                    reply = _error("BudgetExhausted", exhausted)
+                else:
+                    reply = self._with_backend_note(self._run(tool, args, scope, scope.cancel, scope.run_id))
             finally:
                 scope.done()
         frame = reply_frame(message, reply, echo)

@@ -144,3 +144,20 @@ def test_the_deadline_moves_while_a_person_is_asked(make_runtime: Any, settings:
     assert result.status == "success", result
     expected = ["approved", *(f"patched {k}" for k in range(MARKERS))]
     assert sorted(result.output.split()) == sorted(" ".join(expected).split()), result.output
+
+
+def test_refused_calls_do_not_count_as_running(make_runtime: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """A call a budget refuses never ran: the end of the run has nothing to wait for."""
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="herald.runtime.scope")
+    runtime = make_runtime()
+    result = runtime.execute(script("""
+        from hermes_tools import write_file, ToolError
+        try:
+            write_file("a.txt", "hello")
+        except ToolError as exc:
+            print(exc.error_type)
+        """), timeout=30, budgets={"bytes_written": 1})
+    assert result.output.strip() == "BudgetExhausted", result
+    assert "still running" not in caplog.text
