@@ -294,7 +294,7 @@ class FrameBuffer:
         self.sizes: Optional[List[int]] = [] if track_sizes else None
         self._skipping = 0  # bytes of a refused body still to drop
         self._skipped: Optional[RefusedFrame] = None  # what stands for it once dropped
-        self._admitted = -1  # the length of the frame at the front that `admit` has let in
+        self._admitted = -1  # where in the buffer the frame `admit` let in (not yet whole) starts
 
     def feed(self, chunk: Any, skip_bad: bool = False) -> List[Dict[str, Any]]:
         """Messages completed by `chunk` (bytes or a buffer, which is not kept). A frame whose

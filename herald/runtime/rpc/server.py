@@ -285,6 +285,7 @@ class _Connection(Generic[S]):
                         self._running += 1
                     self.server._threads.submit(
                         functools.partial(self._serve_beside, handle, session, calls, message, charge))
+                    message = None  # (as below)
                     continue
                 try:
                     with calls:
