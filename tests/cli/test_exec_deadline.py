@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.users import User
+
 from . import _herald
 
 T = 3
@@ -113,3 +115,18 @@ def test_an_mcp_tool_that_takes_minutes(tmp_path: Path) -> None:
     assert "started" in str(result.get("output")), result
     assert elapsed < T + GRACE + MARGIN, f"herald exec took {elapsed:.1f} s"
     assert not _alive_with(marker), "the MCP server outlived herald exec"
+
+
+def test_a_command_that_ignores_sigterm_as_a_user(nonroot: User) -> None:
+    """The same as the generated non-root user: the bound and the clean-up do not lean on root."""
+    marker = f"1000.{uuid.uuid4().int % 10**9:09d}"
+    code = ("from hermes_tools import terminal\n"
+            f"terminal(\"trap '' TERM; sleep {marker}\", timeout=600)\n")
+    started = time.monotonic()
+    done = nonroot.herald("exec", "--json", "--timeout", str(T), "-c", f"sandbox.kill_grace={GRACE}", "-",
+                          input=code, timeout=120)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 124, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+    assert json.loads(done.stdout)["status"] == "timeout"
+    assert elapsed < T + GRACE + MARGIN, f"herald exec took {elapsed:.1f} s"
+    assert not _alive_with(marker), "the command outlived herald exec"
