@@ -148,15 +148,37 @@ class FrameReader:
     frame: it reads what is there and keeps what belongs to the next frame. One reader per socket
     at a time; None means the peer closed cleanly between frames."""
 
-    def __init__(self, sock: Any, max_frame: int = MAX_FRAME_BYTES, max_first_frame: Optional[int] = None) -> None:
+    def __init__(self, sock: Any, max_frame: int = MAX_FRAME_BYTES, max_first_frame: Optional[int] = None,
+                 track_sizes: bool = False) -> None:
         self._sock = sock
-        self._frames = FrameBuffer(max_frame, max_first_frame)
+        self._frames = FrameBuffer(max_frame, max_first_frame, track_sizes=track_sizes)
         self._ready: List[Dict[str, Any]] = []
+        self._sizes: List[int] = []  # with track_sizes: what `admit` let in of each of _ready
+        self.last_size = 0  # with track_sizes: what `admit` let in of the frame `read` returned last (0: not asked)
         self._into = getattr(sock, "recv_into", None)
         self._buffer = bytearray(RECV_BUFFER_BYTES if self._into is not None else 0)
         self._view = memoryview(self._buffer)
         self._poll_misses = 0  # polls in a row that did not find the frame
         self._poll_skips = 0  # reads left to make without polling
+
+    @property
+    def buffer(self) -> FrameBuffer:
+        """The decoder (to set its `admit`)."""
+        return self._frames
+
+    def _took(self, messages: List[Dict[str, Any]]) -> None:
+        if len(messages) > 1:
+            messages.reverse()  # pop() from the end gives them in order
+        self._ready = messages
+        sizes = self._frames.sizes
+        if sizes:
+            sizes.reverse()
+            self._sizes, self._frames.sizes = sizes, []
+
+    def _pop(self) -> Dict[str, Any]:
+        if self._sizes:
+            self.last_size = self._sizes.pop()
+        return self._ready.pop()
 
     @property
     def waiting(self) -> int:
@@ -191,10 +213,8 @@ class FrameReader:
                 if self._frames.pending:
                     raise ProtocolError("connection closed in the middle of a frame")
                 return None
-            self._ready = self._frames.feed(chunk)
-            if len(self._ready) > 1:
-                self._ready.reverse()  # pop() from the end gives them in order
-        return self._ready.pop()
+            self._took(self._frames.feed(chunk))
+        return self._pop()
 
     def _poll(self, seconds: float) -> bool:
         """Look for the frame without blocking for up to `seconds`, yielding the CPU between
@@ -220,11 +240,29 @@ class FrameReader:
                 continue
             if not size:  # the peer closed: the blocking read that follows reports it
                 return True
-            self._ready = self._frames.feed(self._view[:size])
+            self._took(self._frames.feed(self._view[:size]))
             if self._ready:
-                if len(self._ready) > 1:
-                    self._ready.reverse()
                 return True
+
+
+class RefusedFrame(Dict[str, Any]):
+    """What FrameBuffer gives in place of a frame its `admit` refused: {"id": the call's id if its
+    body began with it (call frames do: client.py), else None; "size": the body's length}. Its
+    body was read and dropped, never held. JSON decoding never makes one of these."""
+
+
+# A refused frame's id is read from the start of its body: {"id":7,...} (client.py sends it first).
+_ID_PREFIX_BYTES = 32
+
+
+def _leading_id(prefix: bytes) -> Optional[int]:
+    text = prefix.decode("ascii", "replace")
+    if not text.startswith('{"id":'):
+        return None
+    digits = text[6:].split(",", 1)
+    if len(digits) < 2 or not digits[0].isdigit():
+        return None
+    return int(digits[0])
 
 
 class FrameBuffer:
@@ -237,13 +275,26 @@ class FrameBuffer:
     buffer is then broken: it keeps what it had (`pending`, say a shell's error message), takes
     nothing more and raises ProtocolError on every feed, so a reader that goes on draining the
     stream (a pipe whose writer must not block) holds no more memory.
+
+    `admit(size)`, if set, is asked about every frame whose body is over `admit_over` bytes, as
+    soon as its length is read: False and the body is read and dropped as it comes (never held),
+    and a RefusedFrame takes its place among the messages. `sizes` (with `track_sizes`) lists,
+    for each message returned in order, the length `admit` let in (0: it was not asked), so a
+    reader can give back what it admitted.
     """
 
-    def __init__(self, max_frame: int = MAX_FRAME_BYTES, max_first_frame: Optional[int] = None) -> None:
+    def __init__(self, max_frame: int = MAX_FRAME_BYTES, max_first_frame: Optional[int] = None,
+                 admit: Optional[Callable[[int], bool]] = None, admit_over: int = 0, track_sizes: bool = False) -> None:
         self._data = bytearray()
         self._max_frame = max_frame
         self._limit = max_frame if max_first_frame is None else max_first_frame
         self.broken = False
+        self.admit = admit
+        self.admit_over = admit_over
+        self.sizes: Optional[List[int]] = [] if track_sizes else None
+        self._skipping = 0  # bytes of a refused body still to drop
+        self._skipped: Optional[RefusedFrame] = None  # what stands for it once dropped
+        self._admitted = -1  # where in the buffer the frame `admit` let in (not yet whole) starts
 
     def feed(self, chunk: Any, skip_bad: bool = False) -> List[Dict[str, Any]]:
         """Messages completed by `chunk` (bytes or a buffer, which is not kept). A frame whose
@@ -252,12 +303,16 @@ class FrameBuffer:
         always raises and breaks the buffer."""
         if self.broken:
             raise ProtocolError("the stream broke at an earlier frame")
+        messages: List[Dict[str, Any]] = []
+        if self._skipping:
+            chunk = self._skip(chunk, messages)
+            if not len(chunk):
+                return messages
         if self._data:
             self._data += chunk
             data: Any = self._data
         else:
             data = chunk  # the usual case, whole frames: parse in place, copy nothing
-        messages = []
         start = 0
         try:
             while len(data) - start >= HEADER.size:
@@ -265,25 +320,68 @@ class FrameBuffer:
                 if size > self._limit:
                     self.broken = True
                     raise ProtocolError("frame of %d bytes exceeds the %d-byte limit" % (size, self._limit))
+                if self.admit is not None and size > self.admit_over and self._admitted != start:
+                    if len(data) - start - HEADER.size < min(size, _ID_PREFIX_BYTES):
+                        break  # the start of its body (its id) first
+                    if not self.admit(size):
+                        body_start = start + HEADER.size
+                        refused = RefusedFrame(id=_leading_id(bytes(data[body_start : body_start + _ID_PREFIX_BYTES])),
+                                               size=size)
+                        self._limit = self._max_frame
+                        have = len(data) - body_start
+                        if have >= size:  # all of it is here already: dropped with what was read
+                            start = body_start + size
+                            self._add(messages, refused, 0)
+                            continue
+                        start = len(data)  # the rest of the body is dropped as it comes
+                        self._skipping, self._skipped = size - have, refused
+                        break
+                    self._admitted = start  # the same frame is not asked about twice
                 end = start + HEADER.size + size
                 if len(data) < end:
                     break
-                body = data[start + HEADER.size : end]
+                if data is self._data and start == 0 and end == len(data) and size > RECV_BUFFER_BYTES:
+                    # A large frame that is all the buffer holds: decoded in place, not from a
+                    # copy of its body (which would hold it twice).
+                    del data[:HEADER.size]
+                    body, end = data, 0
+                    data = self._data = bytearray()
+                else:
+                    body = data[start + HEADER.size : end]
+                admitted = size if self._admitted == start else 0
                 start = end
+                self._admitted = -1
                 self._limit = self._max_frame
                 try:
-                    messages.append(decode_body(body))
+                    self._add(messages, decode_body(body), admitted)
                 except ProtocolError:
                     if not skip_bad:
                         raise
+                del body  # a large body is let go as soon as it is decoded
         finally:
             if data is self._data:
                 del data[:start]  # from the front of a bytearray: no copy, buffering stays linear
             elif start < len(data):
                 self._data = bytearray(data[start:])
+            if self._admitted > 0:
+                self._admitted -= start  # where the admitted frame starts now
         return messages
+
+    def _add(self, messages: List[Dict[str, Any]], message: Dict[str, Any], size: int) -> None:
+        messages.append(message)
+        if self.sizes is not None:
+            self.sizes.append(size)
+
+    def _skip(self, chunk: Any, messages: List[Dict[str, Any]]) -> Any:
+        """Drop what is left of a refused body from the front of `chunk`; the rest of it."""
+        dropped = min(self._skipping, len(chunk))
+        self._skipping -= dropped
+        if not self._skipping and self._skipped is not None:
+            self._add(messages, self._skipped, 0)
+            self._skipped = None
+        return chunk[dropped:]
 
     @property
     def pending(self) -> bytes:
-        """Bytes received but not yet part of a whole frame."""
-        return bytes(self._data)
+        """Bytes received but not yet part of a whole frame (a refused body being dropped counts)."""
+        return bytes(self._data) if not self._skipping else b"\0"

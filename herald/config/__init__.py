@@ -49,6 +49,9 @@ class SandboxSettings:
     ro_binds: list[str] = field(default_factory=list)  # extra paths the isolated script may read
     rw_binds: list[str] = field(default_factory=list)  # extra paths it may also write
     max_spill_bytes: int = 256 * 1024 * 1024  # one run's spill files in all (output, its tool calls); 0: none
+    # Bytes Herald holds at once for one run's calls in flight (frames, arguments, replies, files a
+    # tool loads: herald/inflight.py); a call past it is refused with what to do; 0: no cap
+    max_inflight_bytes: int = 256 * 1024 * 1024
     spill_retention: float = 7 * 24 * 3600.0  # seconds spill files are kept (swept when a Runtime starts); 0: forever
     # Per-script budgets beyond the call count, e.g. {web_calls = 20, reply_bytes = 5_000_000} (policy/budgets.py)
     budgets: dict[str, float] = field(default_factory=dict)

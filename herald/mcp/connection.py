@@ -19,6 +19,7 @@ import threading
 from typing import IO, TYPE_CHECKING, Any
 
 from ..config import McpServerSettings
+from ..deadlines import DeadlinePassed, check_deadline, time_left
 from ..tools.registry import ToolError
 from . import loop
 
@@ -64,25 +65,38 @@ class McpConnection:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def client(self) -> Client:
-        """The running client, started now if it is not."""
-        with self._lock:
+        """The running client, started now if it is not. Waiting for another call's start, and
+        the start itself, end by the current call's deadline (herald/deadlines.py)."""
+        wait = time_left()
+        if not self._lock.acquire(timeout=-1 if wait is None else wait):
+            raise DeadlinePassed(f"MCP server {self.server.name!r} was still starting for another call")
+        try:
             if self._client is None:
                 if self._failed is not None:
                     raise McpServerError(self._failed)
                 self._start()
             assert self._client is not None
             return self._client
+        finally:
+            self._lock.release()
 
     def _start(self) -> None:
+        check_deadline(f"the start of MCP server {self.server.name!r}")
         ready: concurrent.futures.Future[tuple[Client, asyncio.Event]] = concurrent.futures.Future()
         # Kept open for the life of the server (its stderr), closed by _stop_current.
         self._errlog = tempfile.TemporaryFile("w+b") if not self.server.url else None  # noqa: SIM115
         self._task = asyncio.run_coroutine_threadsafe(self._serve(ready), loop.loop())
+        startup = self.server.startup_timeout_sec
+        wait = time_left(startup)
         try:
-            self._client, self._stop = ready.result(timeout=self.server.startup_timeout_sec)
+            self._client, self._stop = ready.result(timeout=wait)
         except concurrent.futures.TimeoutError:
             self._task.cancel()
-            self._failed = self._start_error(f"it did not answer within {self.server.startup_timeout_sec:g} s "
+            if wait is not None and wait < startup:  # the run's deadline, not the server: it may start next time
+                self._task = self._stop = None
+                self._close_errlog()
+                raise DeadlinePassed(f"MCP server {self.server.name!r} was still starting") from None
+            self._failed = self._start_error(f"it did not answer within {startup:g} s "
                                              "(setting startup_timeout_sec)")
             raise McpServerError(self._failed) from None
         except Exception as exc:
@@ -157,6 +171,11 @@ class McpConnection:
         if errlog is not None:
             errlog.close()
 
+    def _close_errlog(self) -> None:
+        errlog, self._errlog = self._errlog, None
+        if errlog is not None:
+            errlog.close()
+
     # -- calls -------------------------------------------------------------------------------
 
     def list_tools(self) -> list[McpTool]:
@@ -217,11 +236,19 @@ class McpConnection:
 
     def _call(self, client: Client, tool: str, args: dict[str, Any], cancel: threading.Event | None) -> CallToolResult:
         timeout = self.server.tool_timeout_sec
+        check_deadline(f"the call of {tool} on MCP server {self.server.name!r}")
+        # The SDK's own read timeout, then ours (a little later: a stuck SDK still ends), cut to
+        # what the run has left: at the run's deadline the call is cancelled.
+        wait = time_left(timeout + 5)
+        cut = wait is not None and wait < timeout + 5
         try:
-            return loop.run(client.call_tool(tool, args, read_timeout_seconds=timeout), timeout + 5, cancel)
+            return loop.run(client.call_tool(tool, args, read_timeout_seconds=timeout), wait, cancel)
         except loop.Cancelled:
             raise ToolError(f"{tool}: interrupted; the MCP server was asked to cancel the call.", "Interrupted") from None
         except TimeoutError:
+            if cut:
+                raise DeadlinePassed(f"{tool} was still waiting for MCP server {self.server.name!r}; "
+                                     "it was asked to cancel the call") from None
             raise ToolError(f"{tool}: MCP server {self.server.name!r} did not answer within {timeout:g} s "
                             "(setting tool_timeout_sec)", "Timeout") from None
 

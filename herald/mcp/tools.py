@@ -20,13 +20,14 @@ import json
 import keyword
 import logging
 import re
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..backends.shell import current_cancel
 from ..config import McpServerSettings, Settings
 from ..tools.registry import Registry, Tool, ToolContext, ToolError
-from .connection import McpConnection, McpServerError
+from .connection import STOP_TIMEOUT, McpConnection, McpServerError
 
 if TYPE_CHECKING:
     from mcp.types import CallToolResult
@@ -54,8 +55,14 @@ def connections(ctx: ToolContext) -> dict[str, McpConnection]:
             ctx.cache[CACHE_KEY] = found
 
             def close_all() -> None:
-                for connection in found.values():
-                    connection.close()
+                # Side by side: the SDK gives each stdio server 2 s to exit once its stdin
+                # closes, and the session's end must not wait that long once per server.
+                closing = [threading.Thread(target=c.close, name="herald-mcp-close", daemon=True)
+                           for c in found.values()]
+                for thread in closing:
+                    thread.start()
+                for thread in closing:
+                    thread.join(STOP_TIMEOUT + 1)
 
             ctx.closers.append(close_all)
         return found

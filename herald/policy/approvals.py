@@ -178,6 +178,7 @@ def with_approver(policy: Policy, approve: Approver | None) -> Policy:
 
 class _Scope(Protocol):
     deadline: float | None
+    pausing: Callable[[], float] | None
 
 
 class PausedTime:
@@ -192,12 +193,21 @@ class PausedTime:
         self._base: float | None = None
 
     def begin(self, scope: _Scope | None = None) -> None:
-        """A new run: nothing waited yet; `scope.deadline` moves with the waits."""
+        """A new run: nothing waited yet; `scope.deadline` moves with the waits once each ends,
+        and `scope.pausing` tells the seconds of the wait going on now (so a call's live
+        deadline, deadline + pausing, moves while a person decides)."""
         with self._lock:
             self._total, self._scope = 0.0, scope
             self._base = scope.deadline if scope is not None else None
             if self._holders:
                 self._since = time.monotonic()
+        if scope is not None:
+            scope.pausing = self.ongoing
+
+    def ongoing(self) -> float:
+        """Seconds of the wait on a person going on now (0.0 when nobody is being asked)."""
+        with self._lock:
+            return time.monotonic() - self._since if self._holders else 0.0
 
     def seconds(self) -> float:
         with self._lock:
@@ -217,6 +227,7 @@ class PausedTime:
                 if not self._holders:
                     self._total += time.monotonic() - self._since
                 if self._scope is not None and self._base is not None:
+                    # With `ongoing()` now 0 (or restarted), deadline + pausing stays continuous.
                     self._scope.deadline = self._base + self._total
 
     def wrap(self, policy: Policy) -> Policy:

@@ -47,8 +47,9 @@ from ..backends.shell import PersistentShell
 from ..capture import CappedCapture
 from ..policy import FULL, READ_ONLY
 from ..tools import files, search, terminal
-from .dispatcher import CallScope, Dispatcher
+from .dispatcher import Dispatcher
 from .grants import Grant
+from .scope import CallScope
 
 # Budgets the supervisor does not keep: a run with one of them has its file calls served by Herald.
 HERALD_KEPT_BUDGETS = frozenset({"reply_bytes", "tool_seconds", "bytes_written"})

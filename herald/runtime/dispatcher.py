@@ -30,6 +30,15 @@ Cancellation: a call may carry a `threading.Event` (`call_direct(cancel=...)`, o
 `cancel`). Once it is set, a call not yet started is refused and a running one is asked to stop:
 the handler runs inside `cancellable(event)`, which the persistent shell (so `terminal` on every
 backend) honours by killing the command's tree at once; other tools may poll `current_cancel()`.
+
+Deadlines: a script's call runs under `call_deadline(scope.live_deadline)` (herald/deadlines.py),
+the run's deadline moved on while a person is asked to approve one of its calls. Its wait for
+locks ends there, it checks cancel and deadline again once it holds them (a call of an ended
+run must not act), and tools that wait ask `time_left()`. `CallScope.stop` (the run is over)
+cancels the calls still running and waits, briefly, for every one to have returned.
+
+Memory: a script call's handler runs under `charged_inflight(scope.inflight)`: what a tool loads
+(`inflight.hold_bytes`) counts against the run's cap on bytes in flight until the call ends.
 """
 
 from __future__ import annotations
@@ -39,13 +48,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from .._sandbox.protocol import HEADER, reply_frame
 from ..backends.base import BackendError, pinned_cwd
 from ..backends.shell import CANCEL_POLL_SECONDS, cancellable, foreground_only
-from ..deadlines import DeadlinePassed, call_deadline
+from ..deadlines import DeadlinePassed, call_deadline, check_deadline, time_left
+from ..inflight import InflightBytes, charged_inflight
 from ..policy import Gate, Policy, Verdict
 from ..policy.budgets import Budgets
 from ..spill import SpillBudget, charged_to
@@ -54,6 +63,7 @@ from ..tools.registry import Registry, Tool, ToolContext, ToolError
 from ..tools.resources import KeyedLocks, Resource
 from ..transcript import Transcript, preview
 from .offer import offer_tools
+from .scope import CallScope
 
 log = logging.getLogger(__name__)
 
@@ -88,32 +98,6 @@ def missing_dependency(tool: str, exc: ImportError) -> str:
         f"{tool} cannot run here: the Python package '{module}' is not installed in Herald's "
         f"environment. Install it with: {install} (then start Herald again), or do this without {tool}."
     )
-
-
-@dataclass
-class CallScope:
-    """One script run's (or kernel session's) view of the tools: allow-list and call budget."""
-
-    run_id: str
-    max_calls: int
-    deadline: float | None = None  # time.monotonic() at which the run is stopped
-    calls: int = 0
-    refused: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    # Set when the run is over (interrupted, timed out): calls still running are asked to stop.
-    cancel: threading.Event = field(default_factory=threading.Event)
-    spill: SpillBudget | None = None  # what its spill files (output, tool calls) may still take
-    budgets: Budgets | None = None  # reply bytes, tool seconds, web calls, ... (policy/budgets.py)
-
-    def take(self, past_budget: bool = False) -> bool:
-        """Count a call; False (and counted as refused) past the budget, or when the script's
-        side already counted it past (`past_budget`: its answers' records may still be on the way)."""
-        with self.lock:
-            if past_budget or self.calls >= self.max_calls:
-                self.refused += 1
-                return False
-            self.calls += 1
-            return True
 
 
 class Dispatcher:
@@ -153,9 +137,10 @@ class Dispatcher:
 
     def new_scope(self, max_calls: int, deadline: float | None = None,
                   budgets: Mapping[str, float] | None = None) -> CallScope:
-        spill = SpillBudget(self.ctx.settings.sandbox.max_spill_bytes)
-        return CallScope(run_id=f"run-{next(self._ids)}", max_calls=max_calls, deadline=deadline, spill=spill,
-                         budgets=Budgets(budgets) if budgets else None)
+        limits = self.ctx.settings.sandbox
+        return CallScope(run_id=f"run-{next(self._ids)}", max_calls=max_calls, deadline=deadline,
+                         spill=SpillBudget(limits.max_spill_bytes), budgets=Budgets(budgets) if budgets else None,
+                         inflight=InflightBytes(limits.max_inflight_bytes))
 
     def _available(self) -> str:
         return ", ".join(sorted(self._allowed)) or "none"
@@ -199,10 +184,14 @@ class Dispatcher:
                 "tool calls, so this call was not run. Print what you have and finish, or do the "
                 "rest in another execute_code run.",
             )
-        elif scope.budgets is not None and (exhausted := scope.budgets.before(tool, args)) is not None:
-            reply = _error("BudgetExhausted", exhausted)
         else:
-            reply = self._with_backend_note(self._run(tool, args, scope, scope.cancel, scope.run_id))
+            try:  # taken: it counts as running until done
+                if scope.budgets is not None and (exhausted := scope.budgets.before(tool, args)) is not None:
+                    reply = _error("BudgetExhausted", exhausted)
+                else:
+                    reply = self._with_backend_note(self._run(tool, args, scope, scope.cancel, scope.run_id))
+            finally:
+                scope.done()
         frame = reply_frame(message, reply, echo)
         if tool is not None and scope.budgets is not None and "error" not in reply:
             over = scope.budgets.after(time.perf_counter() - started, len(frame) - HEADER.size)
@@ -291,21 +280,24 @@ class Dispatcher:
                 self._log_policy(run_id, tool.name, bound, verdict)
                 if not verdict.allowed:
                     return {"error": {"type": "PolicyRefused", "message": verdict.message, "rule": verdict.rule}}
-            if scope is not None and scope.deadline is not None and "timeout" in tool.properties:
-                left = max(0.0, scope.deadline - time.monotonic())
-                limit = bound.get("timeout")
-                if limit is None:  # None means the configured command timeout
-                    limit = self.ctx.settings.terminal.timeout
-                bound["timeout"] = min(limit, left)
             if cancel is not None and cancel.is_set():
                 return _interrupted(tool)
-            with self._locks.hold(resources, cancel, CANCEL_POLL_SECONDS) as held:
-                if not held:  # interrupted while another call held what this one touches
+            # Waiting for what another call holds ends at the run's deadline or its cancel.
+            with (call_deadline(scope.live_deadline if scope is not None else None),
+                  self._locks.hold(resources, cancel, CANCEL_POLL_SECONDS) as held):
+                # Checked again once held: the run may have ended while this call waited, and
+                # a call of an ended run must not act (Runtime.execute has returned).
+                if cancel is not None and cancel.is_set():
                     return _interrupted(tool)
+                check_deadline(f"{tool.name} (it waited for another call to free what it touches)")
+                if not held:
+                    return _interrupted(tool)
+                if scope is not None and "timeout" in tool.properties:
+                    _cut_timeout(bound, self.ctx.settings.terminal.timeout)
                 # A script's commands end with their background jobs (shell.foreground_only).
                 with (cancellable(cancel), foreground_only(scope is not None),
                       charged_to(scope.spill if scope is not None else None),
-                      call_deadline(scope.deadline if scope is not None else None)):
+                      charged_inflight(scope.inflight if scope is not None else None)):
                     result = tool.handler(bound, self.ctx)
         except ToolError as exc:
             return _error(exc.error_type, str(exc))
@@ -387,8 +379,15 @@ def _script_fields(tool: Tool | None, reply: dict[str, Any]) -> dict[str, Any]:
     return {"status": result.get("status"), "inner_calls": result.get("tool_calls_made", 0)}
 
 
+def _cut_timeout(bound: dict[str, Any], default: float) -> None:
+    """A `timeout` argument cut to what the run has left (None means the configured one), so no
+    command outlives the run that started it (and holds up the next one)."""
+    limit = bound.get("timeout")
+    bound["timeout"] = time_left(default if limit is None else limit)
+
+
 def _interrupted(tool: Tool) -> dict[str, Any]:
-    return _error("Interrupted", f"{tool.name}: not run: the session was interrupted before it started.")
+    return _error("Interrupted", f"{tool.name}: not run: the run was interrupted or ended before it started.")
 
 
 def _error(kind: str, message: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .dispatcher import CallScope
+from .scope import CallScope
 
 
 @dataclass(eq=False)

@@ -26,6 +26,7 @@ from .grants import Grant, Grants
 from .outcome import OutputListener, build_result, capture_streams
 from .sandbox.contract import SandboxChild
 from .sandbox.result import ExecutionResult
+from .scope import stop_calls
 
 
 @dataclass
@@ -95,6 +96,7 @@ class KernelSessions:
             scope.cancel.set()  # the cell is over: calls it left running stop, later ones are refused
             stdout.close()
             stderr.close()
+            stop_calls(scope)
         if not collected.alive:
             self.stop(name)
         return build_result(

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from ..backends.base import BackendError
 from ..capture import CappedCapture
 from ..config import Settings
-from .dispatcher import CallScope
 from .sandbox.contract import Collected
 from .sandbox.result import ExecutionResult
+from .scope import CallScope
 
 # on_output(stream, data): "stdout" or "stderr", and the bytes as the script produced them.
 OutputListener = Callable[[str, bytes], None]

@@ -10,6 +10,10 @@ Execution policy:
   is leaving (its output flushed, what it started killed): the kernel's teardown of the process
   is not waited for. At the timeout or on `interrupt()` the whole tree gets SIGTERM, then
   SIGKILL after the grace period; whatever survives the child is killed too.
+- When the run ends, its tool calls still running are cancelled and waited for (a short, bounded
+  wait: `scope.stop_calls`); a call that was still waiting for a lock gives up, and one that
+  got it checks the run's cancel and deadline before it acts, so nothing of a run acts after
+  `execute` has returned (only a tool that honours neither, mid-action, could).
 - Kernel sessions (`session="name"`) keep one child and its globals across runs (kernels.py); a
   timeout, interrupt or crash kills it and the result says the state was lost.
 - `exec_mode="backend"` runs the child inside the backend instead (sandbox/backend_child.py): the same
@@ -62,6 +66,7 @@ from .sandbox.isolation import Isolation, shared_root
 from .sandbox.result import ExecutionResult
 from .sandbox.streams import drain_fd
 from .sandbox.stubgen import shared_runtime_package, write_sandbox
+from .scope import stop_calls
 from .selfguard import guard_process
 from .warm import WarmChildren
 
@@ -140,6 +145,7 @@ class Runtime:
                 self._serve,
                 max_concurrency=self._max_parallel,
                 parent_dir=shared_root() if host_mode else None,
+                inflight=lambda grant: grant.scope.inflight,
             )
             undo.callback(self._server.close)
             self._remote: BackendSandbox[Grant] | None = None
@@ -152,6 +158,7 @@ class Runtime:
                     lambda grant, message, echo: self.dispatcher.serve(grant.scope, message, echo),
                     BackendTools(self.dispatcher) if self.settings.sandbox.backend_tools else None,
                     self._backend_isolation(),
+                    inflight=lambda grant: grant.scope.inflight,
                 )
                 undo.callback(self._remote.close)
             self._child_env = sandbox_environ(herald_environ(), self.settings.sandbox.env_passthrough)
@@ -335,6 +342,7 @@ class Runtime:
                 child.kill()
             for capture in captures or ():
                 capture.close()
+            stop_calls(scope)  # none of its calls may act once this returns
         return build_result(collected, scope, stdout, stderr, started, timeout)
 
     def _start_fields(self) -> StartFrame:

@@ -15,6 +15,7 @@ from .._sandbox import textfiles
 from .._sandbox.textfiles import FileMissing, looks_binary, split_lines
 from .._sandbox.walk import SKIP_DIRS, walk_files
 from ..backends.base import call_cwd
+from .guarded import GuardedFiles
 from .registry import Tool, ToolContext, ToolError
 from .resources import path_argument
 
@@ -73,7 +74,8 @@ def similar_paths(ctx: ToolContext, absolute: str, limit: int = 5) -> list[str]:
 
 def _run_core(name: str, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     try:
-        return textfiles.TOOLS[name](ctx.backend, call_cwd(ctx.backend), file_limits(ctx), args)
+        # Guarded: a write checks the run is still on; what a read loads counts against its cap.
+        return textfiles.TOOLS[name](GuardedFiles(ctx.backend, name), call_cwd(ctx.backend), file_limits(ctx), args)
     except FileMissing as missing:
         raise not_found(ctx, missing.path, missing.absolute) from None
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..backends.base import call_cwd, resolve_path
+from ..deadlines import time_left
 
 if TYPE_CHECKING:
     from .registry import ToolContext
@@ -93,7 +94,8 @@ class KeyedLocks:
     """A readers-writer lock per resource key, made on first use and dropped when free.
 
     `hold` takes every key of a call at once (all or none, so two calls never each hold what the
-    other waits for); `cancel`, when set while waiting, gives up and `hold` yields False."""
+    other waits for); `cancel`, when set while waiting, gives up and `hold` yields False, and
+    so does the current call's deadline (herald/deadlines.py) passing while it waits."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
@@ -120,7 +122,10 @@ class KeyedLocks:
                     while not all(self._free(r) for r in wanted):
                         if cancel is not None and cancel.is_set():
                             return False
-                        self._cond.wait(poll if cancel is not None else None)
+                        wait = time_left(poll if cancel is not None else None)
+                        if wait is not None and wait <= 0:  # the run's deadline passed meanwhile
+                            return False
+                        self._cond.wait(wait)
                 finally:
                     self._waiting -= 1
             for r in wanted:

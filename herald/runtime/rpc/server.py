@@ -16,6 +16,11 @@ frame may announce at most MAX_CONTROL_FRAME_BYTES and must be whole within `aut
 seconds of connecting, and at most `max_pending` such connections are served at once (more are
 closed as soon as they are accepted), so strangers hold a bounded amount of memory and threads.
 `serve_call` is how a call becomes a reply frame, here and for in-backend runs alike.
+
+Memory: with `inflight` (the session's InflightBytes, herald/inflight.py), a large call frame is
+admitted when its length is read, before its body is, and counted until its reply is sent; a
+large reply while it is sent (charges.py). A frame that does not fit is read and dropped as it
+comes, never held, and its call gets an `InflightLimit` error saying what to do.
 """
 
 from __future__ import annotations
@@ -28,14 +33,23 @@ import shutil
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from ... import fastjson
 from ..._sandbox import frames
 from ..._sandbox.client import at_unix_path
-from ..._sandbox.protocol import MAX_CONTROL_FRAME_BYTES, FrameReader, ProtocolError, reply_frame
+from ..._sandbox.protocol import (
+    MAX_CONTROL_FRAME_BYTES,
+    FrameReader,
+    ProtocolError,
+    RefusedFrame,
+    reply_frame,
+)
+from ...inflight import FREE_BYTES, InflightBytes
 from ..owned import owned_tempdir
+from . import charges
 from .workers import ConnectionThreads
 
 log = logging.getLogger(__name__)
@@ -88,8 +102,10 @@ class RpcServer(Generic[S]):
         max_pending: int | None = None,
         auth_timeout: float = 5.0,
         parent_dir: str | None = None,
+        inflight: Callable[[S], InflightBytes | None] | None = None,
     ) -> None:
         self._authenticate = authenticate
+        self._inflight = inflight  # a session's cap on bytes held for its calls in flight
         self._auth_timeout = auth_timeout
         self._handle = handle
         self._max_concurrency = max(1, max_concurrency)
@@ -230,7 +246,9 @@ class _Connection(Generic[S]):
         self.session: S | None = None
         self.limit: _RunLimit | None = None
         self.pending = True  # counted among the server's connections waiting to authenticate
-        self._frames = FrameReader(sock, max_first_frame=MAX_CONTROL_FRAME_BYTES)
+        self._frames = FrameReader(sock, max_first_frame=MAX_CONTROL_FRAME_BYTES,
+                                   track_sizes=server._inflight is not None)
+        self._charges: deque[charges.Charge] = deque()  # frames admitted, not yet read whole (reader thread only)
         self._state_lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._running = 0  # its calls running on other threads (_serve_beside)
@@ -247,41 +265,86 @@ class _Connection(Generic[S]):
             assert self.session is not None and self.limit is not None
             handle, session, calls = self.server._handle, self.session, self.limit.calls
             limit = self.limit
+            if self.server._inflight is not None:
+                self._frames.buffer.admit_over = FREE_BYTES
+                self._frames.buffer.admit = self._admit_frame
             while True:
                 # A run's only connection looks for the script's next call a while before
                 # sleeping: in a loop of small calls it comes sooner than a wake-up would.
                 message = self._read(poll=CALL_POLL_SECONDS if limit.connections == 1 else 0.0)
                 if message is None:
                     return
+                charge = self._charges.popleft() if self._frames.last_size else None
+                if isinstance(message, RefusedFrame):
+                    if not self._refuse_frame(message):
+                        return
+                    continue
                 if self._frames.waiting or self._running:  # calls sent together: run them together
                     calls.acquire()
                     with self._state_lock:
                         self._running += 1
-                    self.server._threads.submit(functools.partial(self._serve_beside, handle, session, calls, message))
+                    self.server._threads.submit(
+                        functools.partial(self._serve_beside, handle, session, calls, message, charge))
+                    message = None  # (as below)
                     continue
-                with calls:
-                    frame = serve_call(handle, session, message)
-                self._send(frame)
+                try:
+                    with calls:
+                        frame = serve_call(handle, session, message)
+                    self._send_reply(message, frame)
+                finally:
+                    charges.give_back(charge)
+                # Not kept while the next call is read: its arguments may be large.
+                message = frame = None  # type: ignore[assignment]
         except OSError:
             return
         except Exception:  # never let one connection take its thread (shared by later ones) down
             log.exception("RPC connection failed; closing it")
         finally:
+            while self._charges:  # admitted frames whose bodies never came whole
+                charges.give_back(self._charges.popleft())
             self.close()
             self.server._forget(self)  # again: a close() from elsewhere may have come before _admit
 
     def _serve_beside(self, handle: Handler[S], session: S, calls: threading.BoundedSemaphore,
-                      message: dict[str, Any]) -> None:
+                      message: dict[str, Any], charge: charges.Charge | None) -> None:
         """One of several calls the connection sent together, on a thread of its own (the run's
         cap, `calls`, was taken for it by the reader)."""
         try:
-            self._send(serve_call(handle, session, message))
+            self._send_reply(message, serve_call(handle, session, message))
         except OSError:  # the connection closed meanwhile: nobody waits for this reply
             pass
         finally:
+            charges.give_back(charge)
             calls.release()
             with self._state_lock:
                 self._running -= 1
+
+    def _admit_frame(self, size: int) -> bool:
+        """FrameBuffer.admit: whether a call frame of `size` bytes may be read (charges.py)."""
+        charge = charges.admit(self._budget(), size)
+        if charge is None:
+            return False
+        self._charges.append(charge)
+        return True
+
+    def _budget(self) -> InflightBytes | None:
+        inflight, session = self.server._inflight, self.session
+        return inflight(session) if inflight is not None and session is not None else None
+
+    def _refuse_frame(self, refused: RefusedFrame) -> bool:
+        """Answer a frame that was dropped unread; False (close the connection) when its call id
+        could not be told, so no reply could say which call it was."""
+        self._send(reply_frame(refused, charges.refused_call(self._budget(), refused["size"])))
+        return refused["id"] is not None
+
+    def _send_reply(self, message: dict[str, Any], frame: bytes) -> None:
+        """Send `frame`, the reply to `message`, counted against the run's cap while it is sent."""
+        frame, taken = charges.reply_to_send(self._budget() if len(frame) > FREE_BYTES else None, message, frame)
+        try:
+            self._send(frame)
+        finally:
+            if taken:
+                charges.give_back((self._budget(), taken))
 
     def _send(self, frame: bytes) -> None:
         with self._write_lock:  # replies of calls run beside each other must not interleave
@@ -326,3 +389,4 @@ class _Connection(Generic[S]):
         except OSError:
             pass
         self.sock.close()
+

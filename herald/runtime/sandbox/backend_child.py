@@ -45,6 +45,8 @@ from ..._sandbox.procs import KillClock
 from ..._sandbox.protocol import FrameBuffer, ProtocolError, encode_frame, reply_frame
 from ...backends.base import Channel
 from ...capture import CappedCapture
+from ...inflight import FREE_BYTES, InflightBytes
+from ..rpc import charges
 from ..rpc.server import Handler, serve_call
 from .backend_closer import OPEN_JOIN_SECONDS, close_channel
 from .backend_setup import DIR_GONE, RemoteDirGone
@@ -80,8 +82,11 @@ class BackendChild(Generic[S]):
         tools: LocalGrants[S] | None = None,
         retire: Callable[[Channel, bytes | None], None] = close_channel,
         await_opener: Callable[[threading.Thread], None] = lambda opener: opener.join(OPEN_JOIN_SECONDS),
+        inflight: Callable[[S], InflightBytes | None] | None = None,
     ) -> None:
         self._channel: Channel | None = None
+        self._inflight = inflight  # a run's cap on bytes held for its calls (herald/inflight.py)
+        self._large: dict[int, int] = {}  # id() of a large call read, not yet dispatched -> its body's length
         self._retire = retire  # closes a channel off the result path (backend_closer.py)
         self._await_opener = await_opener  # waits for an opener closed mid-way: it retires what it opens
         self._tools = tools
@@ -93,7 +98,9 @@ class BackendChild(Generic[S]):
         self._handle = handle
         self._pool = pool
         self._where = where
-        self._frames = FrameBuffer()
+        # Frames are read one after another here, so a large one is counted once decoded (admit
+        # only measures): at most one beyond the cap is held before its call is refused.
+        self._frames = FrameBuffer(admit=lambda size: True, admit_over=FREE_BYTES, track_sizes=inflight is not None)
         self._backlog: list[dict[str, Any]] = []  # frames read before collect() wanted them
         self._send_lock = threading.Lock()
         self._session: S | None = None
@@ -161,11 +168,14 @@ class BackendChild(Generic[S]):
             return []
         try:
             messages = self._frames.feed(chunk)
+            sizes, self._frames.sizes = self._frames.sizes, [] if self._frames.sizes is not None else None
         except ProtocolError:
             # Not our protocol: a shell's or the interpreter's own complaint. Keep it to show.
             self._lost(self._frames.pending.decode("utf-8", "replace"))
             return []
-        for message in messages:
+        for message, size in zip(messages, sizes or [0] * len(messages), strict=True):
+            if size and "tool" in message:
+                self._large[id(message)] = size
             kind = message.get("type")
             if kind == frames.READY:
                 self.ready = True
@@ -297,12 +307,25 @@ class BackendChild(Generic[S]):
         self._send(encode_frame(kill))
 
     def _dispatch(self, message: dict[str, Any]) -> None:
+        size = self._large.pop(id(message), 0)
+        budget = self._inflight(self._session) if size and self._inflight and self._session is not None else None
+        charge = charges.admit(budget, size) if budget is not None else None
+        if budget is not None and charge is None:
+            self._reply(message, charges.refused_call(budget, size, message.get("tool")))
+            return
         try:
-            self._pool.submit(self._serve, self._session, message)
+            self._pool.submit(self._serve, self._session, message, charge)
         except RuntimeError:  # the Runtime is closing: its pool takes no more work
+            charges.give_back(charge)
             self._reply(message, {"error": {"type": "ConnectionLost", "message": "Herald is shutting down."}})
 
-    def _serve(self, session: S | None, message: dict[str, Any]) -> None:
+    def _serve(self, session: S | None, message: dict[str, Any], charge: charges.Charge | None = None) -> None:
+        try:
+            self._serve_call(session, message)
+        finally:
+            charges.give_back(charge)
+
+    def _serve_call(self, session: S | None, message: dict[str, Any]) -> None:
         if session is None:
             self._reply(message, {"error": {"type": "ConnectionLost", "message": "This run is over; its tool calls are closed."}})
         elif isinstance(message.get("ran"), dict) and message.get("tool") == "terminal" and self._tools is not None:

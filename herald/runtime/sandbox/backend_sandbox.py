@@ -39,6 +39,7 @@ from ..._sandbox.owners import owner_tag
 from ..._sandbox.protocol import FrameBuffer, ProtocolError, encode_frame
 from ...backends.base import Backend, BackendError, Channel
 from ...config import Settings
+from ...inflight import InflightBytes
 from ..rpc.server import Handler
 from .backend_child import GOODBYE, BackendChild
 from .backend_closer import ChannelCloser, close_channel
@@ -97,11 +98,13 @@ class BackendSandbox(Generic[S]):
         handle: Handler[S],
         tools: LocalGrants[S] | None = None,
         isolation: Callable[[], Isolation] | None = None,
+        inflight: Callable[[S], InflightBytes | None] | None = None,
     ) -> None:
         """`isolation`: what the settings ask for the script there (isolation.request, once the
         backend is reached), settled by the backend's probe in `prepare`; None where the
         container is the boundary."""
         self.backend = backend
+        self._inflight = inflight  # a run's cap on bytes held for its calls (herald/inflight.py)
         self._asked = isolation
         self.isolation = (Isolation("container", f"the {backend.name} container is the boundary") if isolation is None
                           else Isolation(PENDING, "the backend has not been reached yet"))
@@ -343,6 +346,7 @@ class BackendSandbox(Generic[S]):
             tools=self._tools,
             retire=self._retire_supervisor,
             await_opener=self._closer.await_opener,
+            inflight=self._inflight,
         )
 
     def begin_close(self) -> None:
