@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._sandbox.confinement import confine, masked_message
 from ..backends.base import call_cwd, resolve_path
 from ..tools.resources import ANY_FILE, SHELL, Resource
 from .domains import WEB_SCHEMES, domain_matches, metadata_refusal, url_host
@@ -154,9 +155,13 @@ def _host(url: str) -> str:
 class Gate:
     """A Policy applied to one session's backend; `check` once per call."""
 
-    def __init__(self, policy: Policy, backend: Backend, read_roots: Sequence[str] = ()) -> None:
+    def __init__(self, policy: Policy, backend: Backend, read_roots: Sequence[str] = (),
+                 own_files: Sequence[str] = ()) -> None:
         self.policy = policy
         self.read_roots = tuple(read_roots)  # also readable (Herald's spill files, on this machine)
+        self.own_files = tuple(own_files)  # Herald's config and data (paths.herald_files): masked
+        # Masks hold whatever the profile on this machine; on a remote one, under a confining profile.
+        self._masks_always = backend.name == "local"
         self.backend = backend
         self._workspace: Workspace | None = None
         self._lock = threading.Lock()
@@ -168,7 +173,7 @@ class Gate:
         if self._workspace is None:
             with self._lock:
                 if self._workspace is None:
-                    self._workspace = Workspace(self.backend, self.policy.roots, self.read_roots)
+                    self._workspace = Workspace(self.backend, self.policy.roots, self.read_roots, self.own_files)
         return self._workspace
 
     def described_roots(self) -> tuple[str, ...]:
@@ -199,16 +204,38 @@ class Gate:
     def check(self, tool: Tool, args: dict[str, Any], ctx: ToolContext, origin: str,
               touches: list[Resource] | None = None) -> Verdict | None:
         """None when the call may run without a record; else the verdict to log (and to refuse
-        with unless `allowed`). `touches` is `tool.resources(args, ctx)` when the caller has it."""
+        with unless `allowed`). `touches` is `tool.resources(args, ctx)` when the caller has it.
+        The call's confinement is set for the backend to apply to what it opens (inside the
+        Dispatcher's per-call scope): the workspace and masks, or for a call a rule or the full
+        profile lifted, the masks alone."""
         if tool.runs_scripts:
             return None  # its script's calls come back through here one by one
         policy = self.policy
-        if self._workspace is None and (policy.profile != FULL or policy.rules):
+        if self._workspace is None and (policy.profile != FULL or policy.rules or self._masks_always):
             # Fixed by the session's first call, before any `cd` could move the shell.
             _ = self.workspace
+        verdict = self._check(tool, args, ctx, origin, touches)
+        workspace = self._workspace
+        if workspace is not None and (verdict is None or verdict.allowed):
+            lifted = policy.profile == FULL or verdict is not None
+            if not lifted:
+                confine(workspace.confined)
+            elif self._masks_always:
+                confine(workspace.masks_only)
+        return verdict
+
+    def _check(self, tool: Tool, args: dict[str, Any], ctx: ToolContext, origin: str,
+               touches: list[Resource] | None) -> Verdict | None:
+        policy = self.policy
         shell = self._is_shell(tool)
         command = args.get("command") if shell and isinstance(args.get("command"), str) else None
         paths = [] if shell else self._paths(tool, args, tool.resources(args, ctx) if touches is None else touches)
+        located: dict[str, tuple[str, str | None]] = {}
+        if paths and self._masks_always:  # each path resolved once, for the masks and the profile
+            located = {p: self.workspace.locate(p, reading=not tool.mutates) for p in paths}
+            refusal = self._masked(tool, located)
+            if refusal is not None:
+                return refusal
         urls = _urls(args)
         lifted: Verdict | None = None
         if policy.rules:
@@ -232,7 +259,18 @@ class Gate:
             return refusal
         if lifted is not None:
             return lifted
-        return self._profile(tool, command, paths)
+        return self._profile(tool, command, paths, located)
+
+    def _masked(self, tool: Tool, located: dict[str, tuple[str, str | None]]) -> Verdict | None:
+        """Refused when a path leads into a mask (Herald's files, credential stores: paths.py),
+        whatever the profile and rules; only policy.roots can lift a mask."""
+        workspace = self.workspace
+        for path, where in located.items():
+            leads = workspace.masked(path, reading=not tool.mutates, located=where)
+            if leads is not None:
+                return Verdict(False, "refused", "masks: Herald's files and credential stores",
+                               f"{tool.name} refused: {masked_message(path, leads)}")
+        return None
 
     def _rule(self, tool: Tool, command: str | None, paths: list[str], urls: list[str]) -> Rule | None:
         matched: dict[str, Rule] = {}
@@ -304,7 +342,8 @@ class Gate:
                                "policy.allowed_domains.")
         return None
 
-    def _profile(self, tool: Tool, command: str | None, paths: list[str]) -> Verdict | None:
+    def _profile(self, tool: Tool, command: str | None, paths: list[str],
+                 located: dict[str, tuple[str, str | None]]) -> Verdict | None:
         profile = self.policy.profile
         if profile == READ_ONLY and tool.mutates:
             if command is not None:
@@ -324,7 +363,7 @@ class Gate:
         workspace = self.workspace if paths else None
         for path in paths:
             assert workspace is not None
-            outside = workspace.outside(path, reading=not tool.mutates)
+            outside = workspace.outside(path, reading=not tool.mutates, located=located.get(path))
             if outside is not None:
                 where = path if outside == path else f"{path} leads to {outside}, which is"
                 return Verdict(False, "refused", f"profile {profile}: workspace roots",
