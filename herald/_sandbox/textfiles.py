@@ -31,6 +31,7 @@ class Files(Protocol):
 
 BINARY_SNIFF_BYTES = 8192
 MAX_DIFF_CHARS = 20000
+REFUSED = "PolicyRefused"  # the error type of a path out of the call's reach, as the policy's refusals
 LIMIT_KEYS = ("read_max_bytes", "read_max_line_chars", "read_max_chars")  # of the files settings
 
 
@@ -115,7 +116,7 @@ def load(files: Files, limits: Mapping[str, int], prefix: str, path: str, absolu
 def refused(prefix: str, exc: Refused, more: str = "") -> ToolError:
     """A path that led out of the call's reach when the tool opened it (a link swapped after the
     policy's check, a mask): refused in the policy's words."""
-    return ToolError("%s%s%s" % (prefix, exc.message, more), "PolicyRefused")
+    return ToolError("%s%s%s" % (prefix, exc.message, more), REFUSED)
 
 
 def read_file(files: Files, cwd: str, limits: Mapping[str, int], args: Mapping[str, Any]) -> Dict[str, Any]:
