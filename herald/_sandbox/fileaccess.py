@@ -9,6 +9,12 @@ Reading trusts nothing about the file: a script may point a tool at a FIFO (an o
 for ever), a device (/dev/zero never ends, and reports size 0) or a file that grows while it is
 read. So `read_bytes` reads regular files only, checked on the opened file, and never more than
 its limit + 1 bytes.
+
+Nor does it trust a path to lead tomorrow where it led when the policy looked: each operation
+resolves its path once (an open that follows links, or for a write the parent directory's) and
+acts on that descriptor, after checking where the kernel says it is against the call's
+confinement (confinement.py). A link swapped in between changes nothing: what was checked is
+what is read, written or listed.
 """
 
 from __future__ import annotations
