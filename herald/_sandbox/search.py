@@ -8,10 +8,12 @@ directories of walk.SKIP_DIRS, honour .gitignore (and .ignore, .rgignore; ignore
 rules), sort by path like `rg --sort=path` and cut long lines alike. Globs (file_glob, and
 target='files' patterns) mean what globs.py says, anchored at the searched directory.
 
-Both search the directory as opened once and checked (`held_dir`): ripgrep runs with that
-descriptor as its working directory (/proc/PID/fd/N) and follows no links out of it, the walk's
-every listing and read is checked on what it opened (fileaccess.py), and results in a mask
-(confinement.py) are dropped, whichever engine found them.
+Both search the directory as opened once and checked (`held_dir`): ripgrep's shell enters it
+and, before ripgrep starts, checks that the directory it is in really is the one checked (its
+physical path, from the kernel: a link swapped in between fails that, and the search is refused);
+ripgrep follows no links out of it. The walk's every listing and read is checked on what it
+opened (fileaccess.py), and results in a mask (confinement.py) are dropped, whichever engine
+found them.
 
 ripgrep runs in the searched directory, so its paths are relative to it as the globs are. It
 is told a narrowing that selects at least the matching files (see `_narrowing`), and its output
@@ -31,7 +33,18 @@ import os
 import posixpath
 import re
 import threading
-from typing import Any, Callable, ContextManager, Dict, Iterator, List, Optional, Protocol, Tuple
+from typing import (
+    Any,
+    Callable,
+    ContextManager,
+    Dict,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Tuple,
+)
 
 from .confinement import Confinement, Refused
 from .deadline import Deadline
@@ -58,6 +71,7 @@ RG_SKIP = " ".join("--glob %s" % shell_quote(g) for g in ["!.*"] + ["!%s/" % nam
 RG_TYPE = "heraldglob"  # the file type that carries the glob narrowing
 SEARCH_TIMEOUT = 120.0  # a direct call's limit; a script's call gets at most what its run has left
 PROBE_TIMEOUT = 10.0
+MOVED = "herald-search-dir-moved"  # the last line of a ripgrep command whose directory was swapped
 TOO_SLOW = (
     "Narrow the search: a smaller path, a file_glob, or a simpler pattern (nested repeats such as "
     "(a+)+ can take exponential time); or pass a larger timeout."
@@ -100,27 +114,34 @@ class Place(Protocol):
         """Run a bash command line (pipes and all); out of time, kill it with all it started."""
         ...
 
-    def held(self, directory: str) -> ContextManager[Tuple[str, Callable[[str], bool]]]:
-        """The directory to search, held for the search: (where ripgrep runs, whether a path
-        relative to it may be shown). Refused when it is out of the call's reach."""
+    def held(self, directory: str) -> ContextManager["Held"]:
+        """The directory to search, held for the search. Refused when it is out of the call's reach."""
         ...
 
 
 Visible = Callable[[str], bool]
 
 
+class Held(NamedTuple):
+    """A directory held for a search."""
+
+    workdir: str  # where ripgrep runs
+    visible: Visible  # whether a path relative to it may be shown (not in a mask)
+    place: Optional[str]  # the physical path ripgrep's directory must have (None: not checked here)
+
+
 @contextlib.contextmanager
-def held_dir(directory: str, confinement: Optional[Confinement]) -> Iterator[Tuple[str, Visible]]:
-    """`directory` opened once and checked (links followed, then where it really is): its
-    descriptor as a working directory any process of this user can enter (/proc/PID/fd/N), and
-    which paths below it lie outside `confinement`'s masks."""
+def held_dir(directory: str, confinement: Optional[Confinement]) -> Iterator[Held]:
+    """`directory` opened once and checked (links followed, then where it really is), held
+    while the search runs: ripgrep's shell enters its physical path and checks it is still
+    there (`Held.place`); the walk checks each thing it opens."""
     fd, place = open_dir(directory, confinement)
     try:
         if confinement is None or not confinement.masked:
-            yield "/proc/%d/fd/%d" % (os.getpid(), fd), everything
+            yield Held(place, everything, place)
         else:
             base = place.rstrip("/")
-            yield "/proc/%d/fd/%d" % (os.getpid(), fd), lambda rel: not confinement.is_masked(base + "/" + rel, False)
+            yield Held(place, lambda rel: not confinement.is_masked(base + "/" + rel, False), place)
     finally:
         os.close(fd)
 
@@ -190,17 +211,18 @@ def search_files(place: Place, args: Dict[str, Any]) -> Dict[str, Any]:
     # file the directory holding it (ripgrep is handed that file as `start`).
     base, start = (root, ".") if info.is_dir else (posixpath.dirname(root), "./" + posixpath.basename(root))
     try:
-        with place.held(base) as (workdir, visible):
-            return _search(place, args, info.is_dir, root, base, start, workdir, visible, globs, deadline)
+        with place.held(base) as held:
+            return _search(place, args, info.is_dir, root, base, start, held, globs, deadline)
     except Refused as exc:
         raise ToolError("search_files: %s" % exc.message, REFUSED) from None
     except (FileNotFoundError, NotADirectoryError):
         raise ToolError("search_files: path %s does not exist (cwd is %s)." % (args["path"], cwd), "FileNotFound") from None
 
 
-def _search(place: Place, args: Dict[str, Any], is_dir: bool, root: str, base: str, start: str, workdir: str,
-            visible: Visible, globs: List[Glob], deadline: Deadline) -> Dict[str, Any]:
-    """search_files in `base`, held as `workdir`, once its arguments were checked."""
+def _search(place: Place, args: Dict[str, Any], is_dir: bool, root: str, base: str, start: str, held: Held,
+            globs: List[Glob], deadline: Deadline) -> Dict[str, Any]:
+    """search_files in `base`, `held`, once its arguments were checked."""
+    visible = held.visible
     pattern, target, limit, offset, cwd = args["pattern"], args["target"], args["limit"], args["offset"], place.cwd
 
     def keep(relative: str) -> bool:
@@ -208,7 +230,7 @@ def _search(place: Place, args: Dict[str, Any], is_dir: bool, root: str, base: s
 
     wanted = offset + limit + 1  # one extra tells whether there is a next page
     engine = "ripgrep" if use_ripgrep(place, deadline) else "python"
-    search = _Search(place, base, workdir, globs, keep, offset, wanted, not is_dir, deadline)
+    search = _Search(place, base, held, globs, keep, offset, wanted, not is_dir, deadline)
     if target == "files":
         files: Optional[List[str]] = None
         first = 0  # files[i] is result number first + i
@@ -282,10 +304,16 @@ class _Search:
     """One search's ripgrep runs: the command lines and the filtering of what comes back."""
 
     def __init__(
-        self, place: Place, base: str, workdir: str, globs: List[Glob], keep: Callable[[str], bool], offset: int,
+        self, place: Place, base: str, held: Held, globs: List[Glob], keep: Callable[[str], bool], offset: int,
         wanted: int, single_file: bool, deadline: Deadline,
     ) -> None:
-        self.place, self.base, self.workdir, self.globs, self.keep = place, base, workdir, globs, keep
+        self.place, self.base, self.globs, self.keep = place, base, globs, keep
+        self.workdir = held.workdir
+        # Before ripgrep: is the shell's directory, physically, the one held? (`cd -P .` sets
+        # $PWD from the kernel's getcwd; no process is started for it.)
+        self.guard = "" if held.place is None else (
+            "{ builtin cd -P . && [ \"$PWD\" = %s ]; } || { printf '\\n%%s' %s; exit; }; "
+            % (shell_quote(held.place), MOVED))
         self.offset, self.wanted, self.single_file, self.deadline = offset, wanted, single_file, deadline
 
     def ripgrep(self, command: Callable[[str], str]) -> Optional[Tuple[List[str], int]]:
@@ -333,7 +361,8 @@ class _Search:
         place, deadline = self.place, self.deadline
         window = " | head -n %d" % stop + (" | tail -n +%d" % (skip + 1) if skip else "")
         deadline.check()
-        result = place.run("%s 2>/dev/null%s; printf '\\n%%s' \"${PIPESTATUS[0]}\"" % (command, window), deadline.left(), self.workdir)
+        result = place.run("%s%s 2>/dev/null%s; printf '\\n%%s' \"${PIPESTATUS[0]}\"" % (self.guard, command, window),
+                           deadline.left(), self.workdir)
         if result.timed_out or deadline.cancelled:  # cut short: what came back is not the answer
             error = deadline.expired_error()
             if result.note:  # killing rg took the session's shell with it: say what is kept
@@ -346,11 +375,15 @@ class _Search:
         if result.truncated:
             return None
         body, _, status = result.output.rpartition("\n")
+        if status == MOVED:
+            raise Refused(self.base, "%s was moved or replaced while it was searched (it no longer leads where it "
+                                     "was checked); the search is refused. Search it again." % self.base)
         code = int(status) if status.strip().isdigit() else result.exit_code
         lines = [line for line in body.split("\n") if line]
         if code == 2 and not lines:
             deadline.check()
-            why = place.run("%s 2>&1 >/dev/null | head -c 1000" % command, min(60.0, deadline.left()), self.workdir).output.strip()
+            why = place.run("%s%s 2>&1 >/dev/null | head -c 1000" % (self.guard, command), min(60.0, deadline.left()),
+                            self.workdir).output.strip()
             # Unreadable files or directories ("... (os error 13)") are skipped, as the walk does.
             problems = [line for line in why.splitlines() if "(os error" not in line]
             if problems:

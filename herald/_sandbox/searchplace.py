@@ -21,12 +21,12 @@ import signal
 import subprocess
 import threading
 import time
-from typing import Any, ContextManager, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, ContextManager, Dict, List, NamedTuple, Optional
 
 from .confinement import Confinement
 from .ignorefiles import Tree
 from .pysearch import Popen
-from .search import Visible, held_dir
+from .search import Held, held_dir
 from .walk import OsTree
 
 POLL_SECONDS = 0.05  # how often a wait for ripgrep looks at the run's cancel event
@@ -58,7 +58,7 @@ class SupervisorPlace:
         self._bin = str(spec.get("bin") or "bash")
         self._cap = int(spec["max_output_bytes"])
 
-    def held(self, directory: str) -> ContextManager[Tuple[str, Visible]]:
+    def held(self, directory: str) -> ContextManager[Held]:
         return held_dir(directory, self._confinement)
 
     def run(self, command: str, timeout: float, workdir: Optional[str] = None) -> ShellRan:

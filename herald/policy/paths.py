@@ -135,16 +135,9 @@ class Workspace:
         return resolved in self.roots or resolved.startswith(self._read_prefixes if reading else self._prefixes)
 
     def locate(self, path: str, *, reading: bool = False) -> tuple[str, str | None]:
-        """(the absolute path the tool will open, where it leads or None): for `masked` and
+        """(the absolute path the tool will open, where it leads or None): for the masks and
         `outside` on one path without resolving it twice."""
         return self._locate(path, reading)
-
-    def masked(self, path: str, *, reading: bool = False, located: tuple[str, str | None] | None = None) -> str | None:
-        """Where `path` leads when that is in a mask (see the module's docstring), else None."""
-        resolved = (located or self._locate(path, reading))[1]
-        if resolved is not None and self.masks_only.is_masked(resolved, not reading):
-            return resolved
-        return None
 
     def outside(self, path: str, *, reading: bool = False, located: tuple[str, str | None] | None = None) -> str | None:
         """None when `path` is inside a root (or, `reading`, a read root), else where it leads

@@ -231,11 +231,14 @@ class Gate:
         command = args.get("command") if shell and isinstance(args.get("command"), str) else None
         paths = [] if shell else self._paths(tool, args, tool.resources(args, ctx) if touches is None else touches)
         located: dict[str, tuple[str, str | None]] = {}
+        # Masks first: whatever the profile and rules, only policy.roots lifts one (paths.py).
         if paths and self._masks_always:  # each path resolved once, for the masks and the profile
-            located = {p: self.workspace.locate(p, reading=not tool.mutates) for p in paths}
-            refusal = self._masked(tool, located)
-            if refusal is not None:
-                return refusal
+            workspace, reading = self.workspace, not tool.mutates
+            for path in paths:
+                where = located[path] = workspace.locate(path, reading=reading)
+                if where[1] is not None and workspace.masks_only.is_masked(where[1], not reading):
+                    return Verdict(False, "refused", "masks: Herald's files and credential stores",
+                                   f"{tool.name} refused: {masked_message(path, where[1])}")
         urls = _urls(args)
         lifted: Verdict | None = None
         if policy.rules:
@@ -260,17 +263,6 @@ class Gate:
         if lifted is not None:
             return lifted
         return self._profile(tool, command, paths, located)
-
-    def _masked(self, tool: Tool, located: dict[str, tuple[str, str | None]]) -> Verdict | None:
-        """Refused when a path leads into a mask (Herald's files, credential stores: paths.py),
-        whatever the profile and rules; only policy.roots can lift a mask."""
-        workspace = self.workspace
-        for path, where in located.items():
-            leads = workspace.masked(path, reading=not tool.mutates, located=where)
-            if leads is not None:
-                return Verdict(False, "refused", "masks: Herald's files and credential stores",
-                               f"{tool.name} refused: {masked_message(path, leads)}")
-        return None
 
     def _rule(self, tool: Tool, command: str | None, paths: list[str], urls: list[str]) -> Rule | None:
         matched: dict[str, Rule] = {}

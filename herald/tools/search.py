@@ -41,12 +41,11 @@ class BackendPlace:
         return self._backend.run(command, timeout=timeout, workdir=workdir)
 
     @contextlib.contextmanager
-    def held(self, directory: str) -> Iterator[tuple[str, core.Visible]]:
+    def held(self, directory: str) -> Iterator[core.Held]:
         """On this machine, the directory opened once and checked against the call's
-        confinement (the session's shell, of this user, enters it by its descriptor); a remote
-        backend searches where the policy pinned the path (backends/realpath.py)."""
+        confinement (core.held_dir); a remote backend's search goes by the path."""
         if self._backend.name != "local":
-            yield directory, core.everything
+            yield core.Held(directory, core.everything, None)
             return
         with core.held_dir(directory, call_confinement()) as held:
             yield held

@@ -27,6 +27,10 @@ from typing import Any
 import pytest
 
 from herald import Runtime
+from herald._sandbox.confinement import Confinement
+from herald._sandbox.search import search_files
+from herald._sandbox.searchplace import ShellRan, SupervisorPlace
+from herald._sandbox.toolcore import ToolError
 from herald.tools.resources import Resource
 from tests.fixtures.users import User
 
@@ -240,3 +244,37 @@ def test_a_link_swapped_while_the_call_waits_behind_a_patch_is_refused(
         assert "outside the workspace" in reply["error"]["message"], reply
         assert outside.secret not in json.dumps(reply)
         outside.assert_untouched()
+
+
+class _SwappingPlace(SupervisorPlace):
+    """A search place whose directory is replaced by a link out, under ripgrep's feet: after the
+    search held and checked it, before each ripgrep command runs (the attacker's best moment)."""
+
+    def __init__(self, searched: Path, outside: Path, confinement: Confinement) -> None:
+        spec = {"python_only": False, "bin": "bash", "max_output_bytes": 1 << 20, "timeout": 60.0}
+        super().__init__(spec, 1 << 20, str(searched.parent), {}, threading.Lock(), threading.Event(), confinement)
+        self.searched, self.outside, self.swaps = searched, outside, 0
+
+    def run(self, command: str, timeout: float, workdir: str | None = None) -> ShellRan:
+        if "--version" not in command and not self.searched.is_symlink():
+            self.searched.rename(self.searched.with_name("moved-away"))
+            self.searched.symlink_to(self.outside)
+            self.swaps += 1
+        return super().run(command, timeout, workdir)
+
+
+@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep is not installed: the ripgrep engine cannot run here")
+@pytest.mark.parametrize("target", ["content", "files"])
+def test_ripgrep_never_searches_a_directory_swapped_after_it_was_checked(workspace: Path, outside: Outside,
+                                                                         target: str) -> None:
+    searched = workspace / "safe"
+    searched.mkdir()
+    (searched / "h.txt").write_text("harmless line\n")
+    confinement = Confinement([str(workspace)], [str(workspace)])
+    place = _SwappingPlace(searched, outside.dir, confinement)
+    args = {"pattern": outside.secret if target == "content" else "*", "target": target, "file_glob": None,
+            "limit": 50, "offset": 0, "timeout": 60.0, "path": "safe"}
+    with pytest.raises(ToolError) as refused:
+        search_files(place, args)
+    assert place.swaps >= 1 and refused.value.error_type == "PolicyRefused", refused.value
+    assert outside.secret not in str(refused.value) and "inner.txt" not in str(refused.value)
