@@ -11,6 +11,15 @@ Profiles:
   browser never reach link-local or metadata addresses, and only `allowed_domains` when set.
 - `full`: no confinement.
 
+Masks, whatever the profile and rules, on the local backend: Herald's own files (config, data,
+spill files for writing) and the credential stores the script's isolation hides are out of
+reach of file tools; an entry of `policy.roots` inside a mask lifts it there (paths.py).
+
+The check and the tool's work are two steps: the Gate gives each call its confinement (the
+workspace and masks; the masks alone for a call the full profile or a rule lifted), and the
+local backend applies it to the object it opens, after the call's locks are held
+(_sandbox/confinement.py): a link swapped in between leads nowhere.
+
 Which calls are file, command or web calls is read from the tool, not its name: the files it
 `touches` (or a `path` argument), the shell it touches (with a `command` argument), its `url` /
 `urls` arguments. Rules (rules.py) decide first: deny, then ask, then allow. A call that no rule
@@ -114,6 +123,8 @@ class Policy:
             if self.allowed_domains:
                 text += f", and only these domains: {', '.join(self.allowed_domains)}"
             text += "."
+        text += (" On this machine file tools never touch Herald's own files or credential stores (~/.ssh, "
+                 "~/.aws, ~/.netrc, ...), whatever the profile.")
         if self.rules:
             text += " Rules: " + "; ".join(str(r) for r in self.rules) + "."
         return text
