@@ -19,6 +19,7 @@
     fuzzy.py       patch's matching: exact, then forgiving whitespace and indentation
     toolcore.py    ToolError, the argument check against a tool's schema, transcript previews
     fileaccess.py  OS-level reads and writes (the local backend's, the supervisor's), the reader's rules
+    confinement.py where a file tool may act (workspace roots, masks), checked on what it opened
     realpaths.py   where a path leads, symlinks followed (Herald's policy, the grants' root checks)
     selfserve.py   host mode: the file reads a script's own process answers from its run's grant
     stubcache.py   the zygote's one import of each sandbox directory's hermes_tools

@@ -18,7 +18,7 @@ from .fileaccess import OsFiles, resolve_path
 from .localshell import EMPTY_COMMAND, LocalShell, Overflow, ShellGone
 from .localtools import Done
 from .protocol import HEADER, ProtocolError, encode_frame
-from .textfiles import TOOLS, FileMissing
+from .textfiles import REFUSED, TOOLS, FileMissing
 from .toolcore import ToolError, bind_arguments, preview
 
 
@@ -62,7 +62,7 @@ class Workers:
 
     def _run(self, call: Dict[str, Any], spec: Dict[str, Any], grant: Dict[str, Any], cwd: str) -> None:
         name = call["tool"]
-        files = BackendFiles(int(grant["files"]["read_max_bytes"]))
+        files = BackendFiles(int(grant["files"]["read_max_bytes"]), grant.get("confinement"))
         started = time.perf_counter()
         extra: Dict[str, Any] = {}
         try:
@@ -83,6 +83,8 @@ class Workers:
                     finally:
                         self._release(key)
             except ToolError as exc:
+                if exc.error_type == REFUSED:
+                    raise HandOver() from None  # a path that led out of reach: Herald's Gate words it
                 reply = {"error": {"type": exc.error_type, "message": str(exc)}}
             frame = encode_frame(dict(reply, id=call.get("id")))
         except Overflow as over:  # Herald caps it and keeps the spill file: the answer is its
@@ -138,7 +140,8 @@ class Workers:
         limit = time_limit(bound, spec)
         if limit is None:
             raise HandOver()  # no run deadline and no timeout: Herald decides what that means
-        place = SupervisorPlace(spec, read_max_bytes, cwd, self._search_cache, self._search_lock, self._closed)
+        place = SupervisorPlace(spec, read_max_bytes, cwd, self._search_cache, self._search_lock, self._closed,
+                                grant.get("confinement"))
         return search_files(place, dict(bound, timeout=limit))
 
     def follow(self, cwd: str) -> None:

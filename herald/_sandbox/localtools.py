@@ -11,7 +11,9 @@ run's start frame (and each kernel cell's code frame), under the key "tools":
      "max_calls": n,               the run's call budget
      "cwd": "/dir",                the session's current directory (updated by CWD frames)
      "files": {"read_max_bytes", "read_max_line_chars", "read_max_chars"},
-     "roots"?: {"write": ["/dir/"], "read": [...]},   under a confining profile: the workspace
+     "roots"?: {"write": ["/dir/"], "read": [...], "masked"?, "unmasked"?, "unmasked_read"?},
+                                   the call's confinement (confinement.py): under a confining
+                                   profile the workspace, and on the local backend the masks
      "shell"?: {"state_path", "cwd", "has_state", "bin", "max_output_bytes", "timeout", "time_left"},
                                    with "terminal" in "local": the session shell to share (localshell.py)
      "search"?: {"python_only", "bin", "max_output_bytes", "timeout", "time_left"}}
@@ -23,9 +25,11 @@ Policy, in the Dispatcher's order (herald/runtime/dispatcher.py):
   running here have reported, then goes to Herald, whose count then matches this one and which
   refuses it with its usual message. (Herald counts each call it serves and each record below,
   so its count never runs ahead of this one and it never refuses what was counted here.)
-- Under a confining profile ("roots"), a call whose path (or its schema's default path, for
-  search_files ".") lies outside the workspace, as written or where its symlinks lead, goes to
-  Herald, whose policy decides (and refuses in its words).
+- With "roots", a call whose path (or its schema's default path, for search_files ".") lies
+  outside the workspace or in a mask as written goes to Herald, whose policy decides (and
+  refuses in its words). Where it leads is checked on the object the tool opens, after the
+  call's turn came (fileaccess.py, confinement.py): a path whose links lead out goes to Herald
+  then, before anything was read or written.
 - A tool in "local" has its arguments bound here (toolcore.bind_arguments, the same messages),
   then runs on a worker thread with the tool core (textfiles.py) over OsFiles; calls touching
   the same path take turns; `search_files` runs the search core (search.py) over the same files,
@@ -51,7 +55,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .realpaths import real_path
+from .confinement import Confinement
 
 # The tools the core can run (textfiles.TOOLS, the terminal, the search): those modules and the
 # workers (localcall.py) are imported by `load`, once the script is starting, so that a
@@ -91,6 +95,8 @@ class LocalTools:
         self.calls = 0
         if self.grant is not None:
             self.cwd = self.grant["cwd"]
+            roots = self.grant.get("roots")
+            self.grant["confinement"] = None if roots is None else Confinement.from_wire(roots)
             for timed in (self.grant.get("shell"), self.grant.get("search")):
                 if timed is not None and timed.get("time_left") is not None:
                     timed["deadline"] = time.monotonic() + timed["time_left"]
@@ -131,8 +137,9 @@ class LocalTools:
             path = spec["properties"].get("path", {}).get("default")
         if isinstance(path, str) and path.startswith("~"):
             return False  # the backend's HOME: Herald's backend expands it
-        roots = grant.get("roots")
-        if roots is not None and isinstance(path, str) and not inside_roots(path, self.cwd, roots, bool(spec.get("writes"))):
+        confinement = grant.get("confinement")
+        if confinement is not None and isinstance(path, str) and not inside_roots(
+                path, self.cwd, confinement, bool(spec.get("writes"))):
             return False  # Herald's policy decides (and refuses in its words)
         self.in_flight += 1
         self.load()
@@ -193,23 +200,12 @@ def resolved_grant(grant: Any, specs: Dict[str, Any]) -> Optional[Dict[str, Any]
     return grant if _valid(grant) else None
 
 
-def inside_roots(path: str, cwd: str, roots: Dict[str, List[str]], writes: bool,
-                 resolve: Callable[[str], str] = real_path) -> bool:
-    """Whether `path` is inside the workspace roots both as written and where its symlinks lead
-    (the roots are "/dir/" prefixes, with the read-only ones when the tool only reads), and
-    outside the roots' "masked" ones, if any (host mode: what the script's isolation hides)."""
-    prefixes = tuple(roots["write" if writes else "read"])
-    masked = tuple(roots.get("masked", ()))
+def inside_roots(path: str, cwd: str, confinement: Confinement, writes: bool) -> bool:
+    """Whether `path`, as written (relative to `cwd`), is within reach of `confinement`: a quick
+    look that sends what is plainly out to Herald at once. Where its links lead is checked by
+    the file operation on what it opens (fileaccess.py)."""
     full = posixpath.normpath(posixpath.join(cwd, path))
-    where = full.rstrip("/") + "/"
-    if not where.startswith(prefixes) or (masked and where.startswith(masked)):
-        return False
-    try:
-        leads = resolve(full)
-    except (ValueError, OSError):  # a NUL byte, a symlink loop
-        return False
-    where = leads.rstrip("/") + "/"
-    return where.startswith(prefixes) and not (masked and where.startswith(masked))
+    return "\0" not in full and confinement.refusal(full, full, writes) is None
 
 
 def valid_specs(specs: Any) -> bool:
@@ -240,7 +236,8 @@ def _valid(grant: Any) -> bool:
             isinstance(g["search"].get(k), t) for k, t in (("python_only", bool), ("bin", str), ("max_output_bytes", int),
                                                            ("timeout", (int, float)), ("time_left", (int, float, type(None)))))),
         lambda g: g.get("roots") is None or (isinstance(g["roots"], dict) and "write" in g["roots"]
-                                             and "read" in g["roots"] and all(_prefixes(g["roots"].get(k, []))
-                                                                              for k in ("write", "read", "masked"))),
+                                             and "read" in g["roots"] and all(_prefixes(g["roots"].get(k, [])) for k in
+                                                                              ("write", "read", "masked", "unmasked",
+                                                                               "unmasked_read"))),
     ]
     return all(check(grant) for check in checks)

@@ -8,6 +8,13 @@ directories of walk.SKIP_DIRS, honour .gitignore (and .ignore, .rgignore; ignore
 rules), sort by path like `rg --sort=path` and cut long lines alike. Globs (file_glob, and
 target='files' patterns) mean what globs.py says, anchored at the searched directory.
 
+Both search the directory as opened once and checked (`held_dir`): ripgrep's shell enters it
+and, before ripgrep starts, checks that the directory it is in really is the one checked (its
+physical path, from the kernel: a link swapped in between fails that, and the search is refused);
+ripgrep follows no links out of it. The walk's every listing and read is checked on what it
+opened (fileaccess.py), and results in a mask (confinement.py) are dropped, whichever engine
+found them.
+
 ripgrep runs in the searched directory, so its paths are relative to it as the globs are. It
 is told a narrowing that selects at least the matching files (see `_narrowing`), and its output
 is filtered with the same matcher the Python engine uses; the caller's glob is never passed as
@@ -21,18 +28,32 @@ over files.read_max_bytes.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import posixpath
 import re
 import threading
-from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple
+from typing import (
+    Any,
+    Callable,
+    ContextManager,
+    Dict,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Tuple,
+)
 
+from .confinement import Confinement, Refused
 from .deadline import Deadline
-from .fileaccess import resolve_path
+from .fileaccess import open_dir, resolve_path
 from .globs import Glob, GlobError, compile_glob, name_glob
 from .ignorefiles import Reach, Tree
 from .pysearch import Popen, find_files, find_matches
 from .shellscript import shell_quote
-from .textfiles import display_path
+from .textfiles import REFUSED, display_path
 from .toolcore import ToolError
 from .walk import SKIP_DIRS
 
@@ -50,6 +71,7 @@ RG_SKIP = " ".join("--glob %s" % shell_quote(g) for g in ["!.*"] + ["!%s/" % nam
 RG_TYPE = "heraldglob"  # the file type that carries the glob narrowing
 SEARCH_TIMEOUT = 120.0  # a direct call's limit; a script's call gets at most what its run has left
 PROBE_TIMEOUT = 10.0
+MOVED = "herald-search-dir-moved"  # the last line of a ripgrep command whose directory was swapped
 TOO_SLOW = (
     "Narrow the search: a smaller path, a file_glob, or a simpler pattern (nested repeats such as "
     "(a+)+ can take exponential time); or pass a larger timeout."
@@ -92,6 +114,41 @@ class Place(Protocol):
         """Run a bash command line (pipes and all); out of time, kill it with all it started."""
         ...
 
+    def held(self, directory: str) -> ContextManager["Held"]:
+        """The directory to search, held for the search. Refused when it is out of the call's reach."""
+        ...
+
+
+Visible = Callable[[str], bool]
+
+
+class Held(NamedTuple):
+    """A directory held for a search."""
+
+    workdir: str  # where ripgrep runs
+    visible: Visible  # whether a path relative to it may be shown (not in a mask)
+    place: Optional[str]  # the physical path ripgrep's directory must have (None: not checked here)
+
+
+@contextlib.contextmanager
+def held_dir(directory: str, confinement: Optional[Confinement]) -> Iterator[Held]:
+    """`directory` opened once and checked (links followed, then where it really is), held
+    while the search runs: ripgrep's shell enters its physical path and checks it is still
+    there (`Held.place`); the walk checks each thing it opens."""
+    fd, place = open_dir(directory, confinement)
+    try:
+        if confinement is None or not confinement.masked:
+            yield Held(place, everything, place)
+        else:
+            base = place.rstrip("/")
+            yield Held(place, lambda rel: not confinement.is_masked(base + "/" + rel, False), place)
+    finally:
+        os.close(fd)
+
+
+def everything(relative: str) -> bool:
+    return True
+
 
 def use_ripgrep(place: Place, deadline: Deadline) -> bool:
     if place.python_only:
@@ -126,7 +183,6 @@ def _clip(text: str) -> str:
 def search_files(place: Place, args: Dict[str, Any]) -> Dict[str, Any]:
     """The tool, on bound arguments (see herald/tools/search.py for its schema)."""
     pattern, target, glob_text = args["pattern"], args["target"], args["file_glob"]
-    limit, offset = args["limit"], args["offset"]
     deadline = Deadline("search_files", args["timeout"], TOO_SLOW, place.cancel)
     if not pattern:
         raise ToolError("search_files: pattern is empty. Pass a regex (target='content') or a file-name glob (target='files').")
@@ -139,7 +195,10 @@ def search_files(place: Place, args: Dict[str, Any]) -> Dict[str, Any]:
         except re.error as exc:
             raise ToolError("search_files: invalid regular expression %r: %s." % (pattern, exc)) from None
     cwd = place.cwd
-    info = place.tree.stat(resolve_path(cwd, args["path"] or "."))
+    try:
+        info = place.tree.stat(resolve_path(cwd, args["path"] or "."))
+    except Refused as exc:
+        raise ToolError("search_files: %s" % exc.message, REFUSED) from None
     if info is None:
         raise ToolError("search_files: path %s does not exist (cwd is %s)." % (args["path"], cwd), "FileNotFound")
     root = info.path
@@ -151,13 +210,27 @@ def search_files(place: Place, args: Dict[str, Any]) -> Dict[str, Any]:
     # Globs are matched on paths relative to `base`: the searched directory, or for a single
     # file the directory holding it (ripgrep is handed that file as `start`).
     base, start = (root, ".") if info.is_dir else (posixpath.dirname(root), "./" + posixpath.basename(root))
+    try:
+        with place.held(base) as held:
+            return _search(place, args, info.is_dir, root, base, start, held, globs, deadline)
+    except Refused as exc:
+        raise ToolError("search_files: %s" % exc.message, REFUSED) from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise ToolError("search_files: path %s does not exist (cwd is %s)." % (args["path"], cwd), "FileNotFound") from None
+
+
+def _search(place: Place, args: Dict[str, Any], is_dir: bool, root: str, base: str, start: str, held: Held,
+            globs: List[Glob], deadline: Deadline) -> Dict[str, Any]:
+    """search_files in `base`, `held`, once its arguments were checked."""
+    visible = held.visible
+    pattern, target, limit, offset, cwd = args["pattern"], args["target"], args["limit"], args["offset"], place.cwd
 
     def keep(relative: str) -> bool:
-        return all(glob.matches(relative) for glob in globs)
+        return visible(relative) and all(glob.matches(relative) for glob in globs)
 
     wanted = offset + limit + 1  # one extra tells whether there is a next page
     engine = "ripgrep" if use_ripgrep(place, deadline) else "python"
-    search = _Search(place, base, globs, keep, offset, wanted, not info.is_dir, deadline)
+    search = _Search(place, base, held, globs, keep, offset, wanted, not is_dir, deadline)
     if target == "files":
         files: Optional[List[str]] = None
         first = 0  # files[i] is result number first + i
@@ -231,10 +304,16 @@ class _Search:
     """One search's ripgrep runs: the command lines and the filtering of what comes back."""
 
     def __init__(
-        self, place: Place, base: str, globs: List[Glob], keep: Callable[[str], bool], offset: int, wanted: int,
-        single_file: bool, deadline: Deadline,
+        self, place: Place, base: str, held: Held, globs: List[Glob], keep: Callable[[str], bool], offset: int,
+        wanted: int, single_file: bool, deadline: Deadline,
     ) -> None:
         self.place, self.base, self.globs, self.keep = place, base, globs, keep
+        self.workdir = held.workdir
+        # Before ripgrep: is the shell's directory, physically, the one held? (`cd -P .` sets
+        # $PWD from the kernel's getcwd; no process is started for it.)
+        self.guard = "" if held.place is None else (
+            "{ builtin cd -P . && [ \"$PWD\" = %s ]; } || { printf '\\n%%s' %s; exit; }; "
+            % (shell_quote(held.place), MOVED))
         self.offset, self.wanted, self.single_file, self.deadline = offset, wanted, single_file, deadline
 
     def ripgrep(self, command: Callable[[str], str]) -> Optional[Tuple[List[str], int]]:
@@ -282,7 +361,8 @@ class _Search:
         place, deadline = self.place, self.deadline
         window = " | head -n %d" % stop + (" | tail -n +%d" % (skip + 1) if skip else "")
         deadline.check()
-        result = place.run("%s 2>/dev/null%s; printf '\\n%%s' \"${PIPESTATUS[0]}\"" % (command, window), deadline.left(), self.base)
+        result = place.run("%s%s 2>/dev/null%s; printf '\\n%%s' \"${PIPESTATUS[0]}\"" % (self.guard, command, window),
+                           deadline.left(), self.workdir)
         if result.timed_out or deadline.cancelled:  # cut short: what came back is not the answer
             error = deadline.expired_error()
             if result.note:  # killing rg took the session's shell with it: say what is kept
@@ -295,11 +375,15 @@ class _Search:
         if result.truncated:
             return None
         body, _, status = result.output.rpartition("\n")
+        if status == MOVED:
+            raise Refused(self.base, "%s was moved or replaced while it was searched (it no longer leads where it "
+                                     "was checked); the search is refused. Search it again." % self.base)
         code = int(status) if status.strip().isdigit() else result.exit_code
         lines = [line for line in body.split("\n") if line]
         if code == 2 and not lines:
             deadline.check()
-            why = place.run("%s 2>&1 >/dev/null | head -c 1000" % command, min(60.0, deadline.left()), self.base).output.strip()
+            why = place.run("%s%s 2>&1 >/dev/null | head -c 1000" % (self.guard, command), min(60.0, deadline.left()),
+                            self.workdir).output.strip()
             # Unreadable files or directories ("... (os error 13)") are skipped, as the walk does.
             problems = [line for line in why.splitlines() if "(os error" not in line]
             if problems:

@@ -21,10 +21,12 @@ import signal
 import subprocess
 import threading
 import time
-from typing import Any, Dict, List, NamedTuple, Optional
+from typing import Any, ContextManager, Dict, List, NamedTuple, Optional
 
+from .confinement import Confinement
 from .ignorefiles import Tree
 from .pysearch import Popen
+from .search import Held, held_dir
 from .walk import OsTree
 
 POLL_SECONDS = 0.05  # how often a wait for ripgrep looks at the run's cancel event
@@ -44,8 +46,9 @@ class SupervisorPlace:
     """A search next to the script (what search.Place asks for)."""
 
     def __init__(self, spec: Dict[str, Any], read_max_bytes: int, cwd: str, cache: Dict[str, Any],
-                 cache_lock: threading.Lock, cancel: threading.Event) -> None:
-        self.tree: Tree = OsTree(read_max_bytes)
+                 cache_lock: threading.Lock, cancel: threading.Event, confinement: Optional[Confinement] = None) -> None:
+        self.tree: Tree = OsTree(read_max_bytes, confinement)
+        self._confinement = confinement
         self.cwd = cwd
         self.python_only = bool(spec["python_only"])
         self.cache = cache
@@ -54,6 +57,9 @@ class SupervisorPlace:
         self.popen: Popen = subprocess.Popen
         self._bin = str(spec.get("bin") or "bash")
         self._cap = int(spec["max_output_bytes"])
+
+    def held(self, directory: str) -> ContextManager[Held]:
+        return held_dir(directory, self._confinement)
 
     def run(self, command: str, timeout: float, workdir: Optional[str] = None) -> ShellRan:
         proc = subprocess.Popen(

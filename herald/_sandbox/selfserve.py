@@ -12,8 +12,9 @@ Policy:
 - Counting is Herald's: every call of a tool in "allowed" counts, answered here or not. Past
   "max_calls" a call goes to Herald marked "past_budget", and Herald refuses it (its own count
   may lag behind the records still in the pipe).
-- Answered here: a granted tool whose path lies inside "roots" as written and where its links
-  lead, when the core answers without an error. Anything else (a `~` path, a missing file and
+- Answered here: a granted tool whose path lies inside "roots" (and outside their masks) as
+  written and, checked on the file the core opened, where its links lead, when the core answers
+  without an error. Anything else (a `~` path, a missing file and
   its "did you mean", a masked credential file, any error at all) goes to Herald as the call it
   was, which answers it in its own words: nothing has happened here before such a hand-over.
 - Each answer is reported on the control pipe as a RECORD frame (one write under PIPE_BUF,
@@ -32,10 +33,10 @@ from typing import Any, Dict, List, Optional
 
 from . import frames
 from .client import HERALD, HERE, PAST_BUDGET
+from .confinement import Confinement
 from .fileaccess import OsFiles
 from .localtools import inside_roots, resolved_grant, valid_specs
 from .protocol import body_size, encode_frame
-from .realpaths import ReadCache
 from .textfiles import TOOLS
 from .toolcore import bind_arguments
 
@@ -54,8 +55,8 @@ class SelfServe:
         self._allowed = frozenset(grant["allowed"])
         self._left = int(grant["max_calls"])
         self._lock = threading.Lock()
-        self._files = OsFiles(int(grant["files"]["read_max_bytes"]))
-        self._reads = ReadCache()
+        self._confinement = Confinement.from_wire(grant["roots"])
+        self._files = OsFiles(int(grant["files"]["read_max_bytes"]), self._confinement)
         self.cwd: str = grant["cwd"]
 
     @classmethod
@@ -86,7 +87,7 @@ class SelfServe:
         if not isinstance(path, str) or not path or path.startswith("~"):
             return None
         cwd = self.cwd
-        if not inside_roots(path, cwd, self._grant["roots"], False, self._reads.resolve):
+        if not inside_roots(path, cwd, self._confinement, False):
             return None
         spec = self._grant["local"][tool]
         try:

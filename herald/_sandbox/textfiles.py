@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 from typing import Any, Dict, List, Mapping, Optional, Protocol, Tuple
 
+from .confinement import Refused
 from .fileaccess import FileTooLargeError, NotRegularFileError, resolve_path
 from .fuzzy import find_matches, reindent
 from .toolcore import ToolError
@@ -30,6 +31,7 @@ class Files(Protocol):
 
 BINARY_SNIFF_BYTES = 8192
 MAX_DIFF_CHARS = 20000
+REFUSED = "PolicyRefused"  # the error type of a path out of the call's reach, as the policy's refusals
 LIMIT_KEYS = ("read_max_bytes", "read_max_line_chars", "read_max_chars")  # of the files settings
 
 
@@ -89,6 +91,8 @@ def load(files: Files, limits: Mapping[str, int], prefix: str, path: str, absolu
         return files.read_bytes(absolute, limit)
     except (FileNotFoundError, NotADirectoryError):
         raise FileMissing(prefix, path, absolute) from None
+    except Refused as exc:
+        raise refused(prefix or "read_file: ", exc) from None
     except IsADirectoryError:
         raise ToolError(
             "%s%s is a directory, not a file. List it with terminal('ls %s') or "
@@ -107,6 +111,12 @@ def load(files: Files, limits: Mapping[str, int], prefix: str, path: str, absolu
             "{}{} {}, over read_file's {:,}-byte limit. Read parts of it with terminal "
             "(head, tail, sed -n '100,200p'), or grep it with search_files.".format(prefix, path, size, limit)
         ) from None
+
+
+def refused(prefix: str, exc: Refused, more: str = "") -> ToolError:
+    """A path that led out of the call's reach when the tool opened it (a link swapped after the
+    policy's check, a mask): refused in the policy's words."""
+    return ToolError("%s%s%s" % (prefix, exc.message, more), REFUSED)
 
 
 def read_file(files: Files, cwd: str, limits: Mapping[str, int], args: Mapping[str, Any]) -> Dict[str, Any]:
@@ -201,7 +211,10 @@ def _numbered(lines: List[str], first: int, last: int, max_line: int, max_chars:
 def write_file(files: Files, cwd: str, limits: Mapping[str, int], args: Mapping[str, Any]) -> Dict[str, Any]:
     path, content = args["path"], args["content"]
     absolute = absolute_path(cwd, path)
-    info = files.stat(absolute)
+    try:
+        info = files.stat(absolute)
+    except Refused as exc:
+        raise refused("write_file: ", exc) from None
     if info is not None and info.is_dir:
         raise ToolError("%s is a directory; pass a file path to write_file." % path)
     if info is not None and not info.is_file:  # replacing a device or FIFO is never what was meant
@@ -212,6 +225,8 @@ def write_file(files: Files, cwd: str, limits: Mapping[str, int], args: Mapping[
     data = content.encode("utf-8", "surrogateescape")
     try:
         files.write_bytes(absolute, data)
+    except Refused as exc:
+        raise refused("write_file: ", exc) from None
     except OSError as exc:
         raise ToolError("Could not write %s: %s." % (path, exc.strerror or exc)) from None
     return {"path": display_path(cwd, absolute), "bytes_written": len(data), "created": info is None}
@@ -258,6 +273,8 @@ def patch(files: Files, cwd: str, limits: Mapping[str, int], args: Mapping[str, 
     updated = "".join(pieces)
     try:
         files.write_bytes(absolute, updated.encode("utf-8"))
+    except Refused as exc:
+        raise refused("patch: ", exc, " The file is unchanged.") from None
     except OSError as exc:
         raise ToolError("patch: could not write %s: %s; the file is unchanged." % (path, exc.strerror or exc)) from None
     shown = display_path(cwd, absolute)

@@ -14,7 +14,8 @@ import os
 import posixpath
 from typing import Any, Iterator, List, NamedTuple, Optional, Tuple
 
-from .fileaccess import OsFiles
+from .confinement import Confinement
+from .fileaccess import OsFiles, open_dir
 from .ignorefiles import IgnoreDir, Tree, descend, rules_above
 
 SKIP_DIRS = frozenset({"node_modules", "__pycache__", ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".mypy_cache"})
@@ -33,15 +34,26 @@ class OsTree(OsFiles):
     """OsFiles that can list directories too: what a search walks inside a backend."""
 
     def list_dir(self, path: str) -> List[OsEntry]:
-        return [OsEntry(*fields) for fields in scan_dir(path)]
+        return [OsEntry(*fields) for fields in scan_dir(path, self.confinement)]
 
 
-def scan_dir(path: str) -> List[Tuple[str, bool, bool, bool]]:
+def scan_dir(path: str, confinement: Optional[Confinement] = None) -> List[Tuple[str, bool, bool, bool]]:
     """(name, is_dir, is_file, is_symlink) of each entry of `path`: how Herald's local backend
     and a backend's supervisor list a directory alike. An entry whose type cannot be told is
-    neither a directory nor a file."""
+    neither a directory nor a file. Under a confinement the directory is opened once and listed
+    through that descriptor, once its place passed the check (Refused otherwise)."""
+    if confinement is None:
+        return _entries(path)
+    fd, _ = open_dir(path, confinement)
+    try:
+        return _entries(fd)
+    finally:
+        os.close(fd)
+
+
+def _entries(where: Any) -> List[Tuple[str, bool, bool, bool]]:
     entries = []
-    with os.scandir(path) as it:
+    with os.scandir(where) as it:
         for entry in it:
             try:
                 is_dir = entry.is_dir()

@@ -6,14 +6,13 @@ import os
 import select
 import shutil
 import signal
-import stat as st_mod
 import subprocess
 import sys
 import threading
 
-from .._sandbox import shellguard
+from .._sandbox import fileaccess, shellguard
+from .._sandbox.confinement import call_confinement
 from .._sandbox.environ import scrubbed_environ
-from .._sandbox.fileaccess import OsFiles
 from .._sandbox.procs import children_of, descendants, signal_pids, terminate_tree
 from .._sandbox.readonly import local_confinement
 from .._sandbox.walk import scan_dir
@@ -125,8 +124,6 @@ class LocalBackend:
             local_files=True,
         )
         self._closed = threading.Event()
-        # The same OS-level reads and writes as the file tools inside a backend-mode supervisor.
-        self._files = OsFiles(self.settings.files.read_max_bytes)
 
     @property
     def session_shell(self) -> PersistentShell | None:
@@ -172,30 +169,22 @@ class LocalBackend:
                 if isinstance(channel, _LocalChannel):
                     channel.kill_escapes()  # a foreground command's processes end with it
 
+    # Files: the same OS-level operations as the file tools inside a backend-mode supervisor
+    # (_sandbox/fileaccess.py), each confined, on the object it opened, by the current tool
+    # call's confinement (set by the policy's Gate; none outside a call).
+
     def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
         limit = self.settings.files.read_max_bytes if max_bytes is None else max_bytes
-        return self._files.read_bytes(self._path(path), limit)
+        return fileaccess.read_bytes(self._path(path), limit, call_confinement())
 
     def write_bytes(self, path: str, data: bytes) -> None:
-        self._files.write_bytes(self._path(path), data)
+        fileaccess.write_bytes(self._path(path), data, call_confinement())
 
     def stat(self, path: str) -> FileStat | None:
-        target = self._path(path)
-        try:
-            st = os.stat(target)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        return FileStat(
-            path=target,
-            size=st.st_size,
-            is_dir=st_mod.S_ISDIR(st.st_mode),
-            is_file=st_mod.S_ISREG(st.st_mode),
-            mtime=st.st_mtime,
-            mode=st.st_mode,
-        )
+        return fileaccess.stat(self._path(path), call_confinement())
 
     def list_dir(self, path: str) -> list[DirEntry]:
-        return [DirEntry(*fields) for fields in scan_dir(self._path(path))]
+        return [DirEntry(*fields) for fields in scan_dir(self._path(path), call_confinement())]
 
     def close(self) -> None:
         if self._closed.is_set():

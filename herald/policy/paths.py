@@ -14,7 +14,17 @@ backend `outside` pins each path it allows to where it led (`backend.pin`), and 
 read or write checks, in the same request flight or command, that it still leads there
 (herald/backends/realpath.py): the rule lives here, the backend only keeps what was allowed.
 Only allowed resolutions are pinned, so a concurrent check that refuses a swapped link cannot
-make the swap acceptable to an operation already allowed.
+make the swap acceptable to an operation already allowed. Locally there is no window: the
+policy gives each call its confinement (`confined` or `masks_only`, _sandbox/confinement.py)
+and the local backend checks it on the object it opened, after the call's locks are held.
+
+Masks: Herald's own files (config, data: transcripts, sessions, spill files) and the credential
+stores the script's isolation hides (_sandbox/isolate.py's lists, under this user's home) are
+out of reach of file tools on the local backend whatever the workspace and profile. Only a
+setting that names a path inside a mask lifts it below that path: an entry of `policy.roots`
+(reads and writes), Herald's read roots (its spill files: reads only). On a remote backend the
+system's secret stores are masked under a confining profile (its user's home is not known
+here; in backend mode the supervisor adds the home's, there).
 """
 
 from __future__ import annotations
@@ -24,17 +34,41 @@ import posixpath
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from .._sandbox.confinement import Confinement, secret_paths
+from .._sandbox.isolate import MASKED_DIRS, MASKED_FILES
 from .._sandbox.realpaths import ReadCache, real_path
 from ..backends.base import call_cwd, resolve_path
+from ..config import Settings, default_config_path
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
 
 
+def herald_files(settings: Settings) -> list[str]:
+    """Herald's own files on this machine, masked for file tools: its data directory
+    (transcripts, sessions, spill files) and its config (the file in use, and its default directory)."""
+    config = default_config_path()
+    files = [str(settings.data_dir), str(config), str(default_config_path({}).parent)]
+    if not os.environ.get("HERALD_CONFIG"):
+        files.append(str(config.parent))
+    return files
+
+
+def local_masks(own_files: Sequence[str]) -> list[str]:
+    """Every mask on this machine, as real paths: `own_files` (herald_files) and the credential stores."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    return list(dict.fromkeys(os.path.realpath(os.path.expanduser(p)) for p in [*own_files, *secret_paths(home)]))
+
+
+def _within(path: str, masks: Sequence[str]) -> bool:
+    return any(path == m or path.startswith(m.rstrip("/") + "/") for m in masks)
+
+
 class Workspace:
     """The roots of one session, resolved once; `outside(path)` per call."""
 
-    def __init__(self, backend: Backend, extra_roots: Sequence[str] = (), read_roots: Sequence[str] = ()) -> None:
+    def __init__(self, backend: Backend, extra_roots: Sequence[str] = (), read_roots: Sequence[str] = (),
+                 own_files: Sequence[str] = ()) -> None:
         self.backend = backend
         self._local = backend.name == "local"
         remote: Callable[[str], str] | None = getattr(backend, "realpath", None)
@@ -52,6 +86,12 @@ class Workspace:
         readable = tuple(os.path.realpath(r) for r in read_roots) if self._local else ()
         self._read_prefixes = self._prefixes + tuple(r.rstrip("/") + "/" for r in readable)
         self._reads = ReadCache()
+        masks = local_masks(own_files) if self._local else [*MASKED_FILES, *MASKED_DIRS]
+        named = self.roots[1:]  # policy.roots: a setting that names a path inside a mask lifts it there
+        self.masks_only = Confinement(None, None, masks, [r for r in named if _within(r, masks)],
+                                      [r for r in readable if _within(r, masks)])
+        self.confined = Confinement(self._prefixes, self._read_prefixes, self.masks_only.masked,
+                                    self.masks_only.unmasked, self.masks_only.unmasked_read)
 
     def _resolve_root(self, path: str) -> str:
         if self._local:
@@ -94,14 +134,21 @@ class Workspace:
     def inside(self, resolved: str, *, reading: bool = False) -> bool:
         return resolved in self.roots or resolved.startswith(self._read_prefixes if reading else self._prefixes)
 
-    def outside(self, path: str, *, reading: bool = False) -> str | None:
+    def locate(self, path: str, *, reading: bool = False) -> tuple[str, str | None]:
+        """(the absolute path the tool will open, where it leads or None): for the masks and
+        `outside` on one path without resolving it twice."""
+        return self._locate(path, reading)
+
+    def outside(self, path: str, *, reading: bool = False, located: tuple[str, str | None] | None = None) -> str | None:
         """None when `path` is inside a root (or, `reading`, a read root), else where it leads
         (for the refusal message). On a remote backend an allowed path is pinned there: its
-        reads and writes go ahead only while it still leads where it led now."""
-        full, resolved = self._locate(path, reading)
+        reads and writes go ahead only while it still leads where it led now; a system secret
+        store there counts as outside."""
+        full, resolved = located or self._locate(path, reading)
         if resolved is None:
             return f"{path!r} (cannot be resolved on the {self.backend.name} backend)"
-        if not self.inside(resolved, reading=reading):
+        if not self.inside(resolved, reading=reading) or (
+                not self._local and self.masks_only.is_masked(resolved, not reading)):
             return resolved
         if self._pin is not None:
             self._pin(full, resolved)

@@ -15,6 +15,15 @@ Profiles:
   browser never reach link-local or metadata addresses, and only `allowed_domains` when set.
 - `full`: no confinement.
 
+Masks, whatever the profile and rules, on the local backend: Herald's own files (config, data,
+spill files for writing) and the credential stores the script's isolation hides are out of
+reach of file tools; an entry of `policy.roots` inside a mask lifts it there (paths.py).
+
+The check and the tool's work are two steps: the Gate gives each call its confinement (the
+workspace and masks; the masks alone for a call the full profile or a rule lifted), and the
+local backend applies it to the object it opens, after the call's locks are held
+(_sandbox/confinement.py): a link swapped in between leads nowhere.
+
 Which calls are file, command or web calls is read from the tool, not its name: the files it
 `touches` (or a `path` argument), the shell it touches (with a `command` argument), its `url` /
 `urls` arguments. Rules (rules.py) decide first: deny, then ask, then allow. A call that no rule
@@ -29,6 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._sandbox.confinement import confine, masked_message
 from ..backends.base import (
     CONFINE_PREFERRED,
     CONFINE_REQUIRED,
@@ -125,6 +135,8 @@ class Policy:
             if self.allowed_domains:
                 text += f", and only these domains: {', '.join(self.allowed_domains)}"
             text += "."
+        text += (" On this machine file tools never touch Herald's own files or credential stores (~/.ssh, "
+                 "~/.aws, ~/.netrc, ...), whatever the profile.")
         if self.rules:
             text += " Rules: " + "; ".join(str(r) for r in self.rules) + "."
         return text
@@ -166,9 +178,13 @@ def _host(url: str) -> str:
 class Gate:
     """A Policy applied to one session's backend; `check` once per call."""
 
-    def __init__(self, policy: Policy, backend: Backend, read_roots: Sequence[str] = ()) -> None:
+    def __init__(self, policy: Policy, backend: Backend, read_roots: Sequence[str] = (),
+                 own_files: Sequence[str] = ()) -> None:
         self.policy = policy
         self.read_roots = tuple(read_roots)  # also readable (Herald's spill files, on this machine)
+        self.own_files = tuple(own_files)  # Herald's config and data (paths.herald_files): masked
+        # Masks hold whatever the profile on this machine; on a remote one, under a confining profile.
+        self._masks_always = backend.name == "local"
         self.backend = backend
         self._workspace: Workspace | None = None
         self._lock = threading.Lock()
@@ -180,7 +196,7 @@ class Gate:
         if self._workspace is None:
             with self._lock:
                 if self._workspace is None:
-                    self._workspace = Workspace(self.backend, self.policy.roots, self.read_roots)
+                    self._workspace = Workspace(self.backend, self.policy.roots, self.read_roots, self.own_files)
         return self._workspace
 
     def described_roots(self) -> tuple[str, ...]:
@@ -219,16 +235,41 @@ class Gate:
     def check(self, tool: Tool, args: dict[str, Any], ctx: ToolContext, origin: str,
               touches: list[Resource] | None = None) -> Verdict | None:
         """None when the call may run without a record; else the verdict to log (and to refuse
-        with unless `allowed`). `touches` is `tool.resources(args, ctx)` when the caller has it."""
+        with unless `allowed`). `touches` is `tool.resources(args, ctx)` when the caller has it.
+        The call's confinement is set for the backend to apply to what it opens (inside the
+        Dispatcher's per-call scope): the workspace and masks, or for a call a rule or the full
+        profile lifted, the masks alone."""
         if tool.runs_scripts:
             return None  # its script's calls come back through here one by one
         policy = self.policy
-        if self._workspace is None and (policy.profile != FULL or policy.rules):
+        if self._workspace is None and (policy.profile != FULL or policy.rules or self._masks_always):
             # Fixed by the session's first call, before any `cd` could move the shell.
             _ = self.workspace
+        verdict = self._check(tool, args, ctx, origin, touches)
+        workspace = self._workspace
+        if workspace is not None and (verdict is None or verdict.allowed):
+            lifted = policy.profile == FULL or verdict is not None
+            if not lifted:
+                confine(workspace.confined)
+            elif self._masks_always:
+                confine(workspace.masks_only)
+        return verdict
+
+    def _check(self, tool: Tool, args: dict[str, Any], ctx: ToolContext, origin: str,
+               touches: list[Resource] | None) -> Verdict | None:
+        policy = self.policy
         shell = self._is_shell(tool)
         command = args.get("command") if shell and isinstance(args.get("command"), str) else None
         paths = [] if shell else self._paths(tool, args, tool.resources(args, ctx) if touches is None else touches)
+        located: dict[str, tuple[str, str | None]] = {}
+        # Masks first: whatever the profile and rules, only policy.roots lifts one (paths.py).
+        if paths and self._masks_always:  # each path resolved once, for the masks and the profile
+            workspace, reading = self.workspace, not tool.mutates
+            for path in paths:
+                where = located[path] = workspace.locate(path, reading=reading)
+                if where[1] is not None and workspace.masks_only.is_masked(where[1], not reading):
+                    return Verdict(False, "refused", "masks: Herald's files and credential stores",
+                                   f"{tool.name} refused: {masked_message(path, where[1])}")
         urls = _urls(args)
         lifted: Verdict | None = None
         if policy.rules:
@@ -260,7 +301,7 @@ class Gate:
                            "its confinement (backends/base.py pinned_cwd), so it cannot be confined.")
         if lifted is not None:
             return lifted
-        return self._profile(tool, command, paths)
+        return self._profile(tool, command, paths, located)
 
     def _rule(self, tool: Tool, command: str | None, paths: list[str], urls: list[str]) -> Rule | None:
         matched: dict[str, Rule] = {}
@@ -323,7 +364,8 @@ class Gate:
             return Verdict(False, "refused", rule, f"{tool.name} refused{by}: {refused.reason}. {advice}")
         return None
 
-    def _profile(self, tool: Tool, command: str | None, paths: list[str]) -> Verdict | None:
+    def _profile(self, tool: Tool, command: str | None, paths: list[str],
+                 located: dict[str, tuple[str, str | None]]) -> Verdict | None:
         profile = self.policy.profile
         if profile == READ_ONLY and tool.mutates:
             if command is not None:
@@ -343,7 +385,7 @@ class Gate:
         workspace = self.workspace if paths else None
         for path in paths:
             assert workspace is not None
-            outside = workspace.outside(path, reading=not tool.mutates)
+            outside = workspace.outside(path, reading=not tool.mutates, located=located.get(path))
             if outside is not None:
                 where = path if outside == path else f"{path} leads to {outside}, which is"
                 return Verdict(False, "refused", f"profile {profile}: workspace roots",

@@ -19,8 +19,10 @@ script's side when the session's directory moves, with the reply of the call tha
 The policy (herald/policy/) travels in the grant as far as the supervisor can apply it with the
 same outcome: a tool that a rule names, a changing tool under the read-only profile, and every
 file tool when the run has a byte or time budget are not granted (Herald decides them); under
-a confining profile the grant carries the workspace roots, and a call whose path leads outside
-them, as written or through symlinks, is handed to Herald, whose Gate refuses it in its words.
+a confining profile the grant carries the workspace roots, and on the local backend the masks
+(Herald's files, credential stores) whatever the profile; a call whose path lies out of them as
+written, or whose opened file does (links followed, checked on the descriptor after the call's
+turn came: _sandbox/confinement.py), is handed to Herald, whose Gate refuses it in its words.
 
 Why it is safe: the script runs in the backend too, where `open()` already reads and writes
 what these tools do (and `subprocess` runs what terminal and search_files run), so answering
@@ -140,13 +142,21 @@ class BackendTools:
             grant["shell"] = shell
         if "search_files" in local:
             grant["search"] = self._search_grant(scope)
-        if self._dispatcher.policy.profile != FULL:
+        confined = self._dispatcher.policy.profile != FULL
+        if confined or self._dispatcher.ctx.backend.name == "local":
+            # The call's confinement as the Gate gives it to Herald's own calls: the workspace
+            # (confining profiles) and, on this machine, the masks.
             workspace = self._dispatcher.gate.workspace
-            grant["roots"] = {"write": list(workspace.prefixes()), "read": list(workspace.prefixes(reading=True))}
+            grant["roots"] = (workspace.confined if confined else workspace.masks_only).wire()
         if self._visible is not None:
-            allowed = grant.get("roots", {"write": ["/"], "read": ["/"]})
-            grant["roots"] = {kind: _overlap(prefixes, self._visible) for kind, prefixes in allowed.items()}
-            grant["roots"]["masked"] = self._masked
+            roots = grant["roots"]
+            for kind in ("write", "read"):
+                roots[kind] = _overlap(roots[kind], self._visible)
+            # What the isolation hides, the script's process sees its own of: never answered
+            # there, whatever a setting lifts for Herald.
+            roots["masked"] = sorted({*roots["masked"], *self._masked})
+            for kind in ("unmasked", "unmasked_read"):
+                roots[kind] = [p for p in roots[kind] if not p.startswith(tuple(self._masked))]
             session.cwd_told = grant["cwd"]
         return grant
 

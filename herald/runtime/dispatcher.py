@@ -50,6 +50,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._sandbox.confinement import confined_call
 from .._sandbox.protocol import HEADER, reply_frame
 from ..backends.base import BackendError, pinned_cwd
 from ..backends.shell import CANCEL_POLL_SECONDS, cancellable, foreground_only
@@ -57,6 +58,7 @@ from ..deadlines import DeadlinePassed, call_deadline, check_deadline, time_left
 from ..inflight import InflightBytes, charged_inflight
 from ..policy import Gate, Policy, Verdict
 from ..policy.budgets import Budgets
+from ..policy.paths import herald_files
 from ..spill import SpillBudget, charged_to
 from ..tools.arguments import bind_arguments
 from ..tools.registry import Registry, Tool, ToolContext, ToolError
@@ -112,7 +114,8 @@ class Dispatcher:
     ) -> None:
         self.registry = registry
         self.policy = policy or Policy.from_settings(ctx.settings)
-        self.gate = Gate(self.policy, ctx.backend, read_roots=[str(ctx.settings.spill_dir)])
+        self.gate = Gate(self.policy, ctx.backend, read_roots=[str(ctx.settings.spill_dir)],
+                         own_files=herald_files(ctx.settings))
         self.ctx = ctx
         ctx.web_policy = self.gate.web_policy  # the same URL checks on every hop a web tool takes
         self.transcript = transcript
@@ -263,7 +266,8 @@ class Dispatcher:
     ) -> dict[str, Any]:
         # Relative paths lead from one place for the check and the work alike (backends/base.py
         # call_cwd): a `cd` running beside this call cannot move it in between.
-        with pinned_cwd():
+        # The Gate sets the call's confinement, which the local backend checks on what it opens.
+        with pinned_cwd(), confined_call():
             return self._run_pinned(tool, args, scope, cancel, run_id)
 
     def _run_pinned(

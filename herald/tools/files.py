@@ -48,7 +48,7 @@ def similar_paths(ctx: ToolContext, absolute: str, limit: int = 5) -> list[str]:
     name = posixpath.basename(absolute)
     found: list[str] = []
     parent = posixpath.dirname(absolute)
-    while parent and parent != "/" and backend.stat(parent) is None:
+    while parent and parent != "/" and _exists_within_reach(backend, parent) is False:
         parent = posixpath.dirname(parent)
     try:
         names = [e.name for e in backend.list_dir(parent)]
@@ -70,6 +70,14 @@ def similar_paths(ctx: ToolContext, absolute: str, limit: int = 5) -> list[str]:
         if path not in found:
             found.append(path)
     return [display_path(ctx, p) for p in found[:limit]]
+
+
+def _exists_within_reach(backend: Any, path: str) -> bool | None:
+    """Whether `path` exists; None when it lies out of the call's reach (never listed then)."""
+    try:
+        return backend.stat(path) is not None
+    except OSError:
+        return None
 
 
 def _run_core(name: str, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:

@@ -8,10 +8,13 @@ worker started from Herald's spawner thread, the call's cancel event from the di
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from .._sandbox import search as core
+from .._sandbox.confinement import call_confinement
 from .._sandbox.ignorefiles import Tree
 from .._sandbox.search import SEARCH_TIMEOUT, Ran
 from ..backends.base import call_cwd
@@ -36,6 +39,16 @@ class BackendPlace:
 
     def run(self, command: str, timeout: float, workdir: str | None = None) -> Ran:
         return self._backend.run(command, timeout=timeout, workdir=workdir)
+
+    @contextlib.contextmanager
+    def held(self, directory: str) -> Iterator[core.Held]:
+        """On this machine, the directory opened once and checked against the call's
+        confinement (core.held_dir); a remote backend's search goes by the path."""
+        if self._backend.name != "local":
+            yield core.Held(directory, core.everything, None)
+            return
+        with core.held_dir(directory, call_confinement()) as held:
+            yield held
 
 
 def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
