@@ -24,7 +24,9 @@
     selfserve.py   host mode: the file reads a script's own process answers from its run's grant
     stubcache.py   the zygote's one import of each sandbox directory's hermes_tools
     shellscript.py the persistent shell's protocol (Herald's shells and the supervisor's)
-    readonly.py    read-only `terminal`: the bwrap command line, the socket filter, the probe
+    readonly.py    read-only `terminal`: the bwrap command line, its socket policy, the probe
+    seccomp.py     the seccomp assembler (classic BPF, per architecture) and the Landlock
+                   fallback's socket policy
 
 Herald imports these modules as `herald._sandbox.X`: the RPC server and the host's side of
 the sandbox use the same frames, and stopping a process tree or scrubbing an environment is

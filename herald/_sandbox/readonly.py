@@ -24,11 +24,13 @@ directory to a descriptor the session shell opened on a file of its own; the ses
 
 from __future__ import annotations
 
+import errno
 import functools
 import shutil
-import struct
 import subprocess
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
+
+from . import seccomp
 
 NAMESPACES = (
     "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
@@ -39,7 +41,6 @@ CWD_FD = 3  # where the confined shell writes its last directory
 PROBE_TIMEOUT = 30.0
 
 
-
 class Confinement(NamedTuple):
     """How a host confines a command: its bwrap, and the seccomp program for its architecture."""
 
@@ -47,50 +48,24 @@ class Confinement(NamedTuple):
     seccomp: bytes
 
 
-# seccomp, per `uname -m`: (audit arch, socket, the calls refused outright, first x32 number).
-# Refused: io_uring_setup/enter/register (io_uring opens sockets behind the filter's back) and
-# add_key/request_key/keyctl (a user's keyrings are the uid's, not the namespace's: root's
-# would be the host root's).
-_ARCHES: Dict[str, Tuple[int, int, Tuple[int, ...], Optional[int]]] = {
-    "x86_64": (0xC000003E, 41, (425, 426, 427, 248, 249, 250), 0x40000000),
-    "aarch64": (0xC00000B7, 198, (425, 426, 427, 217, 218, 219), None),
-}
-_ARCHES["amd64"], _ARCHES["arm64"] = _ARCHES["x86_64"], _ARCHES["aarch64"]
-_NAMESPACED_FAMILIES = (2, 10, 16)  # AF_INET, AF_INET6, AF_NETLINK: inside the new network namespace
-_LD_ABS, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
-_ALLOW, _ERRNO = 0x7FFF0000, 0x00050000
-_EACCES, _ENOSYS = 13, 38
+# The socket filter: `socket()` of a family outside the new network namespace is refused (unix
+# sockets are not namespaced: a host's socket file stays reachable), and so are
+# io_uring_setup/enter/register (io_uring opens sockets behind the filter's back) and
+# add_key/request_key/keyctl (a user's keyrings are the uid's, not the namespace's: root's would
+# be the host root's). A call of another ABI (i386 from an x86_64 process, x32) gets ENOSYS.
+SOCKET_RULES = seccomp.Rules(
+    errno=errno.EACCES, foreign_errno=errno.ENOSYS,
+    refused=("io_uring_setup", "io_uring_enter", "io_uring_register", "add_key", "request_key", "keyctl"),
+    socket_calls=("socket",),
+    families=tuple((family, True) for family in (seccomp.AF_INET, seccomp.AF_INET6, seccomp.AF_NETLINK)),
+    other_families=False,
+)
 
 
 def socket_filter(machine: str) -> Optional[bytes]:
     """The seccomp program (struct sock_filter[], little-endian) for `machine` (`uname -m`), or
     None where none is written (parse_probe then finds no confinement)."""
-    arch = _ARCHES.get(machine)
-    if arch is None:
-        return None
-    audit, sock, refused, x32 = arch
-    # (code, jump-if-true label, jump-if-false label, k); labels resolve to relative jumps.
-    prog: List[Tuple[Any, ...]] = [("ld", 4), ("jeq", audit, None, "foreign"), ("ld", 0)]
-    if x32 is not None:
-        prog.append(("jge", x32, "foreign", None))
-    prog += [("jeq", nr, "refuse", None) for nr in refused]
-    prog += [("jeq", sock, None, "allow"), ("ld", 16)]  # args[0], the low word: the family
-    prog += [("jeq", family, "allow", None) for family in _NAMESPACED_FAMILIES]
-    # Any other family falls through to "refuse"; a foreign architecture (i386 calls from an
-    # x86_64 process, x32) gets nothing at all.
-    prog += [("ret", _ERRNO | _EACCES, "refuse"), ("ret", _ALLOW, "allow"), ("ret", _ERRNO | _ENOSYS, "foreign")]
-    labels = {ins[2]: at for at, ins in enumerate(prog) if ins[0] == "ret"}
-    out = b""
-    for at, ins in enumerate(prog):
-        if ins[0] == "ld":
-            out += struct.pack("<HBBI", _LD_ABS, 0, 0, ins[1])
-        elif ins[0] == "ret":
-            out += struct.pack("<HBBI", _RET, 0, 0, ins[1])
-        else:
-            jt = labels[ins[2]] - at - 1 if ins[2] else 0
-            jf = labels[ins[3]] - at - 1 if ins[3] else 0
-            out += struct.pack("<HBBI", _JEQ if ins[0] == "jeq" else _JGE, jt, jf, ins[1])
-    return out
+    return seccomp.program(machine, SOCKET_RULES) if seccomp.supported(machine) else None
 
 
 def bwrap_argv(bwrap: str, private_dir: str, with_filter: bool) -> List[str]:

@@ -7,9 +7,9 @@ the host, in a private directory made at the first connection (in /dev/shm when 
 since the shell rewrites it after every command; scripts.py).
 
 File calls run on SFTP sessions of their own (several per connection, so concurrent calls
-overlap) at one or two round trips each (files.py, sftp.py). Every wait for the host has a
-deadline: a host that goes silent gets its connection abandoned (connection.py), the waits
-on it end, and the next call reconnects.
+overlap) at one or two round trips each (filecalls.py, files.py, sftp.py). Every wait for the
+host has a deadline: a host that goes silent gets its connection abandoned (connection.py), the
+waits on it end, and the next call reconnects.
 """
 
 from __future__ import annotations
@@ -20,26 +20,21 @@ import logging
 import posixpath
 import threading
 import time
-from collections.abc import Callable
-from typing import TypeVar
 
 import paramiko
 
 from ..._sandbox.readonly import Confinement, parse_probe, probe_script
 from ...config import Settings
 from ..base import BackendError, CommandResult, DirEntry, FileStat, NoConfinement, resolve_path
-from ..realpath import Pins
 from ..shell import PersistentShell, shell_quote
-from . import files
 from .channel import SSHChannel
 from .connection import HOUSEKEEPING_SECONDS, SSHConnection, connect
+from .filecalls import FileCalls
 from .scripts import RESTORE, SETUP
 from .seen import Seen
-from .sftp import SFTPCancelled, SFTPSession, SFTPTimeout
 from .target import DEFAULT_PORT, SSHTarget, parse_ssh_spec
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 class SSHBackend:
@@ -82,9 +77,7 @@ class SSHBackend:
         self._channels: list[SSHChannel] = []
         self._seen = Seen(self._lock, self._busy)
         self._silent_at = -1e9  # when a connection was last given up because the host went silent
-        # Where the workspace check allowed paths to lead (`pin`): a read or write of such a
-        # path verifies, in its own first flight, that it still leads there.
-        self._pins = Pins()
+        self._file_calls = FileCalls(self.target, self._connection, self._lock, self._seen)
 
     # -- the connection ----------------------------------------------------------------------
 
@@ -268,99 +261,35 @@ class SSHBackend:
             return posixpath.normpath(self.home + path[1:])
         return resolve_path(self.cwd, path)
 
-    def _files(self, operation: Callable[[SSHConnection, SFTPSession], T]) -> T:
-        """Run a file operation on an SFTP session of its own (concurrent calls overlap); if the
-        connection dropped, reconnect and do it again (reads, stats and the temp-file-and-rename
-        write can safely run twice). Every wait has a deadline (sftp.py); a run's cancel event
-        stops it."""
-        for attempt in (1, 2):
-            conn = self._connection()
-            try:
-                with conn.sftp() as session:
-                    return operation(conn, session)
-            except SFTPCancelled:
-                raise BackendError(f"the file operation on {self.target} was cancelled (the run ended)") from None
-            except SFTPTimeout:
-                raise
-            except Exception as exc:
-                if conn.abandoned:  # the host went silent: no second wait on the same dead link
-                    raise BackendError(
-                        f"{self.target} stopped answering ({conn.abandoned}); the next call reconnects"
-                    ) from None
-                if conn.alive():
-                    if isinstance(exc, OSError | BackendError):
-                        raise
-                    raise BackendError(f"SFTP on {self.target} failed: {type(exc).__name__}: {exc}") from None
-                if attempt == 2:
-                    raise BackendError(f"the SSH connection to {self.target} dropped twice during a file operation") from None
-        raise AssertionError("unreachable")
-
     def _busy(self) -> bool:
         """A command runs or a process started here still runs: anything may change."""
         with self._lock:
             return bool(self._running) or any(not channel.closed for channel in self._channels)
 
+    # The file calls themselves: filecalls.py (paths resolved here first, against the shell's cwd).
+
     def realpath(self, path: str) -> str:
-        """Where `path` leads on the host, every symlink followed (a missing tail as written):
-        the workspace check's resolution (policy/paths.py). One round trip that also stats the
-        path for the tool's own stat right after; none when resolved a moment ago (seen.py) with no
-        command run or process started since (a link changed by anything else is caught by the
-        operation: see `pin`)."""
-        target = self._path(path)
-        with self._lock:
-            hit, epoch = self._seen.leads(target), self._seen.epoch
-        if hit is not None:
-            return hit
-        resolved, attrs = self._files(lambda _, s: files.realpath(s, target))
-        self._seen.saw(target, attrs, epoch, looked=True)
-        self._seen.saw_lead(target, resolved, epoch)
-        return resolved
+        """Where `path` leads on the host, every symlink followed (FileCalls.realpath)."""
+        return self._file_calls.realpath(self._path(path))
 
     def pin(self, path: str, resolved: str) -> None:
-        """The workspace check allowed `path` because it leads to `resolved`: from now on it is
-        read or written only while it still leads there (a REALPATH in the operation's first
-        flight; PermissionError otherwise)."""
-        with self._lock:
-            self._pins.pin(self._path(path), resolved)
+        """The workspace check allowed `path` because it leads to `resolved` (FileCalls.pin)."""
+        self._file_calls.pin(self._path(path), resolved)
 
     def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
         """See Backend.read_bytes; a pinned path only where it was allowed to lead (`pin`)."""
-        target = self._path(path)
         limit = self.settings.files.read_max_bytes if max_bytes is None else max_bytes
-        with self._lock:
-            known, epoch, pinned = self._seen.regular(target), self._seen.epoch, self._pins.get(target)
-        data, attrs = self._files(lambda _, s: files.read_bytes(s, target, limit, known, pinned))
-        self._seen.saw(target, attrs, epoch)
-        return data
+        return self._file_calls.read_bytes(self._path(path), limit)
 
     def write_bytes(self, path: str, data: bytes) -> None:
         """See Backend.write_bytes; a pinned path only where it was allowed to lead (`pin`)."""
-        target = self._path(path)
-        with self._lock:
-            pinned = self._pins.get(target)
-
-        def write(conn: SSHConnection, s: SFTPSession) -> files.Written:
-            written = files.write_bytes(s, target, data, conn.default_mode, pinned)
-            conn.default_mode = written.default_mode
-            return written
-
-        epoch = self._seen.changed(target)
-        written = self._files(write)
-        for seen in {target, written.target}:  # the path as given, and the file it leads to
-            self._seen.saw(seen, written.attrs, epoch)
+        self._file_calls.write_bytes(self._path(path), data)
 
     def stat(self, path: str) -> FileStat | None:
-        target = self._path(path)
-        with self._lock:
-            (known, attrs), epoch = self._seen.recent(target), self._seen.epoch
-        if not known:
-            attrs = self._files(lambda _, s: files.stat(s, target))
-            self._seen.saw(target, attrs, epoch, looked=True)
-        return files.to_filestat(target, attrs) if attrs is not None else None
+        return self._file_calls.stat(self._path(path))
 
     def list_dir(self, path: str) -> list[DirEntry]:
-        target = self._path(path)
-        return self._files(lambda _, s: files.list_dir(s, target))
+        return self._file_calls.list_dir(self._path(path))
 
     def sftp_sessions(self) -> tuple[int, int]:
         """(SFTP sessions open on the current connection, of which in use now), for diagnostics."""
