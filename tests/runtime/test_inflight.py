@@ -8,15 +8,17 @@ past it fail with a message that says what to do.
 from __future__ import annotations
 
 import ast
+import json
 import random
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from herald._sandbox.protocol import HEADER, FrameBuffer, RefusedFrame, encode_frame
-
-from ._helpers import script
 
 MIB = 1024 * 1024
 CAP = 256 * MIB  # the default
@@ -37,6 +39,47 @@ def _status(field: str) -> int:
             if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     raise AssertionError(f"{field} not in /proc/self/status")
+
+
+# What a fresh Herald process measures: a pytest worker carries other tests' threads and
+# allocator state, which would count against the cap too.
+_MEASURE = """
+import json, sys
+from pathlib import Path
+from herald import Runtime, Settings
+from herald.backends.local import LocalBackend
+
+def status(field):
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+
+workspace, data, code, overrides, exec_mode = sys.argv[1:6]
+settings = Settings(data_dir=Path(data)).with_overrides(json.loads(overrides))
+with LocalBackend(workspace, settings=settings) as backend, Runtime(
+    backend, settings=settings, exec_mode=exec_mode
+) as runtime:
+    runtime.wait_warm()
+    runtime.execute("print(1)")
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+    before = status("VmRSS")
+    result = runtime.execute(code, timeout=600)
+    growth = status("VmHWM") - before
+print(json.dumps({"growth": growth, "status": result.status, "output": result.output, "error": result.error}))
+"""
+
+
+def _growth_in_a_fresh_herald(workspace: Path, data: Path, code: str, overrides: dict[str, Any] | None = None,
+                              exec_mode: str = "host") -> tuple[int, dict[str, Any]]:
+    """Run `code` in a Runtime of a new Herald process: (its peak RSS growth over the run, the result)."""
+    done = subprocess.run([sys.executable, "-c", _MEASURE, str(workspace), str(data), code,
+                           json.dumps(overrides or {}), exec_mode],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    return int(found.pop("growth")), found
 
 
 # -- the frame decoder's admission ------------------------------------------------------------
@@ -85,13 +128,10 @@ def test_a_refused_frame_without_a_leading_id_says_so() -> None:
 
 # -- end to end -------------------------------------------------------------------------------
 
-def test_sixty_large_frames_keep_the_parent_within_the_cap(make_runtime: Any) -> None:
+def test_sixty_large_frames_keep_the_parent_within_the_cap(workspace: Path, tmp_path: Path) -> None:
     """60 frames of ~63 MB from 16 threads: the parent's peak RSS grows by less than the cap and
     a margin, and the calls that did not fit were told why and what to do."""
-    runtime = make_runtime()
-    runtime.wait_warm()
-    before = _reset_peak()
-    result = runtime.execute(script("""
+    growth, result = _growth_in_a_fresh_herald(workspace, tmp_path / "data", textwrap.dedent("""
         import threading
         from collections import Counter
         from _hermes_runtime.client import call, ToolError
@@ -111,43 +151,38 @@ def test_sixty_large_frames_keep_the_parent_within_the_cap(make_runtime: Any) ->
         for t in threads: t.join()
         print(dict(seen))
         print(messages.get("InflightLimit", ""))
-        """), timeout=600)
-    growth = _status("VmHWM") - before
-    assert result.status == "success", result
-    assert "'ran'" not in result.output, result.output
-    counts = ast.literal_eval(result.output.splitlines()[0])
+        """))
+    assert result["status"] == "success", result
+    assert "'ran'" not in result["output"], result["output"]
+    counts = ast.literal_eval(result["output"].splitlines()[0])
     assert sum(counts.values()) == 60, counts
     assert counts.get("InflightLimit", 0) > 0, counts
-    message = result.output.splitlines()[1]
+    message = result["output"].splitlines()[1]
     assert "sandbox.max_inflight_bytes" in message and "fewer calls" in message, message
     assert growth < CAP + MARGIN, f"the parent grew by {growth / MIB:.0f} MiB"
-    assert not (Path(runtime.backend.cwd) / "never.txt").exists()
+    assert not (workspace / "never.txt").exists()
 
 
-def test_parallel_patches_of_large_files_fail_clearly_past_the_cap(make_runtime: Any, workspace: Path) -> None:
+def test_parallel_patches_of_large_files_fail_clearly_past_the_cap(workspace: Path, tmp_path: Path) -> None:
     """16 patches of 16 files of ~19 MB at once: those that fit run, the rest fail with
     InflightLimit (their files unchanged), and the parent stays within the cap and a margin."""
     line = "a line of a large file, with some words on it\n"
     for k in range(16):
         (workspace / f"large{k}.txt").write_text(f"marker{k}\n" + line * (19_000_000 // len(line)))
-    runtime = make_runtime()
-    runtime.wait_warm()
-    before = _reset_peak()
-    result = runtime.execute(script("""
+    growth, result = _growth_in_a_fresh_herald(workspace, tmp_path / "data", textwrap.dedent("""
         from hermes_tools import parallel, patch, ToolError
         outcomes = parallel([(patch, "large%d.txt" % k, "marker%d" % k, "done%d" % k) for k in range(16)], return_exceptions=True)
         for k, outcome in enumerate(outcomes):
             kind = outcome.error_type if isinstance(outcome, ToolError) else "patched"
             print(k, kind, str(outcome)[:400].replace("\\n", " "))
-        """), timeout=600)
-    growth = _status("VmHWM") - before
-    assert result.status == "success", result
-    lines = result.output.splitlines()
-    assert len(lines) == 16, result.output
+        """))
+    assert result["status"] == "success", result
+    lines = result["output"].splitlines()
+    assert len(lines) == 16, result["output"]
     patched = {int(line.split()[0]) for line in lines if line.split()[1] == "patched"}
     refused = [line for line in lines if line.split()[1] == "InflightLimit"]
-    assert patched and refused, result.output
-    assert len(patched) + len(refused) == 16, result.output
+    assert patched and refused, result["output"]
+    assert len(patched) + len(refused) == 16, result["output"]
     assert all("sandbox.max_inflight_bytes" in line for line in refused), refused
     for k in range(16):
         head = (workspace / f"large{k}.txt").read_text()[:10]
@@ -180,29 +215,18 @@ print(messages.get("InflightLimit", ""))
 
 
 @pytest.mark.parametrize("cap", [CAP, 100 * MIB], ids=["default", "below-one-call"])
-def test_backend_mode_large_calls_are_capped_too(settings: Any, workspace: Path, cap: int) -> None:
+def test_backend_mode_large_calls_are_capped_too(workspace: Path, tmp_path: Path, cap: int) -> None:
     """In backend mode the calls come over the exec channel one after another: a large one is
     counted once read, and one past the cap is refused before it is queued. With a cap below
     what one call holds, every one is refused with a message that says to send smaller pieces."""
-    from herald import Runtime
-    from herald.backends.local import LocalBackend
-
-    settings = settings.with_overrides({"sandbox.max_inflight_bytes": cap})
-    backend = LocalBackend(str(workspace), settings=settings)
-    runtime = Runtime(backend, settings=settings, exec_mode="backend")
-    try:
-        before = _reset_peak()
-        result = runtime.execute(SIXTEEN_LARGE_CALLS, timeout=600)
-        growth = _status("VmHWM") - before
-    finally:
-        runtime.close()
-        backend.close()
-    assert result.status == "success", result
-    counts = ast.literal_eval(result.output.splitlines()[0])
+    growth, result = _growth_in_a_fresh_herald(workspace, tmp_path / "data", SIXTEEN_LARGE_CALLS,
+                                               {"sandbox.max_inflight_bytes": cap}, exec_mode="backend")
+    assert result["status"] == "success", result
+    counts = ast.literal_eval(result["output"].splitlines()[0])
     assert sum(counts.values()) == 16 and set(counts) <= {"UnknownTool", "InflightLimit"}, counts
     if cap < 3 * 63 * MIB:
         assert counts == {"InflightLimit": 16}, counts
-        assert "smaller pieces" in result.output.splitlines()[1]
+        assert "smaller pieces" in result["output"].splitlines()[1]
     # One frame read beyond the cap, at most: 3 x 63 MB.
     assert growth < cap + 3 * 63 * MIB + MARGIN, f"the parent grew by {growth / MIB:.0f} MiB"
 
