@@ -231,6 +231,17 @@ def default_config_path(env: Mapping[str, str] | None = None) -> Path:
     return Path(base) / "herald" / "config.toml"
 
 
+def herald_files(settings: Settings) -> list[str]:
+    """Herald's own files on this machine, which neither a script nor a file tool may touch:
+    its data directory (transcripts, sessions, spill files) and its config (the file in use,
+    and its default directory)."""
+    config = default_config_path()
+    files = [str(settings.data_dir), str(config), str(default_config_path({}).parent)]
+    if not os.environ.get("HERALD_CONFIG"):
+        files.append(str(config.parent))
+    return files
+
+
 def load_settings(
     config_path: Path | None = None,
     *,

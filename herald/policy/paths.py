@@ -38,20 +38,9 @@ from .._sandbox.confinement import Confinement, secret_paths
 from .._sandbox.isolate import MASKED_DIRS, MASKED_FILES
 from .._sandbox.realpaths import ReadCache, real_path
 from ..backends.base import call_cwd, resolve_path
-from ..config import Settings, default_config_path
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
-
-
-def herald_files(settings: Settings) -> list[str]:
-    """Herald's own files on this machine, masked for file tools: its data directory
-    (transcripts, sessions, spill files) and its config (the file in use, and its default directory)."""
-    config = default_config_path()
-    files = [str(settings.data_dir), str(config), str(default_config_path({}).parent)]
-    if not os.environ.get("HERALD_CONFIG"):
-        files.append(str(config.parent))
-    return files
 
 
 def local_masks(own_files: Sequence[str]) -> list[str]:

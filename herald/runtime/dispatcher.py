@@ -54,11 +54,11 @@ from .._sandbox.confinement import confined_call
 from .._sandbox.protocol import HEADER, reply_frame
 from ..backends.base import BackendError, pinned_cwd
 from ..backends.shell import CANCEL_POLL_SECONDS, cancellable, foreground_only
+from ..config import herald_files
 from ..deadlines import DeadlinePassed, call_deadline, check_deadline, time_left
 from ..inflight import InflightBytes, charged_inflight
 from ..policy import Gate, Policy, Verdict
 from ..policy.budgets import Budgets
-from ..policy.paths import herald_files
 from ..spill import SpillBudget, charged_to
 from ..tools.arguments import bind_arguments
 from ..tools.registry import Registry, Tool, ToolContext, ToolError

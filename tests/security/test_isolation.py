@@ -114,6 +114,25 @@ def test_herald_data_inside_the_workspace_stays_hidden(make_runtime: Callable[..
 
 
 @needs_bwrap
+def test_a_config_file_named_by_herald_config_inside_the_workspace_stays_hidden(
+    make_runtime: Callable[..., Runtime], workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HERALD_CONFIG may name a file anywhere: the one mask (config.herald_files) hides it from
+    the script as from the file tools, so a script cannot read or rewrite the settings."""
+    config = workspace / "herald.toml"
+    config.write_text(f'# {SECRET}\n[sandbox]\ntimeout = 60\n')
+    monkeypatch.setenv("HERALD_CONFIG", str(config))
+    runtime = make_runtime()
+    result = run_ok(runtime, (
+        "try:\n    print(repr(open('herald.toml').read()))\nexcept OSError as exc:\n    print('refused', exc.errno)\n"
+        "try:\n    open('herald.toml', 'w').write('[policy]\\nprofile = \"full\"\\n')\n    print('written')\n"
+        "except OSError as exc:\n    print('refused', exc.errno)\n"
+    ))
+    assert SECRET not in result.output and "written" not in result.output, result.output
+    assert SECRET in config.read_text()
+
+
+@needs_bwrap
 def test_a_workspace_that_is_the_home_keeps_its_credential_stores_hidden(
     make_runtime: Callable[..., Runtime], tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -46,7 +46,7 @@ from typing import Any
 
 from ..._sandbox import isolate
 from ...backends.base import Backend
-from ...config import Settings
+from ...config import Settings, herald_files
 from ..owned import owned_tempdir
 
 MODES = ("auto", "bwrap", "landlock", "none")
@@ -147,7 +147,7 @@ def request(settings: Settings, workspace: str, *, writable_workspace: bool = Tr
     workspace_binds = ([workspace], []) if not writable_workspace else ([], [workspace])
     read_only = tuple(dict.fromkeys([*workspace_binds[0], *sandbox.ro_binds]))
     read_write = tuple(dict.fromkeys([*workspace_binds[1], *sandbox.rw_binds]))
-    return Isolation(mode, read_only=read_only, read_write=read_write, masked=(str(settings.data_dir),),
+    return Isolation(mode, read_only=read_only, read_write=read_write, masked=tuple(herald_files(settings)),
                      network=sandbox.network)
 
 
