@@ -2,7 +2,9 @@
 
 Each tool's parameters are its `inputSchema` (the stubs' typed signature and docstring come from
 it), its return type comes from `outputSchema` when present, and a tool without `readOnlyHint`
-counts as mutating (`Tool.mutates`, for permission profiles). Calls go through the Dispatcher
+counts as mutating (`Tool.mutates`, for permission profiles) unless the user trusts it as read-only in
+the server's table: a server's `readOnlyHint` is shown, never trusted by itself. An answer
+beyond the server's `max_result_bytes` is cut (head + tail) and spilled whole to a file. Calls go through the Dispatcher
 like any other tool's; the handler finds the session's connections in the ToolContext cache,
 where they are made on first use and closed with the Runtime.
 
@@ -19,13 +21,17 @@ import hashlib
 import json
 import keyword
 import logging
+import os
 import re
+import secrets
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..backends.shell import current_cancel
+from ..capture import CappedCapture
 from ..config import McpServerSettings, Settings
+from ..deadlines import DeadlinePassed
 from ..tools.registry import Registry, Tool, ToolContext, ToolError
 from .connection import STOP_TIMEOUT, McpConnection, McpServerError
 
@@ -78,7 +84,7 @@ def register_mcp_tools(registry: Registry, settings: Settings) -> dict[str, str]
             continue
         try:
             listed = cached_listing(server, settings)
-        except McpServerError as exc:
+        except (McpServerError, DeadlinePassed) as exc:  # that server's tools withheld, with the reason
             problems[name] = str(exc)
             registry.register(_broken(server, str(exc), set(registry.names())))
             continue
@@ -109,10 +115,12 @@ def _broken(server: McpServerSettings, reason: str, taken: set[str]) -> Tool:
 
 def cached_listing(server: McpServerSettings, settings: Settings) -> list[dict[str, Any]]:
     """The server's tools as MCP dicts (by alias: inputSchema, ...), kept per server settings."""
+    path = _listing_path(server, settings)
     try:
-        listed = json.loads(_listing_path(server, settings).read_text(encoding="utf-8"))
-        if isinstance(listed, list):
-            return listed
+        if path.stat().st_size <= server.max_listing_bytes:
+            listed = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(listed, list) and len(listed) <= server.max_tools:
+                return listed
     except (OSError, ValueError):
         pass
     connection = McpConnection(server)
@@ -124,7 +132,7 @@ def cached_listing(server: McpServerSettings, settings: Settings) -> list[dict[s
 
 def list_and_keep(connection: McpConnection, settings: Settings) -> list[dict[str, Any]]:
     """List the (started) server's tools now and keep the listing for later sessions."""
-    listed = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in connection.list_tools()]
+    listed = connection.list_tools()
     path = _listing_path(connection.server, settings)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -153,8 +161,7 @@ def mcp_tools(server: McpServerSettings, listed: list[dict[str, Any]], taken: se
 
 def _tool(server: McpServerSettings, spec: dict[str, Any], name: str) -> Tool:
     remote = str(spec.get("name", ""))
-    annotations = spec.get("annotations")
-    read_only = isinstance(annotations, dict) and annotations.get("readOnlyHint") is True
+    hinted, read_only = read_only_claim(server, spec)
     parameters = _parameters(spec.get("inputSchema"))
     output = spec.get("outputSchema") if isinstance(spec.get("outputSchema"), dict) else None
     # A parameter that is not a Python identifier cannot be a stub's keyword: direct calls only.
@@ -162,19 +169,38 @@ def _tool(server: McpServerSettings, spec: dict[str, Any], name: str) -> Tool:
                      for p in parameters["properties"])
     texts = [spec.get("description"), spec.get("title"), f"Tool {remote} of MCP server {server.name}."]
     description = next(t for t in texts if isinstance(t, str) and t.strip()).strip()
-    description += f"\n(MCP server {server.name!r}, tool {remote!r}{'' if read_only else '; may change state'}.)"
+    description += f"\n(MCP server {server.name!r}, tool {remote!r}; {_trust_note(server, hinted, read_only)}.)"
 
     def handler(args: dict[str, Any], ctx: ToolContext) -> Any:
         connection = connections(ctx).get(server.name)
         if connection is None:
             raise ToolError(f"{name}: MCP server {server.name!r} is not configured in this session.")
         result, note = connection.call(remote, args, read_only=read_only, cancel=current_cancel())
-        return _result(name, result, note)
+        return capped_result(_result(name, result, note), server.max_result_bytes, ctx)
 
     return _scriptable(Tool(
         name=name, description=description, parameters=parameters, handler=handler,
         returns=_returns(output), output_schema=output, sandbox=scriptable, mutates=not read_only,
     ))
+
+
+def read_only_claim(server: McpServerSettings, spec: dict[str, Any]) -> tuple[bool, bool]:
+    """(the server says the tool is read-only, Herald takes it as read-only). The server's
+    readOnlyHint is only a claim: a tool counts as read-only when the user trusts it in the
+    server's table (`read_only_tools`, or `trust_read_only_hints` for every hinted tool)."""
+    annotations = spec.get("annotations")
+    hinted = isinstance(annotations, dict) and annotations.get("readOnlyHint") is True
+    trusted = str(spec.get("name", "")) in server.read_only_tools or (hinted and server.trust_read_only_hints)
+    return hinted, trusted
+
+
+def _trust_note(server: McpServerSettings, hinted: bool, read_only: bool) -> str:
+    if read_only:
+        return "read-only, trusted in Herald's config"
+    if hinted:
+        return (f"the server says it is read-only (readOnlyHint), which Herald does not trust: it counts as changing "
+                f"state; the config's [mcp_servers.{server.name}] read_only_tools can trust it")
+    return "may change state"
 
 
 def _parameters(schema: Any) -> dict[str, Any]:
@@ -247,3 +273,30 @@ def _result(name: str, result: CallToolResult, note: str | None) -> Any:
         out["note"] = note
     return out
 
+
+
+def capped_result(out: dict[str, Any], limit: int, ctx: ToolContext) -> dict[str, Any]:
+    """`out` as it is when its JSON fits in `limit` bytes; else its text (the JSON of a
+    structured answer) cut to a head and a tail, the whole of it spilled to a file charged to
+    the run's spill budget, as a terminal command's output is."""
+    text = out["text"] if set(out) <= {"text", "note"} and isinstance(out.get("text"), str) else None
+    data = (text if text is not None else json.dumps(out, ensure_ascii=False)).encode("utf-8", "replace")
+    if len(data) <= limit:
+        return out
+    suffix = "txt" if text is not None else "json"
+    capture = CappedCapture(limit, spill_dir=ctx.spill_dir,
+                            spill_name=f"mcp-{os.getpid()}-{secrets.token_hex(4)}.{suffix}")
+    try:
+        capture.feed(data)
+    finally:
+        capture.close()
+    cut: dict[str, Any] = {"text": capture.text("answer"), "truncated": True, "bytes": len(data)}
+    if capture.spill_path is not None:
+        cut["spill_path"] = str(capture.spill_path)
+    notes = [out["note"]] if out.get("note") else []
+    if text is None:
+        notes.append("the structured answer was larger than the server's max_result_bytes: this is its JSON, cut; "
+                     "read the spill file for the whole of it")
+    if notes:
+        cut["note"] = " ".join(notes)
+    return cut
