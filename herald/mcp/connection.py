@@ -40,6 +40,11 @@ class McpServerError(ToolError):
         super().__init__(message, "McpServerError")
 
 
+class McpListingTooLarge(McpServerError):
+    """The server lists more tools, or more bytes, than its settings allow: kept as its listing
+    (tools.py), so later sessions withhold it without listing it again."""
+
+
 class McpConnection:
     def __init__(self, server: McpServerSettings) -> None:
         self.server = server
@@ -222,7 +227,7 @@ class McpConnection:
         except Exception as exc:
             raise McpServerError(f"{failed}: {_reason(exc)}") from None
         if over:
-            raise McpServerError(f"{failed}: {over[0]}; its tools are not offered. Raise the limit in "
+            raise McpListingTooLarge(f"{failed}: {over[0]}; its tools are not offered. Raise the limit in "
                                  f"[mcp_servers.{server.name}] if the listing is meant to be that large.")
         return listed
     def call(self, tool: str, args: dict[str, Any], *, read_only: bool,

@@ -11,7 +11,9 @@ where they are made on first use and closed with the Runtime.
 Which tools a server has is known before its first call: the listing is kept in
 `data_dir/mcp/`, keyed on the server's settings, so a session starts a server only when a tool
 of it is called. Without a kept listing the server is started once to list its tools;
-`herald mcp list` lists every server afresh and renews what is kept.
+`herald mcp list` lists every server afresh and renews what is kept. A listing past the server's
+limits (max_tools, max_listing_bytes) is kept as that verdict, so later sessions withhold the
+server at once; one that took too long (list_timeout_sec) is tried again by the next session.
 """
 
 from __future__ import annotations
@@ -33,13 +35,14 @@ from ..capture import CappedCapture
 from ..config import McpServerSettings, Settings
 from ..deadlines import DeadlinePassed
 from ..tools.registry import Registry, Tool, ToolContext, ToolError
-from .connection import STOP_TIMEOUT, McpConnection, McpServerError
+from .connection import STOP_TIMEOUT, McpConnection, McpListingTooLarge, McpServerError
 
 if TYPE_CHECKING:
     from mcp.types import CallToolResult
 
 log = logging.getLogger(__name__)
 CACHE_KEY = "mcp.connections"
+TOO_LARGE = "listing_too_large"  # a kept listing that is this verdict, not tools
 PREFIX = "mcp_"
 
 
@@ -121,6 +124,8 @@ def cached_listing(server: McpServerSettings, settings: Settings) -> list[dict[s
             listed = json.loads(path.read_text(encoding="utf-8"))
             if isinstance(listed, list) and len(listed) <= server.max_tools:
                 return listed
+            if isinstance(listed, dict) and isinstance(listed.get(TOO_LARGE), str):
+                raise McpListingTooLarge(f"{listed[TOO_LARGE]} (as listed earlier; `herald mcp list` lists it again)")
     except (OSError, ValueError):
         pass
     connection = McpConnection(server)
@@ -131,15 +136,24 @@ def cached_listing(server: McpServerSettings, settings: Settings) -> list[dict[s
 
 
 def list_and_keep(connection: McpConnection, settings: Settings) -> list[dict[str, Any]]:
-    """List the (started) server's tools now and keep the listing for later sessions."""
-    listed = connection.list_tools()
-    path = _listing_path(connection.server, settings)
+    """List the (started) server's tools now and keep the listing for later sessions; a listing
+    past the server's limits is kept as that verdict (listing it costs the time the limits cap)."""
+    try:
+        listed = connection.list_tools()
+    except McpListingTooLarge as exc:
+        _keep(connection.server, settings, {TOO_LARGE: str(exc)})
+        raise
+    _keep(connection.server, settings, listed)
+    return listed
+
+
+def _keep(server: McpServerSettings, settings: Settings, listing: list[dict[str, Any]] | dict[str, str]) -> None:
+    path = _listing_path(server, settings)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(listed), encoding="utf-8")
+        path.write_text(json.dumps(listing), encoding="utf-8")
     except OSError as exc:  # a read-only data dir costs a start per session, nothing more
-        log.warning("could not keep the tool listing of MCP server %s: %s", connection.server.name, exc)
-    return listed
+        log.warning("could not keep the tool listing of MCP server %s: %s", server.name, exc)
 
 
 def _listing_path(server: McpServerSettings, settings: Settings) -> Path:

@@ -96,6 +96,9 @@ def test_a_huge_listing_withholds_that_server_only(settings: Settings) -> None:
         assert "more than 1000 tools (setting max_tools)" in reason, reason
         assert "mcp_lying_note" in {t.name for t in rt.dispatcher.script_tools}
         assert not any(name.startswith("mcp_many_") for name in rt.dispatcher.registry.names())
+    with Runtime(settings=both, transcript=False) as rt:  # the verdict is kept: not listed again
+        reason = rt.dispatcher.offer.withheld["mcp_many"]
+        assert "more than 1000 tools (setting max_tools)" in reason and "as listed earlier" in reason, reason
 
 
 def test_a_slow_listing_withholds_that_server_only(settings: Settings) -> None:
