@@ -71,9 +71,10 @@ def build_result(
             "killed. Output printed before that is kept. Make the script do less per run, or "
             "pass a larger timeout."
         )
-        if elapsed > timeout + 1:  # the real times: what took longer than the limit is named
-            notes.append(f"The run ended {elapsed:.1f} s after it began: starting it (MCP listings, the backend's "
-                         "connection) and stopping what it started took the rest.")
+        if elapsed > timeout + 1:  # the real times, not only the limit's
+            late = f"The run ended {elapsed:.1f} s after it began, {elapsed - timeout:.1f} s past its limit"
+            notes.append(late + (": the sandbox did not answer the kill (stopped or unresponsive), so Herald "
+                                 "ended it by closing its channel." if collected.exit_code is None else "."))
     elif collected.reason == "interrupted":
         status = "interrupted"
         notes.append("Interrupted: the script and every process it started were killed.")
