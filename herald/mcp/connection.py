@@ -220,8 +220,7 @@ class McpConnection:
             listed = loop.run(every_page(), timeout=wait)
         except TimeoutError:
             if wait is not None and wait < limit:
-                raise DeadlinePassed(f"MCP server {server.name!r} was still listing its tools when the run's time "
-                                     f"limit was reached; its tools are not offered in this run") from None
+                raise DeadlinePassed(f"MCP server {server.name!r} was still listing its tools") from None
             raise McpServerError(f"{failed}: it did not finish within {limit:g} s (setting list_timeout_sec); "
                                  "its tools are not offered") from None
         except Exception as exc:

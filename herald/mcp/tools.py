@@ -88,8 +88,12 @@ def register_mcp_tools(registry: Registry, settings: Settings) -> dict[str, str]
         try:
             listed = cached_listing(server, settings)
         except (McpServerError, DeadlinePassed) as exc:  # that server's tools withheld, with the reason
-            problems[name] = str(exc)
-            registry.register(_broken(server, str(exc), set(registry.names())))
+            reason = str(exc)
+            if isinstance(exc, DeadlinePassed):
+                reason += (" when the run's time limit was reached: its tools are not offered in this run "
+                           "(the next one lists them again)")
+            problems[name] = reason
+            registry.register(_broken(server, reason, set(registry.names())))
             continue
         for tool in mcp_tools(server, listed, taken=set(registry.names())):
             registry.register(tool)

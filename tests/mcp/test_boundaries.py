@@ -168,3 +168,22 @@ print("spill file cut at" in answer["text"])
         assert int(size) < 1_100_000
         assert os.path.getsize(path) <= 5_000_000, "the spill file is charged to the run's spill budget"
         assert result.output.splitlines()[1] == "True", "the answer says its spill file was cut"
+
+
+def test_herald_exec_with_a_listing_that_hangs_ends_by_its_timeout(tmp_path: Path) -> None:
+    server = fake("slow", "3600")
+    config = tmp_path / "config.toml"
+    config.write_text(f"[mcp_servers.slow]\ncommand = {json.dumps(server['command'])}\n"
+                      f"args = {json.dumps(server['args'])}\nlist_timeout_sec = 3600\n")
+    (tmp_path / "s.py").write_text("print('hi')\n")
+    timeout = 3
+    started = time.monotonic()
+    done = _herald.run(["exec", "--json", "--timeout", str(timeout), "-c", f"sandbox.kill_grace={GRACE}",
+                        str(tmp_path / "s.py")], cwd=tmp_path, home=tmp_path, HERALD_CONFIG=str(config))
+    elapsed = time.monotonic() - started
+    assert elapsed < timeout + GRACE + MARGIN, f"herald exec took {elapsed:.1f} s"
+    assert done.returncode == 124, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+    result = json.loads(done.stdout)
+    assert result["status"] == "timeout" and result["duration_seconds"] >= timeout, result
+    assert any(n.startswith("mcp_slow: MCP server 'slow' was still") and "time limit was reached" in n
+               for n in result["notes"]), result["notes"]
