@@ -18,11 +18,14 @@ import argparse
 import json
 import sys
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..backends.base import Backend
+from ..deadlines import call_deadline
 from .common import (
     UsageError,
     add_runtime_options,
@@ -70,6 +73,10 @@ def read_script(source: str) -> str:
         raise UsageError(f"cannot read script {source}: {exc}") from None
 
 
+class ConnectTimeout(Exception):
+    """The backend was still connecting when the run's time was up."""
+
+
 class Opening:
     """A backend being connected on a helper thread: connecting a remote one is mostly waiting
     for the network, which the caller spends importing the runtime instead (about a tenth of a
@@ -99,8 +106,11 @@ class Opening:
                 return
         backend.close()
 
-    def take(self) -> Backend:
-        self._thread.join()
+    def take(self, timeout: float | None = None) -> Backend:
+        """The connected backend; ConnectTimeout when it is still connecting after `timeout` s."""
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise ConnectTimeout()
         if self._error is not None:
             raise self._error
         assert self._backend is not None
@@ -115,10 +125,14 @@ class Opening:
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
+    # The run's clock starts now: its stubs, MCP listings, the backend's connection and set-up
+    # all count against --timeout, and the result's duration is the time herald exec took.
+    started = time.monotonic()
     if args.events and not args.json:
         raise UsageError("--events goes with --json (the events are JSON lines before the result object)")
     code = read_script(args.script)
     settings = load(args, runtime_flags(args))
+    deadline = started + settings.sandbox.timeout
     if settings.sandbox.exec_mode == "backend":
         # One script, then the process ends. An interpreter made ready for a next run, or a
         # fork server in the backend (which is ready only after this run's script has been
@@ -143,10 +157,20 @@ def cmd_exec(args: argparse.Namespace) -> int:
             # its start includes the archive of the sandbox files), so that work fills the wait.
             try:
                 policy = Policy.from_settings(settings, approve=approvals)
-                runtime = Runtime(made, settings=settings, policy=policy)
+                with call_deadline(deadline):  # an MCP server's listing ends by the run's deadline
+                    runtime = Runtime(made, settings=settings, policy=policy)
             except (ValueError, SandboxStartError) as exc:  # unknown tool names; no python in the backend
                 raise UsageError(str(exc)) from None
-            backend = opening.take()
+            backend = opening.take(max(0.0, deadline - time.monotonic()) + settings.sandbox.kill_grace)
+        except ConnectTimeout:  # the run's time was up before the backend was connected
+            from ..runtime.outcome import not_connected
+
+            if runtime is not None:
+                runtime.close()
+            if approvals is not None:
+                approvals.close()
+            opening.abandon()
+            return _report(args, not_connected(settings.backend, settings.sandbox.timeout, started), 124)
         except BaseException:  # a stop signal meanwhile, a bad setting, or opening failed
             if runtime is not None:
                 runtime.close()
@@ -169,7 +193,10 @@ def cmd_exec(args: argparse.Namespace) -> int:
                 if not args.json:
                     import_rich_meanwhile()  # for the summary line at the end
                 try:
-                    result = runtime.execute(code, on_output=view.output if view is not None else None)
+                    setup = time.monotonic() - started
+                    result = runtime.execute(code, on_output=view.output if view is not None else None,
+                                             started=started)
+                    result = _with_start_notes(result, runtime, setup)
                 except SandboxStartError as exc:
                     raise UsageError(str(exc)) from None
                 finally:
@@ -181,12 +208,29 @@ def cmd_exec(args: argparse.Namespace) -> int:
         finally:
             backend.close()
     exit_code = stop.exit_code if result.status == "interrupted" and stop.exit_code else EXIT_CODES[result.status]
+    return _report(args, result, exit_code)
+
+
+def _report(args: argparse.Namespace, result: ExecutionResult, exit_code: int) -> int:
     if args.json:
         text = json.dumps(result.to_dict(), ensure_ascii=False, indent=None if args.events else 2)
         print(text, flush=True)
         return exit_code
     _summarise(result)
     return exit_code
+
+
+def _with_start_notes(result: ExecutionResult, runtime: Runtime, setup: float) -> ExecutionResult:
+    """`result` with what its start cost said: MCP servers whose tools are withheld (and why),
+    and, for a run that timed out, the seconds spent before the script started."""
+    notes = [f"{name}: {reason}" for name, reason in runtime.dispatcher.offer.withheld.items()
+             if name.startswith("mcp_") and reason.startswith("MCP server ")]
+    if result.status == "timeout" and setup >= 0.5:
+        notes.append(f"{setup:.1f} s of the run's time went to starting it (MCP servers' listings, the backend) "
+                     "before the script started.")
+    if not notes:
+        return result
+    return replace(result, notes=[*result.notes, *notes], error="\n".join([result.error.rstrip("\n"), *notes]).strip())
 
 
 def _ignore() -> None:

@@ -90,7 +90,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def server_status(settings: Any) -> list[dict[str, Any]]:
     """Each configured server: started now, its tools (Herald's names) or the error."""
     from ..mcp.connection import McpConnection, McpServerError
-    from ..mcp.tools import list_and_keep, mcp_tools
+    from ..mcp.tools import list_and_keep, mcp_tools, read_only_claim
 
     rows = []
     for name, server in settings.mcp_servers.items():
@@ -105,6 +105,7 @@ def server_status(settings: Any) -> list[dict[str, Any]]:
             listed = list_and_keep(connection, settings)  # renews the listing later sessions start from
             row["status"] = "ok"
             row["tools"] = [{"name": t.name, "mcp_name": spec.get("name"), "read_only": not t.mutates,
+                             "read_only_hint": read_only_claim(server, spec)[0],
                              "scripts": t.sandbox, "summary": t.description.splitlines()[0]}
                             for t, spec in zip(mcp_tools(server, listed), listed, strict=True)]
         except McpServerError as exc:
@@ -134,6 +135,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         if row["status"] == "failed":
             out.print(f"  {escape(row['error'])}", style="red")
         for tool in row.get("tools", []):
-            flags = ("read-only" if tool["read_only"] else "may change state") + ("" if tool["scripts"] else ", direct only")
+            flags = ("read-only (trusted)" if tool["read_only"] else
+                     "says read-only, not trusted: counts as changing state" if tool["read_only_hint"] else
+                     "may change state") + ("" if tool["scripts"] else ", direct only")
             out.print(f"  [cyan]{escape(tool['name'])}[/] ({flags}): {escape(tool['summary'])}")
     return 0 if all(r["status"] != "failed" for r in rows) else 1

@@ -25,6 +25,16 @@ class McpServerSettings:
     enabled: bool = True
     startup_timeout_sec: float = 30.0
     tool_timeout_sec: float = 120.0
+    # A server's readOnlyHint is its own claim: under the read-only profile (and plan mode) its
+    # tools count as changing state unless the user trusts them here (by name, or every hint).
+    read_only_tools: tuple[str, ...] = ()
+    trust_read_only_hints: bool = False
+    # Listing its tools: a server that takes longer, or lists more, is withheld with the reason.
+    list_timeout_sec: float = 10.0
+    max_tools: int = 1000
+    max_listing_bytes: int = 8_000_000
+    # One call's answer beyond this is cut (head + tail) and spilled whole to a file.
+    max_result_bytes: int = 1_000_000
 
 
 def parse_mcp_servers(value: Any, source: str) -> dict[str, McpServerSettings]:
@@ -60,8 +70,14 @@ def parse_mcp_servers(value: Any, source: str) -> dict[str, McpServerSettings]:
                 url=_text(table.get("url", "")),
                 headers=tuple((str(k), _text(v)) for k, v in _pairs(table.get("headers", {}))),
                 enabled=bool(table.get("enabled", True)),
-                startup_timeout_sec=float(table.get("startup_timeout_sec", 30.0)),
-                tool_timeout_sec=float(table.get("tool_timeout_sec", 120.0)),
+                startup_timeout_sec=_positive(table.get("startup_timeout_sec", 30.0)),
+                tool_timeout_sec=_positive(table.get("tool_timeout_sec", 120.0)),
+                read_only_tools=tuple(_text(t) for t in _items(table.get("read_only_tools", []))),
+                trust_read_only_hints=_flag(table.get("trust_read_only_hints", False), "trust_read_only_hints"),
+                list_timeout_sec=_positive(table.get("list_timeout_sec", 10.0)),
+                max_tools=_count(table.get("max_tools", 1000), "max_tools"),
+                max_listing_bytes=_count(table.get("max_listing_bytes", 8_000_000), "max_listing_bytes"),
+                max_result_bytes=_count(table.get("max_result_bytes", 1_000_000), "max_result_bytes"),
             )
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{where}: {exc}") from None
@@ -76,7 +92,26 @@ def _text(value: Any) -> str:
 
 def _items(value: Any) -> list[Any]:
     if not isinstance(value, list):
-        raise TypeError(f"args must be a list of strings, got {value!r}")
+        raise TypeError(f"args and read_only_tools must be lists of strings, got {value!r}")
+    return value
+
+
+def _flag(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{key} must be true or false, got {value!r}")
+    return value
+
+
+def _positive(value: Any) -> float:
+    seconds = float(value)
+    if not seconds > 0 or seconds == float("inf"):
+        raise ValueError(f"timeouts are seconds above 0, got {value!r}")
+    return seconds
+
+
+def _count(value: Any, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise TypeError(f"{key} must be a whole number above 0, got {value!r}")
     return value
 
 

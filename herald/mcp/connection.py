@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import json
 import logging
 import os
 import shlex
@@ -26,7 +27,6 @@ from . import loop
 if TYPE_CHECKING:
     from mcp import Client
     from mcp.types import CallToolResult
-    from mcp.types import Tool as McpTool
 
 log = logging.getLogger(__name__)
 STDERR_TAIL = 2000  # bytes of a server's stderr quoted in errors
@@ -38,6 +38,11 @@ class McpServerError(ToolError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, "McpServerError")
+
+
+class McpListingTooLarge(McpServerError):
+    """The server lists more tools, or more bytes, than its settings allow: kept as its listing
+    (tools.py), so later sessions withhold it without listing it again."""
 
 
 class McpConnection:
@@ -178,25 +183,52 @@ class McpConnection:
 
     # -- calls -------------------------------------------------------------------------------
 
-    def list_tools(self) -> list[McpTool]:
+    def list_tools(self) -> list[dict[str, Any]]:
+        """The server's tools as MCP dicts (by alias: inputSchema, ...). A listing that takes
+        longer than `list_timeout_sec`, or holds more than `max_tools` tools or
+        `max_listing_bytes` bytes, fails this server (McpServerError saying which limit); one cut
+        short by the run's deadline raises DeadlinePassed (the next session may list it)."""
+        server = self.server
         client = self.client()
+        limit = server.list_timeout_sec
+        wait = time_left(limit)
+        over: list[str] = []
 
-        async def every_page() -> list[McpTool]:
-            tools: list[McpTool] = []
+        async def every_page() -> list[dict[str, Any]]:
+            tools: list[dict[str, Any]] = []
+            size = 0
             cursor: str | None = None
             while True:
                 page = await client.list_tools(cursor=cursor)
-                tools.extend(page.tools)
+                if len(tools) + len(page.tools) > server.max_tools:
+                    over.append(f"it lists more than {server.max_tools} tools (setting max_tools)")
+                    return tools
+                for tool in page.tools:
+                    spec = tool.model_dump(mode="json", by_alias=True, exclude_none=True)
+                    size += len(json.dumps(spec))
+                    if size > server.max_listing_bytes:
+                        over.append(f"its listing is larger than {server.max_listing_bytes:,} bytes "
+                                    "(setting max_listing_bytes)")
+                        return tools
+                    tools.append(spec)
                 cursor = page.next_cursor
                 if not cursor:
                     return tools
 
+        failed = f"MCP server {server.name!r} ({self.describe}) could not list its tools"
         try:
-            return loop.run(every_page(), timeout=self.server.startup_timeout_sec)
+            listed = loop.run(every_page(), timeout=wait)
+        except TimeoutError:
+            if wait is not None and wait < limit:
+                raise DeadlinePassed(f"MCP server {server.name!r} was still listing its tools") from None
+            raise McpServerError(f"{failed}: it did not finish within {limit:g} s (setting list_timeout_sec); "
+                                 "its tools are not offered") from None
         except Exception as exc:
-            raise McpServerError(f"MCP server {self.server.name!r} ({self.describe}) could not list its tools: "
-                                 f"{_reason(exc)}") from None
-
+            raise McpServerError(f"{failed}: {_reason(exc)}") from None
+        if over:
+            raise McpListingTooLarge(f"{failed}: {over[0]}; its tools are not offered. Raise the limit in "
+                                 f"[mcp_servers.{server.name}] if the listing is meant to be that large.")
+        return listed
     def call(self, tool: str, args: dict[str, Any], *, read_only: bool,
              cancel: threading.Event | None) -> tuple[CallToolResult, str | None]:
         """The server's answer, and a note when the server had to be restarted for it. A

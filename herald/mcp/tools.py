@@ -2,14 +2,18 @@
 
 Each tool's parameters are its `inputSchema` (the stubs' typed signature and docstring come from
 it), its return type comes from `outputSchema` when present, and a tool without `readOnlyHint`
-counts as mutating (`Tool.mutates`, for permission profiles). Calls go through the Dispatcher
+counts as mutating (`Tool.mutates`, for permission profiles) unless the user trusts it as read-only in
+the server's table: a server's `readOnlyHint` is shown, never trusted by itself. An answer
+beyond the server's `max_result_bytes` is cut (head + tail) and spilled whole to a file. Calls go through the Dispatcher
 like any other tool's; the handler finds the session's connections in the ToolContext cache,
 where they are made on first use and closed with the Runtime.
 
 Which tools a server has is known before its first call: the listing is kept in
 `data_dir/mcp/`, keyed on the server's settings, so a session starts a server only when a tool
 of it is called. Without a kept listing the server is started once to list its tools;
-`herald mcp list` lists every server afresh and renews what is kept.
+`herald mcp list` lists every server afresh and renews what is kept. A listing past the server's
+limits (max_tools, max_listing_bytes) is kept as that verdict, so later sessions withhold the
+server at once; one that took too long (list_timeout_sec) is tried again by the next session.
 """
 
 from __future__ import annotations
@@ -19,21 +23,26 @@ import hashlib
 import json
 import keyword
 import logging
+import os
 import re
+import secrets
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..backends.shell import current_cancel
+from ..capture import CappedCapture
 from ..config import McpServerSettings, Settings
+from ..deadlines import DeadlinePassed
 from ..tools.registry import Registry, Tool, ToolContext, ToolError
-from .connection import STOP_TIMEOUT, McpConnection, McpServerError
+from .connection import STOP_TIMEOUT, McpConnection, McpListingTooLarge, McpServerError
 
 if TYPE_CHECKING:
     from mcp.types import CallToolResult
 
 log = logging.getLogger(__name__)
 CACHE_KEY = "mcp.connections"
+TOO_LARGE = "listing_too_large"  # a kept listing that is this verdict, not tools
 PREFIX = "mcp_"
 
 
@@ -78,9 +87,13 @@ def register_mcp_tools(registry: Registry, settings: Settings) -> dict[str, str]
             continue
         try:
             listed = cached_listing(server, settings)
-        except McpServerError as exc:
-            problems[name] = str(exc)
-            registry.register(_broken(server, str(exc), set(registry.names())))
+        except (McpServerError, DeadlinePassed) as exc:  # that server's tools withheld, with the reason
+            reason = str(exc)
+            if isinstance(exc, DeadlinePassed):
+                reason += (" when the run's time limit was reached: its tools are not offered in this run "
+                           "(the next one lists them again)")
+            problems[name] = reason
+            registry.register(_broken(server, reason, set(registry.names())))
             continue
         for tool in mcp_tools(server, listed, taken=set(registry.names())):
             registry.register(tool)
@@ -109,10 +122,14 @@ def _broken(server: McpServerSettings, reason: str, taken: set[str]) -> Tool:
 
 def cached_listing(server: McpServerSettings, settings: Settings) -> list[dict[str, Any]]:
     """The server's tools as MCP dicts (by alias: inputSchema, ...), kept per server settings."""
+    path = _listing_path(server, settings)
     try:
-        listed = json.loads(_listing_path(server, settings).read_text(encoding="utf-8"))
-        if isinstance(listed, list):
-            return listed
+        if path.stat().st_size <= server.max_listing_bytes:
+            listed = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(listed, list) and len(listed) <= server.max_tools:
+                return listed
+            if isinstance(listed, dict) and isinstance(listed.get(TOO_LARGE), str):
+                raise McpListingTooLarge(f"{listed[TOO_LARGE]} (as listed earlier; `herald mcp list` lists it again)")
     except (OSError, ValueError):
         pass
     connection = McpConnection(server)
@@ -123,15 +140,24 @@ def cached_listing(server: McpServerSettings, settings: Settings) -> list[dict[s
 
 
 def list_and_keep(connection: McpConnection, settings: Settings) -> list[dict[str, Any]]:
-    """List the (started) server's tools now and keep the listing for later sessions."""
-    listed = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in connection.list_tools()]
-    path = _listing_path(connection.server, settings)
+    """List the (started) server's tools now and keep the listing for later sessions; a listing
+    past the server's limits is kept as that verdict (listing it costs the time the limits cap)."""
+    try:
+        listed = connection.list_tools()
+    except McpListingTooLarge as exc:
+        _keep(connection.server, settings, {TOO_LARGE: str(exc)})
+        raise
+    _keep(connection.server, settings, listed)
+    return listed
+
+
+def _keep(server: McpServerSettings, settings: Settings, listing: list[dict[str, Any]] | dict[str, str]) -> None:
+    path = _listing_path(server, settings)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(listed), encoding="utf-8")
+        path.write_text(json.dumps(listing), encoding="utf-8")
     except OSError as exc:  # a read-only data dir costs a start per session, nothing more
-        log.warning("could not keep the tool listing of MCP server %s: %s", connection.server.name, exc)
-    return listed
+        log.warning("could not keep the tool listing of MCP server %s: %s", server.name, exc)
 
 
 def _listing_path(server: McpServerSettings, settings: Settings) -> Path:
@@ -153,8 +179,7 @@ def mcp_tools(server: McpServerSettings, listed: list[dict[str, Any]], taken: se
 
 def _tool(server: McpServerSettings, spec: dict[str, Any], name: str) -> Tool:
     remote = str(spec.get("name", ""))
-    annotations = spec.get("annotations")
-    read_only = isinstance(annotations, dict) and annotations.get("readOnlyHint") is True
+    hinted, read_only = read_only_claim(server, spec)
     parameters = _parameters(spec.get("inputSchema"))
     output = spec.get("outputSchema") if isinstance(spec.get("outputSchema"), dict) else None
     # A parameter that is not a Python identifier cannot be a stub's keyword: direct calls only.
@@ -162,19 +187,38 @@ def _tool(server: McpServerSettings, spec: dict[str, Any], name: str) -> Tool:
                      for p in parameters["properties"])
     texts = [spec.get("description"), spec.get("title"), f"Tool {remote} of MCP server {server.name}."]
     description = next(t for t in texts if isinstance(t, str) and t.strip()).strip()
-    description += f"\n(MCP server {server.name!r}, tool {remote!r}{'' if read_only else '; may change state'}.)"
+    description += f"\n(MCP server {server.name!r}, tool {remote!r}; {_trust_note(server, hinted, read_only)}.)"
 
     def handler(args: dict[str, Any], ctx: ToolContext) -> Any:
         connection = connections(ctx).get(server.name)
         if connection is None:
             raise ToolError(f"{name}: MCP server {server.name!r} is not configured in this session.")
         result, note = connection.call(remote, args, read_only=read_only, cancel=current_cancel())
-        return _result(name, result, note)
+        return capped_result(_result(name, result, note), server.max_result_bytes, ctx)
 
     return _scriptable(Tool(
         name=name, description=description, parameters=parameters, handler=handler,
         returns=_returns(output), output_schema=output, sandbox=scriptable, mutates=not read_only,
     ))
+
+
+def read_only_claim(server: McpServerSettings, spec: dict[str, Any]) -> tuple[bool, bool]:
+    """(the server says the tool is read-only, Herald takes it as read-only). The server's
+    readOnlyHint is only a claim: a tool counts as read-only when the user trusts it in the
+    server's table (`read_only_tools`, or `trust_read_only_hints` for every hinted tool)."""
+    annotations = spec.get("annotations")
+    hinted = isinstance(annotations, dict) and annotations.get("readOnlyHint") is True
+    trusted = str(spec.get("name", "")) in server.read_only_tools or (hinted and server.trust_read_only_hints)
+    return hinted, trusted
+
+
+def _trust_note(server: McpServerSettings, hinted: bool, read_only: bool) -> str:
+    if read_only:
+        return "read-only, trusted in Herald's config"
+    if hinted:
+        return (f"the server says it is read-only (readOnlyHint), which Herald does not trust: it counts as changing "
+                f"state; the config's [mcp_servers.{server.name}] read_only_tools can trust it")
+    return "may change state"
 
 
 def _parameters(schema: Any) -> dict[str, Any]:
@@ -247,3 +291,30 @@ def _result(name: str, result: CallToolResult, note: str | None) -> Any:
         out["note"] = note
     return out
 
+
+
+def capped_result(out: dict[str, Any], limit: int, ctx: ToolContext) -> dict[str, Any]:
+    """`out` as it is when its JSON fits in `limit` bytes; else its text (the JSON of a
+    structured answer) cut to a head and a tail, the whole of it spilled to a file charged to
+    the run's spill budget, as a terminal command's output is."""
+    text = out["text"] if set(out) <= {"text", "note"} and isinstance(out.get("text"), str) else None
+    data = (text if text is not None else json.dumps(out, ensure_ascii=False)).encode("utf-8", "replace")
+    if len(data) <= limit:
+        return out
+    suffix = "txt" if text is not None else "json"
+    capture = CappedCapture(limit, spill_dir=ctx.spill_dir,
+                            spill_name=f"mcp-{os.getpid()}-{secrets.token_hex(4)}.{suffix}")
+    try:
+        capture.feed(data)
+    finally:
+        capture.close()
+    cut: dict[str, Any] = {"text": capture.text("answer"), "truncated": True, "bytes": len(data)}
+    if capture.spill_path is not None:
+        cut["spill_path"] = str(capture.spill_path)
+    notes = [out["note"]] if out.get("note") else []
+    if text is None:
+        notes.append("the structured answer was larger than the server's max_result_bytes: this is its JSON, cut; "
+                     "read the spill file for the whole of it")
+    if notes:
+        cut["note"] = " ".join(notes)
+    return cut

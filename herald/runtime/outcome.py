@@ -63,6 +63,7 @@ def build_result(
     """The result of a run that began at `started` (time.monotonic()) with `timeout` seconds."""
     notes: list[str] = []
     status: str
+    elapsed = time.monotonic() - started
     if collected.reason == "timeout":
         status = "timeout"
         notes.append(
@@ -70,6 +71,10 @@ def build_result(
             "killed. Output printed before that is kept. Make the script do less per run, or "
             "pass a larger timeout."
         )
+        if elapsed > timeout + 1:  # the real times, not only the limit's
+            late = f"The run ended {elapsed:.1f} s after it began, {elapsed - timeout:.1f} s past its limit"
+            notes.append(late + (": the sandbox did not answer the kill (stopped or unresponsive), so Herald "
+                                 "ended it by closing its channel." if collected.exit_code is None else "."))
     elif collected.reason == "interrupted":
         status = "interrupted"
         notes.append("Interrupted: the script and every process it started were killed.")
@@ -104,7 +109,7 @@ def build_result(
         error=error,
         exit_code=collected.exit_code,
         tool_calls_made=scope.calls,
-        duration_seconds=round(time.monotonic() - started, 6),
+        duration_seconds=round(elapsed, 6),
         output_spill_path=str(stdout.spill_path) if stdout.spill_path else None,
         error_spill_path=str(stderr.spill_path) if stderr.spill_path else None,
         session=session,
@@ -136,3 +141,12 @@ def unreachable(exc: BackendError, session: str | None) -> ExecutionResult:
                "sshd or the engine running); the next run connects again.")
     return ExecutionResult(status="error", output="", error=message, exit_code=None, tool_calls_made=0,
                            duration_seconds=0.0, session=session)
+
+
+def not_connected(backend: str, timeout: float, started: float) -> ExecutionResult:
+    """The result of a run whose time was up before its backend was connected (herald exec)."""
+    elapsed = time.monotonic() - started
+    message = (f"Timed out after {timeout:g} s before the script started: the {backend} backend was still being "
+               f"connected {elapsed:.1f} s after the run began. Check that it is reachable, or pass a larger timeout.")
+    return ExecutionResult(status="timeout", output="", error=message, exit_code=None, tool_calls_made=0,
+                           duration_seconds=round(elapsed, 6))

@@ -271,8 +271,11 @@ class Runtime:
         reset: bool = False,
         on_output: OutputListener | None = None,
         budgets: Mapping[str, float] | None = None,
+        started: float | None = None,
     ) -> ExecutionResult:
-        """Run `code` and return its result. `budgets` (default: setting sandbox.budgets) limits
+        """Run `code` and return its result. `started` (time.monotonic(); default now) is when
+        the run's clock started: `herald exec` passes its own start, so the time it took to get
+        here (MCP listings, the backend's connection) counts against `timeout` too. `budgets` (default: setting sandbox.budgets) limits
         what its tool calls may use beyond their number (herald/policy/budgets.py). `on_output` sees the script's stdout and stderr
         while it runs (the script's streams are then line-buffered); it is called on the
         thread that called `execute`, and whatever it raises is logged and ignored."""
@@ -296,7 +299,7 @@ class Runtime:
                         on_output=on_output, settings=self.settings, interrupt_fd=self._interrupt_r, paused=self.paused,
                     )
                 else:
-                    result = self._execute_once(code, timeout, max_calls, on_output, budgets)
+                    result = self._execute_once(code, timeout, max_calls, on_output, budgets, started)
                 return replace(result, isolation=self.isolation.describe, profile=self.dispatcher.policy.profile)
             except BackendError as exc:  # in backend mode: the backend could not be reached to start the run
                 if self._remote is None:
@@ -312,9 +315,9 @@ class Runtime:
 
     def _execute_once(
         self, code: str, timeout: float, max_calls: int, on_output: OutputListener | None,
-        budgets: Mapping[str, float],
+        budgets: Mapping[str, float], started: float | None = None,
     ) -> ExecutionResult:
-        started = time.monotonic()
+        started = time.monotonic() if started is None else started
         scope = self.dispatcher.new_scope(max_calls, deadline=started + timeout, budgets=budgets)
         token, grant = self._grants.issue(scope)
         self.paused.begin(scope)

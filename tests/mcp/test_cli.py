@@ -26,12 +26,13 @@ def test_mcp_list_shows_tools_and_failures(tmp_path: Path, workspace: Path, serv
     rows = {row["name"]: row for row in json.loads(proc.stdout)}
     assert rows["time"]["status"] == "ok"
     tools = {t["name"]: t for t in rows["time"]["tools"]}
-    assert tools["mcp_time_get_current_time"]["read_only"] is True
+    assert tools["mcp_time_get_current_time"]["read_only"] is False  # its readOnlyHint is not trusted
+    assert tools["mcp_time_get_current_time"]["read_only_hint"] is True
     assert tools["mcp_time_get_current_time"]["mcp_name"] == "get_current_time"
     assert rows["broken"]["status"] == "failed"
     assert "boom: no token" in rows["broken"]["error"]
     text = run(["mcp", "list", "--config", str(config)], cwd=workspace, home=tmp_path)
-    assert "mcp_time_convert_time (read-only)" in text.stdout
+    assert "mcp_time_convert_time (says read-only, not trusted: counts as changing state)" in text.stdout
     assert "boom: no token" in text.stdout
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -31,7 +32,7 @@ def wait_until(check: Callable[[], bool], seconds: float = 30.0) -> bool:
 def test_tools_become_typed_stubs_and_direct_tools(mcp_settings: Any) -> None:
     with Runtime(settings=mcp_settings("time", "memory"), transcript=False) as rt:
         tools = {t.name: t for t in rt.dispatcher.tools}
-        assert not tools["mcp_time_get_current_time"].mutates  # readOnlyHint
+        assert tools["mcp_time_get_current_time"].mutates  # readOnlyHint alone is not trusted
         assert tools["mcp_memory_create_entities"].mutates  # no readOnlyHint: counts as mutating
         result = rt.execute("""
 import inspect, hermes_tools
@@ -100,7 +101,9 @@ def test_servers_start_lazily_and_close_with_the_runtime(mcp_settings: Any) -> N
 
 
 def test_a_killed_server_is_restarted_and_the_call_says_so(mcp_settings: Any) -> None:
-    with Runtime(settings=mcp_settings("time", "memory"), transcript=False) as rt:
+    settings = mcp_settings("time", "memory")
+    settings.mcp_servers["time"] = dataclasses.replace(settings.mcp_servers["time"], trust_read_only_hints=True)
+    with Runtime(settings=settings, transcript=False) as rt:
         script = """
 from hermes_tools import mcp_time_get_current_time, mcp_memory_create_entities, ToolError
 print(mcp_time_get_current_time("UTC").get("note"))
