@@ -22,6 +22,7 @@ import secrets
 import select
 import signal
 import subprocess
+import sys
 import time
 from typing import Any, Dict, List, Optional, Set
 
@@ -30,6 +31,10 @@ from .shellscript import ShellScripts, done_fields, scan
 
 TIMEOUT_EXIT_CODE = 124  # as herald/backends/shell.py
 STARTUP_SECONDS = 15.0
+# The guard is this package's shellguard, under whatever name the package has here.
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GUARD_LAUNCH = ("import sys; sys.path.insert(0, sys.argv[1]); from %s.shellguard import main; main(sys.argv[2:])"
+                % __name__.rpartition(".")[0])
 
 
 EMPTY_COMMAND = "terminal: command is empty. Pass the shell command to run, e.g. terminal('ls -la')."
@@ -138,7 +143,9 @@ class LocalShell:
     def start(self) -> None:
         try:
             self.proc = subprocess.Popen(
-                [self.spec.get("bin") or "bash", "--noprofile", "--norc"],
+                # Under the guard (shellguard.py): what a command leaves running after it is killed.
+                [sys.executable, "-I", "-S", "-c", GUARD_LAUNCH, PACKAGE_PARENT, str(os.getpid()),
+                 self.spec.get("bin") or "bash", "--noprofile", "--norc"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
