@@ -31,10 +31,13 @@ from .shellscript import ShellScripts, done_fields, scan
 
 TIMEOUT_EXIT_CODE = 124  # as herald/backends/shell.py
 STARTUP_SECONDS = 15.0
-# The guard is this package's shellguard, under whatever name the package has here.
-PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GUARD_LAUNCH = ("import sys; sys.path.insert(0, sys.argv[1]); from %s.shellguard import main; main(sys.argv[2:])"
-                % __name__.rpartition(".")[0])
+# The guard is this package's shellguard, under whatever name the package has here
+# (`_hermes_runtime` in a backend, `herald._sandbox` in Herald's own process).
+_PACKAGE = __name__.rpartition(".")[0]
+PACKAGE_PARENT = os.path.abspath(__file__)
+for _ in range(_PACKAGE.count(".") + 2):
+    PACKAGE_PARENT = os.path.dirname(PACKAGE_PARENT)
+GUARD_LAUNCH = "import sys; sys.path.insert(0, sys.argv[1]); from %s.shellguard import main; main(sys.argv[2:])" % _PACKAGE
 
 
 EMPTY_COMMAND = "terminal: command is empty. Pass the shell command to run, e.g. terminal('ls -la')."
