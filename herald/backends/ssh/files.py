@@ -50,6 +50,7 @@ from .sftp import (
 
 MAX_IN_FLIGHT = 64  # READ/WRITE requests per batch (2 MiB)
 PROC_FD = "/proc/self/fd"  # in the SFTP server: its own descriptors, an open handle among them
+FDS_LOOKED = (3, 4, 5)  # where its first free one is (0-2 are its pipes to sshd; a log socket may hold 3)
 PRIVATE = 0o600
 
 
@@ -106,54 +107,33 @@ def realpath(s: SFTPSession, path: str) -> tuple[str, Attrs | None]:
     return leads_to(s, path, answer), (looked.attrs or Attrs()) if looked.error() is None else None
 
 
-def free_fd(s: SFTPSession) -> int:
-    """The descriptor the server's next OPEN gets on this session (which holds no other handle):
-    learned once, as the one the server's own listing of /proc/self/fd has open for that
-    listing. -1 where it cannot be learned (no /proc, a chrooted server)."""
-    if s.free_fd is None:
-        s.free_fd = -1
-        try:
-            names = [name for name, _ in s.listdir(PROC_FD)]
-        except OSError:
-            names = []
-        for name in names:
-            link = _answer(s, READLINK, f"{PROC_FD}/{name}") if name.isdigit() else None
-            if link is not None and link.startswith("/proc/") and link.endswith("/fd"):
-                s.free_fd = int(name)
-                break
-    return s.free_fd
+def send_fd_looks(s: SFTPSession) -> list[int]:
+    """READLINKs of the SFTP server's own descriptors FDS_LOOKED (/proc/self/fd/N): sent right
+    before an OPEN they tell the descriptor it gets (the lowest free one: the server is one
+    thread, this session holds no handle); right after it, the object that descriptor holds."""
+    return [s.send_path(READLINK, f"{PROC_FD}/{fd}") for fd in FDS_LOOKED]
 
 
-def send_opened_check(s: SFTPSession, fd: int) -> tuple[int, int] | None:
-    """Right behind an OPEN, in the same flight: READLINKs of /proc/self/fd/N and N+1 in the
-    server, N = `fd`, the descriptor that OPEN gets (free_fd, learned before the OPEN was sent).
-    The server answers in order, so they name the object the handle holds, whatever became of
-    the path since; None without /proc."""
-    if fd < 0:
-        return None
-    return s.send_path(READLINK, f"{PROC_FD}/{fd}"), s.send_path(READLINK, f"{PROC_FD}/{fd + 1}")
-
-
-def check_opened(s: SFTPSession, path: str, ids: tuple[int, int] | None, expected: str) -> None:
-    """PermissionError unless the handle just opened for `path` holds the file at `expected`:
-    descriptor N must be that file and N+1 free (so N is the one the OPEN got: the lowest
-    free descriptor, all below it held since the session began)."""
-    if ids is None:
+def check_opened(s: SFTPSession, path: str, before: list[int], after: list[int], expected: str) -> None:
+    """PermissionError unless the handle just opened for `path` holds the file at `expected`,
+    from the looks sent before and after its OPEN in the same flight (send_fd_looks): the
+    descriptor free before must hold that file after, whatever became of the path meanwhile."""
+    was = s.wait(*before)
+    now = s.wait(*after)
+    free = [i for i, reply in enumerate(was) if isinstance(reply.error(), FileNotFoundError)]
+    if not free:
         raise PermissionError(
-            errno.EACCES, f"{path}: this SFTP server cannot show what it opened (no /proc), so the file "
-            "could not be checked to be the one the call was allowed; nothing was read or written. "
-            "Use the terminal (cat, tee) for this file", path)
-    held, after = s.wait(*ids)
-    now = held.names[0][0] if held.error() is None and held.names else None
-    free = isinstance(after.error(), FileNotFoundError)
-    if now == expected and free:
+            errno.EACCES, f"{path}: this SFTP server cannot show what it opened (no /proc, or no descriptor "
+            "free where looked), so the file could not be checked to be the one the call was allowed; nothing "
+            "was read. Use the terminal (cat) for this file", path)
+    held = now[free[0]]
+    where = held.names[0][0] if held.error() is None and held.names else None
+    if where == expected:
         return
-    s.free_fd = None  # learned anew next time, should the server's descriptors have changed
-    if free and now is not None and now.startswith("/"):
-        raise moved(path, now, expected)
+    if where is not None and where.startswith("/"):
+        raise moved(path, where, expected)
     raise PermissionError(
-        errno.EACCES, f"{path}: could not tell which file the SFTP server opened, so nothing was read or "
-        "written; try again", path)
+        errno.EACCES, f"{path}: could not tell which file the SFTP server opened, so nothing was read; try again", path)
 
 
 def _check_pin(path: str, now: str | None, pinned: str | None) -> None:
@@ -199,18 +179,17 @@ def read_bytes(s: SFTPSession, path: str, max_bytes: int, known: Attrs | None = 
         check_regular(path, info.st_mode, info.st_size, max_bytes)
         limit = max_bytes + 1  # one byte past the limit tells a file that grew since the stat
         plan = _plan(0, info.st_size + 1, limit)
-        fd = free_fd(s) if pinned is not None else -1  # learned before the flight: it opens a directory
         predicted = s.predicted_handle()
         where_id = s.send_path(REALPATH, path) if pinned is not None else None
+        before = send_fd_looks(s) if pinned is not None else []
         open_id = s.send_open(path, FLAG_READ)
-        check_ids = send_opened_check(s, fd) if pinned is not None else None
+        after = send_fd_looks(s) if pinned is not None else []
         early = _send_reads(s, predicted, plan, True) if predicted is not None else []
         opened = s.wait(open_id)[0]
         now = leads_to(s, path, s.wait(where_id)[0]) if where_id is not None else None  # it came first
         if opened.error() is not None:
             s.wait(*early)  # they failed on a handle that is not open
-            if check_ids is not None:
-                s.wait(*check_ids)
+            s.wait(*before, *after)
             _check_pin(path, now, pinned)
             opened.check()
         handle = opened.handle
@@ -224,7 +203,7 @@ def read_bytes(s: SFTPSession, path: str, max_bytes: int, known: Attrs | None = 
             fstat, *chunks = s.wait(*ids)
             _check_pin(path, now, pinned)  # before a byte of it is used
             if pinned is not None:  # and the handle holds that file, whatever the path did meanwhile
-                check_opened(s, path, check_ids, pinned)
+                check_opened(s, path, before, after, pinned)
             attrs = fstat.check().attrs or Attrs()
             check_regular(path, attrs.st_mode, attrs.st_size, max_bytes)
             data = _collect(s, handle, plan, chunks, attrs.st_size, limit)

@@ -191,9 +191,6 @@ class SFTPSession:
         self._closed_handles: list[bytes] = []  # handles this session closed, last on top
         self._predicting: bool | None = None  # None: not learned yet
         self.broken = False
-        # The descriptor number the server's next open gets while this session holds no handle
-        # (files.opened_fd): None until learned, -1 where the server has no /proc to tell.
-        self.free_fd: int | None = None
         self.extensions: dict[str, bytes] = {}
         self.requests = 0  # requests sent, for diagnostics and tests
         self.round_trips = 0  # batches of requests whose answers were awaited
