@@ -29,7 +29,7 @@ import pytest
 from herald import Runtime, Settings
 from tests.fixtures.sshd import SSHServer
 
-from .test_file_races import CALLS, SECONDS, Outside, _verdict
+from .test_file_races import CALLS, MARK, SECONDS, Outside, _verdict
 
 HOST_ATTACK = r'''
 import json, time
@@ -144,3 +144,34 @@ def test_host_mode_a_link_flipped_on_the_host_never_leads_sftp_out(ssh_backend: 
     assert flips > found["n"], (flips, found)  # the link flipped throughout
     # The attack reached the operation (the check allowed the path) again and again.
     assert found["seen"].get("read ok", 0) + found["seen"].get("read PermissionDenied", 0) > 0, found
+
+
+class ContainerOutside(Outside):
+    """The same 0600 file and directory, made inside the container (outside /workspace)."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.secret = MARK + secrets.token_hex(6)
+        root = f"/srv/herald-race-{secrets.token_hex(4)}"
+        self.dir, self.file = Path(root) / "dir", Path(root) / "secret.txt"  # paths in the container
+        self.content = f"{self.secret} line\n"
+        made = backend.run(f"mkdir -p {self.dir} && for f in {self.file} {self.dir}/inner.txt; do "
+                           f"printf '%s\\n' '{self.secret} line' > $f && chmod 600 $f; done", timeout=30)
+        assert made.exit_code == 0, made.output
+        self._before = self.digest()
+
+    def digest(self) -> str:
+        said = self.backend.run(f"cat {self.file} {self.dir}/inner.txt | sha256sum; ls -A {self.dir} {self.file.parent}",
+                                timeout=30)
+        return str(said.output)
+
+    def assert_untouched(self) -> None:
+        assert self.digest() == self._before
+
+
+def test_docker_backend_mode_a_script_s_flipping_link_never_leads_read_or_write_out(
+        docker_backend: Any, settings: Settings) -> None:
+    outside = ContainerOutside(docker_backend)
+    found = _backend_mode_attack(docker_backend, settings, outside)
+    assert [leak for leak in found["leaks"] if leak[0] != "search"] == [], found
+    assert found["n"] > 0 and found["seen"].get("read ok", 0) > 0, found
