@@ -53,6 +53,8 @@ while n < {iterations} and time.monotonic() < deadline:
     terminal(":")  # a command ran: where paths lead is looked up anew, not taken from a moment ago
     attempt("read", lambda: read_file("flip"))
     attempt("write", lambda: write_file("flip", "harmless line\n"))
+    attempt("read", lambda: read_file("safe/inner.txt"))  # `safe` itself is swapped for a link out
+    attempt("write", lambda: write_file("safe/inner.txt", "harmless line\n"))
     n += 1
 print(json.dumps({{"leaks": leaks, "n": n, "seen": seen}}))
 '''
@@ -68,7 +70,17 @@ def done(*_):
     print(flips, flush=True)
     os._exit(0)
 signal.signal(signal.SIGTERM, done)
+safe, real = os.path.join(work, "safe"), os.path.join(work, "safe.real")
 while True:
+    try:  # (a write may make `safe` anew in the moment it is gone: then the swap waits a turn)
+        if flips % 2:  # the directory `safe` (a real one) gives way to a link to the outside directory
+            os.rename(safe, real)
+            os.symlink(os.path.join(os.path.dirname(outside), "dir"), safe)
+        elif os.path.exists(real):
+            os.unlink(safe)
+            os.rename(real, safe)
+    except OSError:
+        pass
     tmp = os.path.join(work, "flip.%d" % (flips % 2))
     try:
         os.unlink(tmp)
@@ -129,11 +141,15 @@ def test_host_mode_a_link_flipped_on_the_host_never_leads_sftp_out(ssh_backend: 
     harmless.write_text("harmless line\n")
     os.chown(harmless, entry.pw_uid, entry.pw_gid)
     (work / "flip").symlink_to("harmless.txt")
+    (work / "safe").mkdir()
+    (work / "safe" / "inner.txt").write_text("harmless line\n")
+    for made in (work / "safe", work / "safe" / "inner.txt"):
+        os.chown(made, entry.pw_uid, entry.pw_gid)
     # A process of its own (not a thread sharing Herald's GIL), flipping as fast as it can.
     flipper = subprocess.Popen([sys.executable, "-c", FLIPPER, str(work), str(host_outside.file)],
                                stdout=subprocess.PIPE, text=True)
     try:
-        with _runtime(ssh_backend, settings, "host", calls=3 * HOST_ITERATIONS + 10) as runtime:
+        with _runtime(ssh_backend, settings, "host", calls=5 * HOST_ITERATIONS + 10) as runtime:
             script = HOST_ATTACK.format(secret=host_outside.secret, seconds=SECONDS, iterations=HOST_ITERATIONS)
             result = runtime.execute(script, timeout=SECONDS + 60)
     finally:

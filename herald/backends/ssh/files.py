@@ -114,10 +114,11 @@ def send_fd_looks(s: SFTPSession) -> list[int]:
     return [s.send_path(READLINK, f"{PROC_FD}/{fd}") for fd in FDS_LOOKED]
 
 
-def check_opened(s: SFTPSession, path: str, before: list[int], after: list[int], expected: str) -> None:
-    """PermissionError unless the handle just opened for `path` holds the file at `expected`,
-    from the looks sent before and after its OPEN in the same flight (send_fd_looks): the
-    descriptor free before must hold that file after, whatever became of the path meanwhile."""
+def held_at(s: SFTPSession, path: str, before: list[int], after: list[int]) -> str | None:
+    """Where the handle just opened for `path` is, as the server's kernel says (its real path; a
+    removed file's ends in " (deleted)"), from the looks sent before and after its OPEN in the
+    same flight (send_fd_looks): the descriptor free before is the one the OPEN got. None when
+    the answer says nothing; PermissionError when the server cannot tell (no /proc)."""
     was = s.wait(*before)
     now = s.wait(*after)
     free = [i for i, reply in enumerate(was) if isinstance(reply.error(), FileNotFoundError)]
@@ -125,15 +126,20 @@ def check_opened(s: SFTPSession, path: str, before: list[int], after: list[int],
         raise PermissionError(
             errno.EACCES, f"{path}: this SFTP server cannot show what it opened (no /proc, or no descriptor "
             "free where looked), so the file could not be checked to be the one the call was allowed; nothing "
-            "was read. Use the terminal (cat) for this file", path)
+            "was read or written. Use the terminal for this file", path)
     held = now[free[0]]
-    where = held.names[0][0] if held.error() is None and held.names else None
+    return held.names[0][0] if held.error() is None and held.names else None
+
+
+def check_opened(path: str, where: str | None, expected: str) -> None:
+    """PermissionError unless the handle opened for `path` is at `expected` (`where`: held_at)."""
     if where == expected:
         return
     if where is not None and where.startswith("/"):
         raise moved(path, where, expected)
     raise PermissionError(
-        errno.EACCES, f"{path}: could not tell which file the SFTP server opened, so nothing was read; try again", path)
+        errno.EACCES, f"{path}: could not tell which file the SFTP server opened, so nothing was read or written; "
+        "try again", path)
 
 
 def _check_pin(path: str, now: str | None, pinned: str | None) -> None:
@@ -203,7 +209,7 @@ def read_bytes(s: SFTPSession, path: str, max_bytes: int, known: Attrs | None = 
             fstat, *chunks = s.wait(*ids)
             _check_pin(path, now, pinned)  # before a byte of it is used
             if pinned is not None:  # and the handle holds that file, whatever the path did meanwhile
-                check_opened(s, path, before, after, pinned)
+                check_opened(path, held_at(s, path, before, after), pinned)
             attrs = fstat.check().attrs or Attrs()
             check_regular(path, attrs.st_mode, attrs.st_size, max_bytes)
             data = _collect(s, handle, plan, chunks, attrs.st_size, limit)
@@ -336,17 +342,28 @@ def _write(s: SFTPSession, target: str, data: bytes, default_mode: int | None, r
     where_id = s.send_path(REALPATH, checked)
     lstat_id = s.send_path(LSTAT, target)
     predicted = None if learning else s.predicted_handle()
+    # A pinned write's temp file must be made in the pinned file's directory itself, not in
+    # one a link swapped into its path leads to: the server's descriptors tell (check_opened).
+    before = send_fd_looks(s) if pinned is not None else []
     open_id = s.send_open(temp, FLAG_WRITE | FLAG_CREAT | FLAG_EXCL, None if learning else PRIVATE)
+    after = send_fd_looks(s) if pinned is not None else []
     early = _send_writes(s, predicted, data) if predicted is not None else []
     answer, looked, opened = s.wait(where_id, lstat_id, open_id)
     handle = opened.handle if opened.error() is None else None
     if handle is not None:
         s.opened(handle, predicted)
+    if pinned is not None and handle is None:
+        s.wait(*before, *after)
     if early and handle != predicted:
         s.wait(*early)  # they failed on a handle that was not open: done with them
         early = []
     done = False
     try:
+        if pinned is not None and handle is not None:  # first: whatever else fails, the temp file goes
+            made = held_at(s, path, before, after)
+            if made != temp and made is not None and made.startswith("/"):
+                s.wait(s.send_path(REMOVE, made))  # made where a swapped link led: gone before we answer
+            check_opened(path, made, temp)
         existing = None
         lstat_error = looked.error()
         if lstat_error is not None and lstat_error.errno not in (errno.ENOENT, errno.ENOTDIR):
