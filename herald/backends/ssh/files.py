@@ -359,11 +359,11 @@ def _write(s: SFTPSession, target: str, data: bytes, default_mode: int | None, r
         early = []
     done = False
     try:
+        made: str | None = temp
         if pinned is not None and handle is not None:  # first: whatever else fails, the temp file goes
             made = held_at(s, path, before, after)
             if made != temp and made is not None and made.startswith("/"):
                 s.wait(s.send_path(REMOVE, made))  # made where a swapped link led: gone before we answer
-            check_opened(path, made, temp)
         existing = None
         lstat_error = looked.error()
         if lstat_error is not None and lstat_error.errno not in (errno.ENOENT, errno.ENOTDIR):
@@ -372,6 +372,9 @@ def _write(s: SFTPSession, target: str, data: bytes, default_mode: int | None, r
         if pinned is not None or (lstat_error is None and st_mod.S_ISLNK((looked.attrs or Attrs()).st_mode)):
             now = leads_to(s, checked, answer)
             _check_pin(path, now, pinned)
+        if made != temp:  # the path still leads there, but the temp file was made elsewhere
+            landed = posixpath.join(posixpath.dirname(made), posixpath.basename(target)) if made else None
+            check_opened(path, landed if landed and landed.startswith("/") else None, target)
         if lstat_error is None:
             existing = looked.attrs or Attrs()
             if st_mod.S_ISLNK(existing.st_mode) and not resolved:
