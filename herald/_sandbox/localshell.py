@@ -22,6 +22,7 @@ import secrets
 import select
 import signal
 import subprocess
+import sys
 import time
 from typing import Any, Dict, List, Optional, Set
 
@@ -30,6 +31,13 @@ from .shellscript import ShellScripts, done_fields, scan
 
 TIMEOUT_EXIT_CODE = 124  # as herald/backends/shell.py
 STARTUP_SECONDS = 15.0
+# The guard is this package's shellguard, under whatever name the package has here
+# (`_hermes_runtime` in a backend, `herald._sandbox` in Herald's own process).
+_PACKAGE = __name__.rpartition(".")[0]
+PACKAGE_PARENT = os.path.abspath(__file__)
+for _ in range(_PACKAGE.count(".") + 2):
+    PACKAGE_PARENT = os.path.dirname(PACKAGE_PARENT)
+GUARD_LAUNCH = "import sys; sys.path.insert(0, sys.argv[1]); from %s.shellguard import main; main(sys.argv[2:])" % _PACKAGE
 
 
 EMPTY_COMMAND = "terminal: command is empty. Pass the shell command to run, e.g. terminal('ls -la')."
@@ -138,7 +146,9 @@ class LocalShell:
     def start(self) -> None:
         try:
             self.proc = subprocess.Popen(
-                [self.spec.get("bin") or "bash", "--noprofile", "--norc"],
+                # Under the guard (shellguard.py): what a command leaves running after it is killed.
+                [sys.executable, "-I", "-S", "-c", GUARD_LAUNCH, PACKAGE_PARENT, str(os.getpid()),
+                 self.spec.get("bin") or "bash", "--noprofile", "--norc"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,

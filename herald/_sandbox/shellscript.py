@@ -42,6 +42,20 @@ END_JOBS = (
     "builtin unset __herald_kids __herald_job; "
 )
 
+# Under a guard (shellguard.py: a subreaper, the shell's parent), what a command started and that
+# left the shell's tree (`setsid -f`, `(cmd &)`, a double fork) re-parented there: after every
+# command the guard is asked to kill it, and the record waits for its answer on the pipe.
+END_ESCAPES = (
+    "if builtin test -n \"$__herald_guard\"; then builtin kill -USR1 \"$__herald_guard\" 2>/dev/null && "
+    "IFS= builtin read -r -N 1 -t 30 -u \"$__herald_ack\" __herald_job 2>/dev/null; builtin unset __herald_job; fi; "
+)
+
+# Taken up at the start: the guard's pid and pipe (only from our own parent), out of the environment.
+TAKE_GUARD = (
+    "__herald_guard=; __herald_ack=; case ${HERALD_SHELL_GUARD-} in \"$PPID\":*) "
+    "__herald_guard=$PPID; __herald_ack=${HERALD_SHELL_GUARD#*:} ;; esac; builtin unset HERALD_SHELL_GUARD\n"
+)
+
 
 def shell_quote(text: str) -> str:
     return "'" + text.replace("'", "'\"'\"'") + "'"
@@ -62,6 +76,7 @@ class ShellScripts:
         saved state, the directory, a ready record carrying the shell's pid."""
         return (
             "set -m +o history 2>/dev/null; unset PROMPT_COMMAND; PS1=''; PS2=''\n"
+            + TAKE_GUARD
             + self._done_function()
             + self._put_function()
             + (self.restore() + "\n" if restore else "")
@@ -174,12 +189,12 @@ class ShellScripts:
         level, not in this function, so its `declare` and `local` mean what they do there.
         The marker is split in the text as in the command's, so `declare -f` cannot show it."""
         return (
-            "__herald_done() { __herald_ec=$1; if builtin test \"$2\" = 1; then %s fi; "
+            "__herald_done() { __herald_ec=$1; if builtin test \"$2\" = 1; then %s fi; %s"
             # State first, then the record: once a result is back, a new shell (after a
             # timeout, a crash, a dropped connection) finds the variables it left.
             "builtin export -p >| %s 2>/dev/null; "
             "builtin printf '\\n%%s%%s %%s %%s %%s\\0' __HERALD_DONE_ %s__ \"$__herald_ec\" "
-            "\"${__herald_ok:-0}\" \"$PWD\"; }\n" % (END_JOBS, shell_quote(self.state_path), self.nonce)
+            "\"${__herald_ok:-0}\" \"$PWD\"; }\n" % (END_JOBS, END_ESCAPES, shell_quote(self.state_path), self.nonce)
         )
 
     def tidy(self, output: str) -> str:

@@ -26,6 +26,7 @@ from .base import (
     resolve_path,
 )
 from .realpath import Pins
+from .remote import guarded_argv
 from .shell import PersistentShell
 from .shellfiles import ShellFiles
 
@@ -116,7 +117,9 @@ class ExecSessionBackend:
             # The state directory is made before bash starts (so a restart after `rm -rf /tmp/*`
             # makes it again); then the sh is replaced by bash.
             argv = ["/bin/sh", "-c", 'mkdir -p -m 700 "$0" && exec "$@"', state_dir]
-            return self._channel([*argv, self.settings.terminal.shell, "--noprofile", "--norc"], cwd=cwd)
+            # Under the shell guard (remote.py): what a command leaves running after it is killed.
+            shell = guarded_argv([self.settings.terminal.shell, "--noprofile", "--norc"])
+            return self._channel([*argv, *shell], cwd=cwd)
 
         return PersistentShell(
             open_shell,

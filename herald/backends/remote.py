@@ -16,8 +16,15 @@ here once, in POSIX sh, so they work in any image that has /bin/sh:
 
 from __future__ import annotations
 
+import base64
+import functools
+import json
 import time
+import zlib
 from collections.abc import Callable
+from pathlib import Path
+
+from .. import _sandbox
 
 GO = b"go\n"
 
@@ -76,6 +83,49 @@ done
 for pid in $alive; do kill -KILL "$pid" 2>/dev/null; kill -KILL "-$pid" 2>/dev/null; done
 exit 0
 """
+
+
+# The guard's modules, loaded from their sources in a package of their own (nothing of the host's
+# python path is read: -I -S). Syntax any python3 parses, so that a python too old for the guard
+# (< 3.8) still starts the shell, unguarded, rather than failing it.
+_GUARD_MODULES = ("owners", "procs", "shellguard")
+_GUARD_LOADER = """
+import os, sys
+try:
+    import base64, json, types, zlib
+    sources = json.loads(zlib.decompress(base64.b64decode(sys.argv[1])).decode())
+    package = types.ModuleType("_herald_guard")
+    package.__path__ = []
+    sys.modules["_herald_guard"] = package
+    for name, source in sources:
+        module = types.ModuleType("_herald_guard." + name)
+        module.__package__ = "_herald_guard"
+        sys.modules[module.__name__] = module
+        exec(compile(source, name + ".py", "exec"), module.__dict__)
+    main = sys.modules["_herald_guard.shellguard"].main
+except Exception:
+    os.execvp(sys.argv[3], sys.argv[3:])
+main(sys.argv[2:])
+"""
+
+# Runs python3 with the loader when there is one (its parent, for the death signal, is ours).
+_GUARD_SH = (
+    'sources=$1; shift; '
+    'command -v python3 >/dev/null 2>&1 && exec python3 -I -S -c "$0" "$sources" "$PPID" "$@"; '
+    'exec "$@"'
+)
+
+
+@functools.cache
+def _guard_sources() -> str:
+    folder = Path(_sandbox.__file__).parent
+    sources = [(name, (folder / f"{name}.py").read_text()) for name in _GUARD_MODULES]  # in import order
+    return base64.b64encode(zlib.compress(json.dumps(sources).encode(), 9)).decode()
+
+
+def guarded_argv(argv: list[str]) -> list[str]:
+    """`argv` (a persistent shell) under the shell guard where the host has a python3."""
+    return ["/bin/sh", "-c", _GUARD_SH, _GUARD_LOADER, _guard_sources(), *argv]
 
 
 def launch_argv(argv: list[str], cwd: str | None) -> list[str]:

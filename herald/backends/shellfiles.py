@@ -49,7 +49,15 @@ _READ = (
     'p={path}; if [ -d "$p" ]; then echo EISDIR; elif [ ! -e "$p" ]; then echo ENOENT; '
     'elif [ ! -f "$p" ]; then echo ENOTREG; elif [ ! -r "$p" ]; then echo EACCES; '
     'else s=$(stat -L -c %s -- "$p" 2>/dev/null) || s=0; if [ "$s" -gt {max_bytes} ]; then echo "EFBIG $s"; '
-    'else echo OK; {{ head -c {limit} | base64; }} < "$p" && echo END; fi; fi'
+    'else {read}; fi; fi'
+)
+_READ_PLAIN = 'echo OK; {{ head -c {limit} | base64; }} < "$p" && echo END'
+# A pinned path's file is opened once (fd 3), and read only if the kernel says that descriptor
+# holds the pinned file (readlink of /proc/self/fd/3, in readlink's own process, which shares
+# it): a link swapped after any check of the path changes nothing.
+_READ_HELD = (
+    '{{ w=$(readlink /proc/self/fd/3 2>/dev/null); if [ "$w" = {pinned} ]; then echo OK; '
+    'head -c {limit} <&3 | base64 && echo END; else printf "MOVED %s" "$w"; fi; }} 3< "$p"'
 )
 _STAT = 'p={path}; if [ -e "$p" ]; then stat -L -c "%s %f %Y" -- "$p"; else echo NONE; fi'
 _LIST = (
@@ -121,8 +129,12 @@ class ShellFiles:
 
     def read_bytes(self, path: str, max_bytes: int, pinned: str | None = None) -> bytes:
         """The regular file at `path` (see Backend.read_bytes); `pinned`: see `_guarded`."""
-        result = self._guarded(_READ.format(path=shell_quote(path), max_bytes=max_bytes, limit=max_bytes + 1),
-                               path, pinned)
+        limit = max_bytes + 1
+        read = (_READ_PLAIN.format(limit=limit) if pinned is None
+                else _READ_HELD.format(limit=limit, pinned=shell_quote(pinned)))
+        result = self._guarded(_READ.format(path=shell_quote(path), max_bytes=max_bytes, read=read), path, pinned)
+        if result.output.startswith(_MOVED) and pinned is not None:  # the file opened is not the pinned one
+            raise moved(path, result.output[len(_MOVED):] or "?", pinned)
         status, _, body = result.output.partition("\n")
         word, _, size = status.partition(" ")
         if word == "EFBIG" and size.isdigit():

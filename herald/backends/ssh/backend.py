@@ -26,6 +26,7 @@ import paramiko
 from ..._sandbox.readonly import Confinement, parse_probe, probe_script
 from ...config import Settings
 from ..base import BackendError, CommandResult, DirEntry, FileStat, NoConfinement, resolve_path
+from ..remote import guarded_argv
 from ..shell import PersistentShell, shell_quote
 from .channel import SSHChannel
 from .connection import HOUSEKEEPING_SECONDS, SSHConnection, connect
@@ -185,7 +186,9 @@ class SSHBackend:
 
     def _open_shell(self) -> SSHChannel:
         conn = self._connection()
-        channel = SSHChannel(conn, [self.settings.terminal.shell, "--noprofile", "--norc"], cwd=None, grace=self._grace)
+        # Under the shell guard (remote.py): what a command leaves running after it is killed.
+        shell_argv = guarded_argv([self.settings.terminal.shell, "--noprofile", "--norc"])
+        channel = SSHChannel(conn, shell_argv, cwd=None, grace=self._grace)
         with self._lock:
             self._shell_channel, self._shell_generation = channel, self._generation
         return channel

@@ -49,6 +49,8 @@ from .sftp import (
 )
 
 MAX_IN_FLIGHT = 64  # READ/WRITE requests per batch (2 MiB)
+PROC_FD = "/proc/self/fd"  # in the SFTP server: its own descriptors, an open handle among them
+FDS_LOOKED = (3, 4, 5)  # where its first free one is (0-2 are its pipes to sshd; a log socket may hold 3)
 PRIVATE = 0o600
 
 
@@ -105,6 +107,41 @@ def realpath(s: SFTPSession, path: str) -> tuple[str, Attrs | None]:
     return leads_to(s, path, answer), (looked.attrs or Attrs()) if looked.error() is None else None
 
 
+def send_fd_looks(s: SFTPSession) -> list[int]:
+    """READLINKs of the SFTP server's own descriptors FDS_LOOKED (/proc/self/fd/N): sent right
+    before an OPEN they tell the descriptor it gets (the lowest free one: the server is one
+    thread, this session holds no handle); right after it, the object that descriptor holds."""
+    return [s.send_path(READLINK, f"{PROC_FD}/{fd}") for fd in FDS_LOOKED]
+
+
+def held_at(s: SFTPSession, path: str, before: list[int], after: list[int]) -> str | None:
+    """Where the handle just opened for `path` is, as the server's kernel says (its real path; a
+    removed file's ends in " (deleted)"), from the looks sent before and after its OPEN in the
+    same flight (send_fd_looks): the descriptor free before is the one the OPEN got. None when
+    the answer says nothing; PermissionError when the server cannot tell (no /proc)."""
+    was = s.wait(*before)
+    now = s.wait(*after)
+    free = [i for i, reply in enumerate(was) if isinstance(reply.error(), FileNotFoundError)]
+    if not free:
+        raise PermissionError(
+            errno.EACCES, f"{path}: this SFTP server cannot show what it opened (no /proc, or no descriptor "
+            "free where looked), so the file could not be checked to be the one the call was allowed; nothing "
+            "was read or written. Use the terminal for this file", path)
+    held = now[free[0]]
+    return held.names[0][0] if held.error() is None and held.names else None
+
+
+def check_opened(path: str, where: str | None, expected: str) -> None:
+    """PermissionError unless the handle opened for `path` is at `expected` (`where`: held_at)."""
+    if where == expected:
+        return
+    if where is not None and where.startswith("/"):
+        raise moved(path, where, expected)
+    raise PermissionError(
+        errno.EACCES, f"{path}: could not tell which file the SFTP server opened, so nothing was read or written; "
+        "try again", path)
+
+
 def _check_pin(path: str, now: str | None, pinned: str | None) -> None:
     if pinned is not None and now != pinned:
         raise moved(path, now or "?", pinned)
@@ -150,12 +187,15 @@ def read_bytes(s: SFTPSession, path: str, max_bytes: int, known: Attrs | None = 
         plan = _plan(0, info.st_size + 1, limit)
         predicted = s.predicted_handle()
         where_id = s.send_path(REALPATH, path) if pinned is not None else None
+        before = send_fd_looks(s) if pinned is not None else []
         open_id = s.send_open(path, FLAG_READ)
+        after = send_fd_looks(s) if pinned is not None else []
         early = _send_reads(s, predicted, plan, True) if predicted is not None else []
         opened = s.wait(open_id)[0]
         now = leads_to(s, path, s.wait(where_id)[0]) if where_id is not None else None  # it came first
         if opened.error() is not None:
             s.wait(*early)  # they failed on a handle that is not open
+            s.wait(*before, *after)
             _check_pin(path, now, pinned)
             opened.check()
         handle = opened.handle
@@ -168,6 +208,8 @@ def read_bytes(s: SFTPSession, path: str, max_bytes: int, known: Attrs | None = 
                 ids = _send_reads(s, handle, plan, True)
             fstat, *chunks = s.wait(*ids)
             _check_pin(path, now, pinned)  # before a byte of it is used
+            if pinned is not None:  # and the handle holds that file, whatever the path did meanwhile
+                check_opened(path, held_at(s, path, before, after), pinned)
             attrs = fstat.check().attrs or Attrs()
             check_regular(path, attrs.st_mode, attrs.st_size, max_bytes)
             data = _collect(s, handle, plan, chunks, attrs.st_size, limit)
@@ -300,17 +342,28 @@ def _write(s: SFTPSession, target: str, data: bytes, default_mode: int | None, r
     where_id = s.send_path(REALPATH, checked)
     lstat_id = s.send_path(LSTAT, target)
     predicted = None if learning else s.predicted_handle()
+    # A pinned write's temp file must be made in the pinned file's directory itself, not in
+    # one a link swapped into its path leads to: the server's descriptors tell (check_opened).
+    before = send_fd_looks(s) if pinned is not None else []
     open_id = s.send_open(temp, FLAG_WRITE | FLAG_CREAT | FLAG_EXCL, None if learning else PRIVATE)
+    after = send_fd_looks(s) if pinned is not None else []
     early = _send_writes(s, predicted, data) if predicted is not None else []
     answer, looked, opened = s.wait(where_id, lstat_id, open_id)
     handle = opened.handle if opened.error() is None else None
     if handle is not None:
         s.opened(handle, predicted)
+    if pinned is not None and handle is None:
+        s.wait(*before, *after)
     if early and handle != predicted:
         s.wait(*early)  # they failed on a handle that was not open: done with them
         early = []
     done = False
     try:
+        made: str | None = temp
+        if pinned is not None and handle is not None:  # first: whatever else fails, the temp file goes
+            made = held_at(s, path, before, after)
+            if made != temp and made is not None and made.startswith("/"):
+                s.wait(s.send_path(REMOVE, made))  # made where a swapped link led: gone before we answer
         existing = None
         lstat_error = looked.error()
         if lstat_error is not None and lstat_error.errno not in (errno.ENOENT, errno.ENOTDIR):
@@ -319,6 +372,9 @@ def _write(s: SFTPSession, target: str, data: bytes, default_mode: int | None, r
         if pinned is not None or (lstat_error is None and st_mod.S_ISLNK((looked.attrs or Attrs()).st_mode)):
             now = leads_to(s, checked, answer)
             _check_pin(path, now, pinned)
+        if made != temp:  # the path still leads there, but the temp file was made elsewhere
+            landed = posixpath.join(posixpath.dirname(made), posixpath.basename(target)) if made else None
+            check_opened(path, landed if landed and landed.startswith("/") else None, target)
         if lstat_error is None:
             existing = looked.attrs or Attrs()
             if st_mod.S_ISLNK(existing.st_mode) and not resolved:
