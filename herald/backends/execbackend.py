@@ -248,6 +248,10 @@ class ExecSessionBackend:
         with self._lock:
             return self._pins.get(target)
 
+    def pinned(self, path: str) -> str | None:
+        """Where the workspace check allowed `path` to lead, if it pinned it (else None)."""
+        return self._pinned(self._path(path))
+
     def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
         limit = self.settings.files.read_max_bytes if max_bytes is None else max_bytes
         target = self._path(path)

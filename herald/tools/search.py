@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .._sandbox import search as core
@@ -43,9 +43,14 @@ class BackendPlace:
     @contextlib.contextmanager
     def held(self, directory: str) -> Iterator[core.Held]:
         """On this machine, the directory opened once and checked against the call's
-        confinement (core.held_dir); a remote backend's search goes by the path."""
+        confinement (core.held_dir). On a remote backend, where the workspace check allowed the
+        path to lead (its pin): ripgrep's shell enters that place and checks it is physically
+        there before it starts (core.Held.place), so a link swapped after the check is refused;
+        unpinned (the full profile), the search goes by the path."""
         if self._backend.name != "local":
-            yield core.Held(directory, core.everything, None)
+            pinned: Callable[[str], str | None] | None = getattr(self._backend, "pinned", None)
+            place = pinned(directory) if pinned is not None else None
+            yield core.Held(place or directory, core.everything, place)
             return
         with core.held_dir(directory, call_confinement()) as held:
             yield held

@@ -279,6 +279,10 @@ class SSHBackend:
         """The workspace check allowed `path` because it leads to `resolved` (FileCalls.pin)."""
         self._file_calls.pin(self._path(path), resolved)
 
+    def pinned(self, path: str) -> str | None:
+        """Where the workspace check allowed `path` to lead, if it pinned it (else None)."""
+        return self._file_calls.pinned(self._path(path))
+
     def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
         """See Backend.read_bytes; a pinned path only where it was allowed to lead (`pin`)."""
         limit = self.settings.files.read_max_bytes if max_bytes is None else max_bytes

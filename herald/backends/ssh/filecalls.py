@@ -88,6 +88,10 @@ class FileCalls:
         with self._lock:
             self._pins.pin(target, resolved)
 
+    def pinned(self, target: str) -> str | None:
+        with self._lock:
+            return self._pins.get(target)
+
     def read_bytes(self, target: str, limit: int) -> bytes:
         with self._lock:
             known, epoch, pinned = self._seen.regular(target), self._seen.epoch, self._pins.get(target)
