@@ -80,6 +80,15 @@ def build_result(
         notes.append("Interrupted: the script and every process it started were killed.")
     elif collected.exit_code == 0:
         status = "success"
+    elif (deadline := scope.live_deadline()) is not None and time.monotonic() >= deadline:
+        # The script failed once its time was up (a tool call stopped at the run's deadline
+        # raised in it, say): the run ran out of time, whichever came first, kill or exception.
+        status = "timeout"
+        notes.append(
+            f"Timed out after {timeout:g} s: the run's time was up when the script ended (its last "
+            "tool call was stopped at the deadline). Output printed before that is kept. Make the "
+            "script do less per run, or pass a larger timeout."
+        )
     else:
         status = "error"
         code = collected.exit_code
