@@ -9,7 +9,6 @@ that holds the exit up for as long as it likes (tens of seconds, or for ever).
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.users import User
+from tests.runtime._helpers import pids_with_marker
 
 from . import _herald
 
@@ -38,30 +38,6 @@ def _exec(tmp_path: Path, code: str, **env: str) -> tuple[float, dict[str, objec
     return elapsed, json.loads(done.stdout), done.stderr
 
 
-def _alive_with(marker: str) -> list[int]:
-    """Live processes whose command line or environment holds `marker`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read()
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                cmdline = fh.read()
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as fh:
-                    environ = fh.read()
-            except OSError:
-                environ = b""
-        except OSError:
-            continue
-        state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
-        if state not in (b"Z", b"X") and (marker.encode() in cmdline or marker.encode() in environ):
-            found.append(int(entry))
-    return found
-
-
 def test_a_command_that_ignores_sigterm(tmp_path: Path) -> None:
     marker = f"1000.{uuid.uuid4().int % 10**9:09d}"
     elapsed, result, _ = _exec(tmp_path, (
@@ -71,7 +47,7 @@ def test_a_command_that_ignores_sigterm(tmp_path: Path) -> None:
     ))
     assert result["status"] == "timeout", result
     assert elapsed < T + GRACE + MARGIN, f"herald exec took {elapsed:.1f} s"
-    assert not _alive_with(marker), "the command outlived herald exec"
+    assert not pids_with_marker(marker, environ=True), "the command outlived herald exec"
 
 
 def test_patches_parked_behind_a_files_lock(tmp_path: Path) -> None:
@@ -120,7 +96,7 @@ def test_an_mcp_tool_that_takes_minutes(tmp_path: Path) -> None:
     assert result["status"] == "timeout", result
     assert "started" in str(result.get("output")), result
     assert elapsed < T + GRACE + MARGIN, f"herald exec took {elapsed:.1f} s"
-    assert not _alive_with(marker), "the MCP server outlived herald exec"
+    assert not pids_with_marker(marker, environ=True), "the MCP server outlived herald exec"
 
 
 def test_a_command_that_ignores_sigterm_as_a_user(nonroot: User) -> None:
@@ -135,4 +111,4 @@ def test_a_command_that_ignores_sigterm_as_a_user(nonroot: User) -> None:
     assert done.returncode == 124, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
     assert json.loads(done.stdout)["status"] == "timeout"
     assert elapsed < T + GRACE + MARGIN, f"herald exec took {elapsed:.1f} s"
-    assert not _alive_with(marker), "the command outlived herald exec"
+    assert not pids_with_marker(marker, environ=True), "the command outlived herald exec"

@@ -25,8 +25,9 @@ def run_ok(runtime: Runtime, code: str, **kwargs: object) -> ExecutionResult:
     return result
 
 
-def pids_with_marker(marker: str) -> list[int]:
-    """Live processes whose command line contains `marker` (zombies count as gone)."""
+def pids_with_marker(marker: str, *, environ: bool = False) -> list[int]:
+    """Live processes whose command line (and, with `environ`, environment) contains `marker`
+    (zombies count as gone)."""
     found = []
     needle = marker.encode()
     for entry in os.listdir("/proc"):
@@ -39,6 +40,12 @@ def pids_with_marker(marker: str) -> list[int]:
                 stat = fh.read()
         except OSError:
             continue
+        if environ:
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as fh:
+                    cmdline += b"\0" + fh.read()
+            except OSError:
+                pass
         state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
         if needle in cmdline and state not in (b"Z", b"X"):
             found.append(int(entry))
