@@ -189,6 +189,8 @@ class Gate:
         self._workspace: Workspace | None = None
         self._lock = threading.Lock()
         self._shell_tools: dict[str, bool] = {}
+        # The one URL check, for the arguments here and every further hop in the tools.
+        self._web_check = WebAddressPolicy(tuple(policy.allowed_domains))
 
     @property
     def workspace(self) -> Workspace:
@@ -210,9 +212,7 @@ class Gate:
     def web_policy(self) -> WebAddressPolicy | None:
         """What web and browser tools check on each further hop (ToolContext.web_policy): the
         checks `_web` makes on their arguments; None in the full profile, which has none."""
-        if self.policy.profile == FULL:
-            return None
-        return WebAddressPolicy(tuple(self.policy.allowed_domains))
+        return None if self.policy.profile == FULL else self._web_check
 
     def _is_shell(self, tool: Tool) -> bool:
         known = self._shell_tools.get(tool.name)
@@ -348,9 +348,8 @@ class Gate:
                                                "ask the user or do something else.")
 
     def _web(self, tool: Tool, urls: list[str]) -> Verdict | None:
-        check = WebAddressPolicy(tuple(self.policy.allowed_domains))
         for url in urls:
-            refused = check.refusal(url)
+            refused = self._web_check.refusal(url)
             if refused is None:
                 continue
             if refused.rule == "web addresses":
