@@ -131,6 +131,18 @@ def arena(attacker: Attacker) -> Iterator[Path]:
     shutil.rmtree(base, ignore_errors=True)
 
 
+def _package_parent(arena: Path) -> str:
+    """A copy of the sandbox package where the attacker can read it (a checkout may lie in a
+    directory other users cannot enter), as Herald copies it for its own sandboxes."""
+    parent = arena / "pkg"
+    if not (parent / "_sandbox").exists():
+        shutil.copytree(REPO / "herald" / "_sandbox", parent / "_sandbox",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        for path in [parent, *parent.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+    return str(parent)
+
+
 @pytest.fixture
 def udp_port() -> Iterator[socket.socket]:
     server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -207,7 +219,7 @@ def _attack(who: Attacker, arena: Path, workspace_is_home: bool, tcp_port: int, 
     servers = _unix_server(arena)
     unix_path, abstract = next(servers)
     try:
-        config = {"package_parent": str(REPO / "herald"), "rules": rules, "workspace": str(workspace),
+        config = {"package_parent": _package_parent(arena), "rules": rules, "workspace": str(workspace),
                   "udp_port": udp.getsockname()[1], "tcp_port": tcp_port, "unix_path": unix_path,
                   "abstract": abstract, "reads": reads, "writes": writes,
                   "workspace_file": str(workspace / "planted.txt"),
@@ -289,7 +301,7 @@ s = socket.create_connection(("127.0.0.1", int(sys.argv[4])), timeout=10)
 print(json.dumps(found))
 '''
     done = subprocess.run(attacker.argv([attacker.python, "-I", "-B", "-c", code, json.dumps(rules),
-                                         str(REPO / "herald"), str(udp_port.getsockname()[1]), str(listener)]),
+                                         _package_parent(arena), str(udp_port.getsockname()[1]), str(listener)]),
                           capture_output=True, text=True, timeout=120, cwd="/")
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
