@@ -72,7 +72,7 @@ def _provider_row(settings: Settings) -> Row:
 
 
 def _web_row(settings: Settings) -> Row:
-    from ..tools.web import firecrawl_config_from
+    from ..web.firecrawl import firecrawl_config_from
 
     firecrawl = firecrawl_config_from(settings)
     parts = []

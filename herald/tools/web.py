@@ -1,17 +1,12 @@
-"""Web tools: `web_search` through Firecrawl, `web_extract` through Firecrawl or fetched here.
-
-Provider: Firecrawl's v2 API through firecrawl-py, configured by FIRECRAWL_API_KEY (the cloud) or
-FIRECRAWL_API_URL / `web.firecrawl_api_url` (a self-hosted one), read from Herald's own
-environment: tools run in the parent, never in the sandbox with its scrubbed environment.
-`web_extract` also works with no provider: pages are fetched with httpx and their main content
-turned into markdown by trafilatura (navigation, cookie banners and footers dropped).
+"""`web_extract`: pages through Firecrawl when one is configured, else fetched here
+(herald/web/fetch.py) and made text here (herald/web/render.py).
 
 Several URLs are fetched at once (up to `web.max_concurrency`); each page is capped at
 `char_limit` (head + tail, full text spilled to a file), and a page that fails is reported in its
 own result, so one bad URL does not cost the others. A missing library is not a page's failure:
 it fails the whole call with the pip package to install, and a session whose settings leave a
 tool no way to work is told so up front (`Tool.unavailable`) rather than offered a sure failure.
-Fetching a page here is webfetch.py; telling which library is missing, webpackages.py.
+Telling which library is missing is webpackages.py.
 """
 
 from __future__ import annotations
@@ -21,52 +16,27 @@ import os
 import secrets
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..capture import CappedCapture
 from ..config import Settings
 from ..deadlines import check_deadline, time_left
-from ..keys import herald_environ
+from ..web.errors import PageError, RunTimeUp
+from ..web.fetch import USER_AGENT, checked_client, fetch_direct
+from ..web.firecrawl import FirecrawlConfig, firecrawl_config_from, scrape
+from ..web.render import render
 from .registry import Tool, ToolContext, ToolError
-from .webfetch import USER_AGENT, PageError, RunTimeUp, checked_client, fetch_direct
 from .webpackages import DIRECT_PACKAGES, FIRECRAWL_PACKAGE, needs_package, not_installed
 
 if TYPE_CHECKING:
     from firecrawl import Firecrawl
 
-FIRECRAWL_CLOUD = "https://api.firecrawl.dev"
 MAX_URLS = 50
-NO_PROVIDER = (
-    "web_search needs a search provider and none is configured. Set FIRECRAWL_API_KEY in the "
-    "environment Herald runs in (Firecrawl's cloud), or FIRECRAWL_API_URL / the setting "
-    "web.firecrawl_api_url for a self-hosted Firecrawl. (web_extract works without one.)"
-)
 Page = dict[str, Any]
 KEYLESS_HINT = ", or set FIRECRAWL_API_KEY / FIRECRAWL_API_URL to extract through Firecrawl"
 
 
-@dataclass(frozen=True)
-class FirecrawlConfig:
-    api_url: str
-    api_key: str | None
-
-
-def firecrawl_config_from(settings: Settings) -> FirecrawlConfig | None:
-    """Firecrawl's address and key from settings, else Herald's environment; None: not configured."""
-    web = settings.web
-    url = web.firecrawl_api_url or os.environ.get("FIRECRAWL_API_URL", "")
-    key = web.firecrawl_api_key or herald_environ().get("FIRECRAWL_API_KEY", "")
-    if not url and not key:
-        return None
-    return FirecrawlConfig(url.rstrip("/") or FIRECRAWL_CLOUD, key or None)
-
-
-def firecrawl_config(ctx: ToolContext) -> FirecrawlConfig | None:
-    return firecrawl_config_from(ctx.settings)
-
-
-def _firecrawl(ctx: ToolContext, config: FirecrawlConfig, tool: str) -> Firecrawl:
+def firecrawl_client(ctx: ToolContext, config: FirecrawlConfig, tool: str) -> Firecrawl:
     with ctx.cache_lock:
         cached = ctx.cache.get("web.firecrawl")
         if cached is None or cached[0] != config:
@@ -93,61 +63,6 @@ def _limit(seconds: float) -> float:
 def _run_limited(seconds: float) -> bool:
     left = time_left(seconds)
     return left is not None and left < seconds
-
-
-def _firecrawl_failure(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
-# -- web_search ---------------------------------------------------------------------------------
-
-
-def web_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    query: str = args["query"].strip()
-    if not query:
-        raise ToolError("web_search: the query is empty. Pass what to search for, e.g. web_search('python 3.13 release date').")
-    config = firecrawl_config(ctx)
-    if config is None:
-        raise ToolError(NO_PROVIDER, "NoSearchProvider")
-    client = _firecrawl(ctx, config, "web_search")
-    check_deadline("web_search")
-    # The search runs at Firecrawl: this bounds its work there, not the client's wait for the answer.
-    left = time_left(ctx.settings.web.fetch_timeout) or 0.001
-    try:
-        data = client.search(query, limit=args["limit"], timeout=max(1, int(left * 1000)))
-    except Exception as exc:
-        raise ToolError(
-            f"web_search: the search failed at {config.api_url}: {_firecrawl_failure(exc)}. Try again, "
-            "or check FIRECRAWL_API_KEY / FIRECRAWL_API_URL.",
-            "SearchFailed",
-        ) from None
-    results = []
-    for item in data.web or []:
-        url = getattr(item, "url", None) or getattr(getattr(item, "metadata", None), "url", None)
-        results.append(
-            {
-                "url": url,
-                "title": getattr(item, "title", None) or getattr(getattr(item, "metadata", None), "title", None) or "",
-                "description": getattr(item, "description", None) or "",
-            }
-        )
-    return {"query": query, "results": results}
-
-
-# -- web_extract --------------------------------------------------------------------------------
-
-
-def _fetch_firecrawl(client: Firecrawl, url: str, timeout: float) -> tuple[str, str]:
-    try:
-        document = client.scrape(url, formats=["markdown"], only_main_content=True, timeout=int(timeout * 1000))
-    except Exception as exc:
-        raise PageError(f"Firecrawl could not scrape it: {_firecrawl_failure(exc)}") from None
-    metadata = document.metadata
-    status = getattr(metadata, "status_code", None)
-    if status is not None and status >= 400:
-        raise PageError(f"HTTP {status}" + (f": {metadata.error}" if getattr(metadata, "error", None) else ""))
-    return (getattr(metadata, "title", None) or ""), document.markdown or ""
 
 
 def _capped(text: str, limit: int, ctx: ToolContext) -> Page:
@@ -204,7 +119,7 @@ def web_extract(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     web = ctx.settings.web
     if web.extract not in ("auto", "firecrawl", "direct"):
         raise ToolError(f"web_extract: the setting web.extract must be auto, firecrawl or direct, not {web.extract!r}.")
-    config = firecrawl_config(ctx) if web.extract != "direct" else None
+    config = firecrawl_config_from(ctx.settings) if web.extract != "direct" else None
     if web.extract == "firecrawl" and config is None:
         raise ToolError(
             "web_extract: web.extract is 'firecrawl' but no Firecrawl is configured: set "
@@ -215,8 +130,8 @@ def web_extract(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     try:
         if config is not None:
             # Firecrawl fetches remotely: its redirects and addresses are its own, not checked here.
-            client = _firecrawl(ctx, config, "web_extract")
-            pages = _extract_with(lambda u: _fetch_firecrawl(client, u, _limit(web.fetch_timeout)), unique, limit, ctx)
+            client = firecrawl_client(ctx, config, "web_extract")
+            pages = _extract_with(lambda u: scrape(client, u, _limit(web.fetch_timeout)), unique, limit, ctx)
             source = "firecrawl"
         else:
             # Imported before any fetch, so a broken install is one clear error, not one per page.
@@ -228,7 +143,7 @@ def web_extract(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             policy = ctx.web_policy
             with checked_client(policy, timeout=web.fetch_timeout, headers=headers, limits=limits) as http:
                 pages = _extract_with(
-                    lambda u: fetch_direct(http, u, policy, _limit(web.fetch_timeout), _run_limited(web.fetch_timeout)),
+                    lambda u: render(fetch_direct(http, u, policy, _limit(web.fetch_timeout), _run_limited(web.fetch_timeout))),
                     unique, limit, ctx)
             source = "direct"
     except ImportError as exc:
@@ -245,17 +160,10 @@ def web_extract(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 CONFIGURE_FIRECRAWL = "set FIRECRAWL_API_KEY, or FIRECRAWL_API_URL / web.firecrawl_api_url"
 
 
-def _no_firecrawl_client() -> str | None:
+def no_firecrawl_client() -> str | None:
     if not_installed({"firecrawl": FIRECRAWL_PACKAGE}):
         return f"the {FIRECRAWL_PACKAGE} package is not installed (pip install 'herald[web]')"
     return None
-
-
-def search_unavailable(settings: Settings) -> str | None:
-    """Why web_search cannot work with these settings, or None."""
-    if firecrawl_config_from(settings) is None:
-        return f"no search provider is configured ({CONFIGURE_FIRECRAWL})"
-    return _no_firecrawl_client()
 
 
 def extract_unavailable(settings: Settings) -> str | None:
@@ -268,7 +176,7 @@ def extract_unavailable(settings: Settings) -> str | None:
     if mode == "firecrawl" and config is None:
         return f"web.extract is 'firecrawl' but no Firecrawl is configured ({CONFIGURE_FIRECRAWL})"
     if config is not None:
-        return _no_firecrawl_client()
+        return no_firecrawl_client()
     missing = not_installed(DIRECT_PACKAGES)
     if not missing:
         return None
@@ -279,24 +187,6 @@ def extract_unavailable(settings: Settings) -> str | None:
 
 
 TOOLS = [
-    Tool(
-        name="web_search",
-        description=(
-            "Search the web (Firecrawl). Returns the top results' URLs, titles and descriptions; "
-            "read pages with web_extract."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "What to search for."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 5, "description": "How many results."},
-            },
-            "required": ["query"],
-        },
-        handler=web_search,
-        returns="{'query': str, 'results': [{'url': str, 'title': str, 'description': str}]}",
-        unavailable=search_unavailable,
-    ),
     Tool(
         name="web_extract",
         description=(

@@ -1,5 +1,4 @@
-"""web_extract without a provider: a page fetched here with httpx, decoded the way browsers decode
-it, and its main content turned into markdown by trafilatura.
+"""A page fetched here with httpx: its bytes, final URL and declared type (render.py makes text of it).
 
 Redirects are followed here, hop by hop, and each hop passes the session's URL policy
 (`ToolContext.web_policy`) before it is requested: a 302 to a host outside
@@ -13,12 +12,13 @@ read and write of its connection waits no longer than what is left of it.
 from __future__ import annotations
 
 import contextvars
-import re
 import time
 import urllib.request
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..webguard import Refused, WebPolicy, checked_addresses
+from .errors import PageError, RunTimeUp
 
 if TYPE_CHECKING:
     import httpx
@@ -27,24 +27,20 @@ MAX_DOWNLOAD_BYTES = 10_000_000
 MAX_REDIRECTS = 10
 REDIRECT_CODES = (301, 302, 303, 307, 308)
 USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) HeraldAgent/0.1 (+web_extract)"
-HTML_TYPES = ("text/html", "application/xhtml+xml")
-TEXT_TYPES = ("application/json", "application/xml", "application/javascript", "application/x-yaml")
-# <meta charset="..."> and <meta http-equiv="Content-Type" content="text/html; charset=...">, looked
-# for where browsers look: the first 1024 bytes.
-META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
-META_PRESCAN_BYTES = 1024
-WINDOWS_1252_LABELS = frozenset({"iso-8859-1", "iso8859-1", "iso_8859-1", "latin1", "latin-1", "l1", "us-ascii", "ascii"})
-
 # When the fetch running on this thread must be over (time.monotonic()); read by its connection.
 _fetch_end: contextvars.ContextVar[float | None] = contextvars.ContextVar("herald_fetch_end", default=None)
 
 
-class PageError(Exception):
-    """One URL failed; the message goes into that URL's result."""
+@dataclass(frozen=True)
+class Fetched:
+    """A page as it arrived: the URL it was finally read from (after redirects), its media type
+    (lower case, no parameters; "" when the server sent none), the charset its Content-Type header
+    names, and its bytes."""
 
-
-class RunTimeUp(PageError):
-    """The run's deadline, not the page, ended the fetch."""
+    url: str
+    content_type: str
+    charset: str | None
+    body: bytes
 
 
 def _left(timeout: float | None) -> float | None:
@@ -145,8 +141,8 @@ def _refused_by(exc: BaseException) -> Refused | None:
 
 
 def fetch_direct(client: httpx.Client, url: str, policy: WebPolicy | None = None,
-                 limit: float | None = None, run_limited: bool = False) -> tuple[str, str]:
-    """(title, markdown) of one page fetched here, following at most MAX_REDIRECTS redirects,
+                 limit: float | None = None, run_limited: bool = False) -> Fetched:
+    """One page fetched here, following at most MAX_REDIRECTS redirects,
     each checked by `policy`; the whole fetch ends within `limit` seconds (`run_limited`: that
     limit is the run's deadline, and the error says so)."""
     import httpx
@@ -168,7 +164,7 @@ def fetch_direct(client: httpx.Client, url: str, policy: WebPolicy | None = None
 
 
 def _fetch(client: httpx.Client, url: str, policy: WebPolicy | None, limit: float | None,
-           run_limited: bool) -> tuple[str, str]:
+           run_limited: bool) -> Fetched:
     import httpx
 
     chain = [url]
@@ -193,7 +189,9 @@ def _fetch(client: httpx.Client, url: str, policy: WebPolicy | None, limit: floa
             return _read_page(response)
 
 
-def _read_page(response: httpx.Response) -> tuple[str, str]:
+
+
+def _read_page(response: httpx.Response) -> Fetched:
     if response.status_code >= 400:
         raise PageError(f"HTTP {response.status_code} {response.reason_phrase}".strip())
     body = bytearray()
@@ -202,53 +200,5 @@ def _read_page(response: httpx.Response) -> tuple[str, str]:
         if len(body) > MAX_DOWNLOAD_BYTES:
             raise PageError(f"the page is larger than {MAX_DOWNLOAD_BYTES:,} bytes; download it with terminal('curl ...') instead")
     kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-    charset = response.charset_encoding  # only what the Content-Type header says
-    final_url = str(response.url)
-    data = bytes(body)
-    if kind in HTML_TYPES or (not kind and data.lstrip()[:15].lower().startswith((b"<!doctype", b"<html"))):
-        return _html_to_markdown(_html_decoded(data, charset), final_url)
-    if kind.startswith("text/") or kind in TEXT_TYPES or kind.endswith(("+json", "+xml")):
-        return "", _decoded(data, charset) or data.decode("utf-8", "replace")
-    raise PageError(f"{kind or 'unknown content type'} is not a text page; fetch it with terminal('curl -o FILE URL') instead")
-
-
-def _decoded(data: bytes, charset: str | None) -> str | None:
-    """`data` decoded with `charset` (a label from a header or a <meta>), or None when there is
-    none or Python does not know it."""
-    if not charset:
-        return None
-    label = charset.strip().strip("\"'").lower()
-    # Browsers read these labels as windows-1252 (WHATWG Encoding); latin-1 proper would turn
-    # bytes 0x80-0x9F (curly quotes, dashes) into control characters.
-    codec = "cp1252" if label in WINDOWS_1252_LABELS else label
-    try:
-        return data.decode(codec, "replace")
-    except LookupError:
-        return None
-
-
-def _html_decoded(data: bytes, header_charset: str | None) -> str | bytes:
-    """An HTML page's text, by the charset its Content-Type header gives, else the one its <meta>
-    declares (browsers' order); else the bytes, for trafilatura to detect the encoding. Decoding
-    as UTF-8 here would turn a windows-1251 or iso-8859-1 page into mojibake, and detection alone
-    guesses wrong on short pages, which is why the <meta> is read first."""
-    meta = META_CHARSET.search(data[:META_PRESCAN_BYTES])
-    for charset in (header_charset, meta.group(1).decode("ascii") if meta else None):
-        text = _decoded(data, charset)
-        if text is not None:
-            return text
-    return data
-
-
-def _html_to_markdown(html: str | bytes, url: str) -> tuple[str, str]:
-    import trafilatura
-
-    markdown = trafilatura.extract(
-        html, url=url, output_format="markdown", include_links=True, include_tables=True,
-        include_comments=False, favor_recall=True,
-    )
-    if not markdown:  # no main content found (a tiny or app-like page): keep all its text
-        markdown = trafilatura.html2txt(html)
-    metadata = trafilatura.extract_metadata(html, default_url=url)
-    title = metadata.title if metadata is not None and metadata.title else ""
-    return title, markdown or ""
+    # only what the Content-Type header says
+    return Fetched(str(response.url), kind, response.charset_encoding, bytes(body))

@@ -1,0 +1,11 @@
+"""What fails one page of a web call: the message goes into that URL's result, not the call's."""
+
+from __future__ import annotations
+
+
+class PageError(Exception):
+    """One URL failed; the message goes into that URL's result."""
+
+
+class RunTimeUp(PageError):
+    """The run's deadline, not the page, ended the fetch."""
