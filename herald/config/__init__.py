@@ -23,6 +23,9 @@ from .mcp_servers import McpServerSettings, parse_mcp_servers
 
 __all__ = ["ConfigError", "McpServerSettings", "Settings", "default_config_path", "load_settings", "parse_mcp_servers"]
 
+# web.search_provider's values; "auto" takes the first of the others that is configured, in this order.
+SEARCH_PROVIDERS = ("auto", "searxng", "firecrawl", "brave", "tavily", "exa")
+
 # Durations where 0 would stop everything at once rather than mean "no limit".
 MUST_BE_POSITIVE = frozenset({"sandbox.timeout", "terminal.timeout", "agent.request_timeout"})
 
@@ -133,6 +136,15 @@ class WebSettings:
     extract_char_limit: int = 20_000  # per page; longer pages are cut (head + tail) and spilled
     fetch_timeout: float = 30.0  # seconds per page (or per Firecrawl request)
     max_concurrency: int = 10  # pages fetched at once by one web_extract call
+    # web_search's provider: auto (the first configured of SEARCH_PROVIDERS[1:]) or one of them
+    search_provider: str = "auto"
+    searxng_url: str = ""  # a SearXNG instance with the JSON format on, e.g. http://searxng.lan:8080
+    brave_api_key: str = ""  # else $BRAVE_API_KEY, else $BRAVE_SEARCH_API_KEY
+    brave_api_url: str = ""  # empty: https://api.search.brave.com
+    tavily_api_key: str = ""  # else $TAVILY_API_KEY
+    tavily_api_url: str = ""  # empty: https://api.tavily.com
+    exa_api_key: str = ""  # else $EXA_API_KEY
+    exa_api_url: str = ""  # empty: https://api.exa.ai
 
 
 @dataclass
@@ -365,6 +377,8 @@ def _coerce(key: str, value: Any, current: Any, source: str) -> Any:
         raise bad("a list")
     if key == "policy.profile" and value not in ("read-only", "workspace-write", "full"):
         raise bad('one of "read-only", "workspace-write", "full"')
+    if key == "web.search_provider" and value not in SEARCH_PROVIDERS:
+        raise bad("one of " + ", ".join(f'"{name}"' for name in SEARCH_PROVIDERS))
     if isinstance(value, str):
         return value
     raise bad("a string")
