@@ -73,6 +73,7 @@ def _provider_row(settings: Settings) -> Row:
 
 def _web_row(settings: Settings) -> Row:
     from ..web.firecrawl import firecrawl_config_from
+    from ..web.search import describe
 
     firecrawl = firecrawl_config_from(settings)
     parts = []
@@ -81,13 +82,11 @@ def _web_row(settings: Settings) -> Row:
         parts.append(f"web_extract without Firecrawl needs {', '.join(missing)}: pip install 'herald[web]'")
     else:
         parts.append("web_extract works without a provider (httpx + trafilatura)")
-    if firecrawl is None:
-        parts.append("web_search is off: set FIRECRAWL_API_KEY (or web.firecrawl_api_url)")
-    else:
+    if firecrawl is not None:
         parts.append(f"Firecrawl at {firecrawl.api_url}")
-    ok = None if missing or firecrawl is None else True
-    if missing and firecrawl is None:
-        ok = None
+    search_ok, search = describe(settings)  # which search provider is in force, what else is configured
+    parts.append(search)
+    ok = None if missing or not search_ok else True
     return _row("web", ok, "; ".join(parts))
 
 

@@ -46,7 +46,7 @@ class Endpoint:
     base: str = field(repr=False)
     key: str | None = field(default=None, repr=False)
     key_from: str = ""  # "BRAVE_API_KEY (Herald's environment)", "the setting web.brave_api_key"
-    key_elsewhere: str = ""  # the other places a key could be set
+    key_elsewhere: str = ""  # how else a key could be set: " (or ...)", or where to set one when none is
     url_from: str = ""  # what sets the address: "the setting web.searxng_url"
 
 
@@ -78,14 +78,14 @@ def default_advice(endpoint: Endpoint, kind: Kind, retry_after: str | None = Non
     if kind is Kind.AUTH and not endpoint.key_from:
         return f"{title} wants an API key: set one in {endpoint.key_elsewhere}."
     if kind is Kind.AUTH:
-        elsewhere = f" (or set one in {endpoint.key_elsewhere})" if endpoint.key_elsewhere else ""
-        return f"{title} refused the API key from {endpoint.key_from}: set a valid key there{elsewhere}."
+        return f"{title} refused the API key from {endpoint.key_from}: set a valid key there{endpoint.key_elsewhere}."
     if kind is Kind.QUOTA:
         return (f"The {title} account's credits or plan limit are used up: searching again will not help "
                 "until the user tops it up. Tell the user; work with what you have.")
     if kind is Kind.RATE:
         wait = f"wait {retry_after} s" if retry_after else "wait a little"
-        return f"{title} is rate limiting this key: {wait} and search again, fewer searches at a time."
+        whose = "this key" if endpoint.key else "Herald's searches"
+        return f"{title} is rate limiting {whose}: {wait} and search again, fewer searches at a time."
     if kind is Kind.REQUEST:
         return f"{title} refused this query: make it shorter and plainer, then search again."
     if kind is Kind.SETUP:
@@ -101,14 +101,15 @@ def keyed_endpoint(settings: Settings, provider: str, title: str, default_url: s
     address `web.<provider>_api_url`, else `default_url`. None when no key is set."""
     web = settings.web
     key_setting, url_setting = f"web.{provider}_api_key", f"web.{provider}_api_url"
-    variables = " or ".join(env) + " in the environment Herald runs in"
-    key, key_from, elsewhere = getattr(web, f"{provider}_api_key"), f"the setting {key_setting}", variables
+    variables = " or ".join(env)
+    key = getattr(web, f"{provider}_api_key")
+    key_from, elsewhere = f"the setting {key_setting}", f" (or remove it to use {variables} from Herald's environment)"
     if not key:
         environ = herald_environ()
         name = next((n for n in env if environ.get(n)), None)
         if name is None:
             return None
-        key, key_from, elsewhere = environ[name], f"{name} (Herald's environment)", f"the setting {key_setting}"
+        key, key_from, elsewhere = environ[name], f"{name} (Herald's environment)", f" (or in the setting {key_setting}, which comes first)"
     url = getattr(web, f"{provider}_api_url").strip()
     url_from = f"the setting {url_setting}" if url else f"that Herald's machine can reach {default_url} (or set {url_setting})"
     url = url or default_url

@@ -21,13 +21,12 @@ def firecrawl_endpoint(settings: Settings) -> Endpoint | None:
     if config is None:
         return None
     web = settings.web
-    in_settings, in_environment = "the setting web.firecrawl_api_key", "FIRECRAWL_API_KEY in the environment Herald runs in"
     if web.firecrawl_api_key:
-        key_from, elsewhere = in_settings, in_environment
+        key_from, elsewhere = "the setting web.firecrawl_api_key", " (or remove it to use FIRECRAWL_API_KEY from Herald's environment)"
     elif config.api_key:
-        key_from, elsewhere = "FIRECRAWL_API_KEY (Herald's environment)", in_settings
+        key_from, elsewhere = "FIRECRAWL_API_KEY (Herald's environment)", " (or in the setting web.firecrawl_api_key, which comes first)"
     else:
-        key_from, elsewhere = "", f"{in_environment}, or {in_settings}"
+        key_from, elsewhere = "", "FIRECRAWL_API_KEY in the environment Herald runs in, or the setting web.firecrawl_api_key"
     if web.firecrawl_api_url:
         url_from = "the setting web.firecrawl_api_url (else FIRECRAWL_API_URL)"
     elif os.environ.get("FIRECRAWL_API_URL"):

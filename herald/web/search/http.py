@@ -54,8 +54,9 @@ def request_json(http: httpx.Client, endpoint: Endpoint, method: str, path: str,
                             "redirects with an API key).")
     if status >= 400:
         kind = (classify(status, parsed) if classify else None) or status_kind(status)
-        detail = f"HTTP {status} {reason}".strip()
         said = error_detail(parsed) or _first_line(data)
+        repeated = bool(reason) and said.lower().startswith(reason.lower())  # "401 Unauthorized: Unauthorized: ..."
+        detail = f"HTTP {status}" if repeated or not reason else f"HTTP {status} {reason}"
         if said:
             detail += f": {said}"
         retry = retry_after if retry_after and retry_after.strip().isdigit() else None
