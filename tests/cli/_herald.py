@@ -13,7 +13,8 @@ HERALD = [sys.executable, "-m", "herald"]
 
 def herald_env(home: Path, **extra: str) -> dict[str, str]:
     env = dict(os.environ, HERALD_DATA_DIR=str(home / "data"), HERALD_CONFIG=str(home / "none.toml"))
-    for key in ("HERALD_TOOLS", "FIRECRAWL_API_KEY", "FIRECRAWL_API_URL"):  # what the tester has set
+    for key in ("HERALD_TOOLS", "FIRECRAWL_API_KEY", "FIRECRAWL_API_URL", "BRAVE_API_KEY", "BRAVE_SEARCH_API_KEY",
+                "TAVILY_API_KEY", "EXA_API_KEY"):  # what the tester has set
         env.pop(key, None)
     env.update(extra)
     return env

@@ -4,6 +4,7 @@ comes back, and what each failure tells the model to do."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -307,3 +308,23 @@ def test_firecrawl_stays_a_provider_like_the_others(make_web: MakeWeb, firecrawl
     error = search_error(make_web({**firecrawl_settings, "web.firecrawl_api_key": "fc-wrong"}), query="star")
     assert error.error_type == "SearchAuthFailed"
     assert "Firecrawl refused the API key from the setting web.firecrawl_api_key" in str(error)
+
+
+def test_doctor_names_the_provider_in_force_and_the_others(tmp_path: Any) -> None:
+    from tests.cli._herald import run
+
+    def web_row(**env: str) -> dict[str, str]:
+        proc = run(["doctor", "--json"], tmp_path, tmp_path, **env)
+        return next(r for r in json.loads(proc.stdout) if r["check"] == "web")
+
+    row = web_row(HERALD_WEB_SEARXNG_URL="http://searx.lan:8080", BRAVE_API_KEY="bk-1", TAVILY_API_KEY="tvly-1")
+    assert row["status"] == "ok"
+    assert ("web_search through SearXNG at http://searx.lan:8080 (auto: the first configured); "
+            "also configured: brave, tavily") in row["detail"]
+    row = web_row(BRAVE_SEARCH_API_KEY="bk-1", TAVILY_API_KEY="tvly-1", HERALD_WEB_SEARCH_PROVIDER="tavily")
+    assert ("web_search through Tavily at https://api.tavily.com (web.search_provider, key from TAVILY_API_KEY "
+            "(Herald's environment)); also configured: brave") in row["detail"]
+    assert "bk-1" not in row["detail"] and "tvly-1" not in row["detail"]
+    row = web_row(HERALD_WEB_SEARCH_PROVIDER="exa")
+    assert row["status"] == "warn"
+    assert "web_search is off: web.search_provider is 'exa' but it is not configured: set EXA_API_KEY" in row["detail"]
