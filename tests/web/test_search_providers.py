@@ -328,3 +328,21 @@ def test_doctor_names_the_provider_in_force_and_the_others(tmp_path: Any) -> Non
     row = web_row(HERALD_WEB_SEARCH_PROVIDER="exa")
     assert row["status"] == "warn"
     assert "web_search is off: web.search_provider is 'exa' but it is not configured: set EXA_API_KEY" in row["detail"]
+
+
+def test_secrets_echoed_by_a_provider_are_not_repeated(make_web: MakeWeb, make_api: Any) -> None:
+    exa = make_api("exa")
+    exa.fail_with(401, {"requestId": "r1", "error": f"Invalid API key: {KEY}", "tag": "INVALID_API_KEY"})
+    error = search_error(make_web(settings_for(exa)), query="star")
+    assert KEY not in str(error) and "Invalid API key: [redacted]" in str(error)
+
+
+def test_searxng_behind_basic_auth_keeps_its_password_out_of_messages(make_web: MakeWeb, make_api: Any) -> None:
+    searxng = make_api("searxng")
+    with_credentials = searxng.url.replace("http://", "http://herald:s3cret-pass@")
+    call = make_web({"web.searxng_url": with_credentials})
+    assert call("web_search", query="pasta")["results"][0]["url"] == "https://food.example.org/pasta"
+    assert searxng.requests[0]["headers"]["authorization"] == "Basic aGVyYWxkOnMzY3JldC1wYXNz"  # herald:s3cret-pass
+    searxng.fail_with(502, "")
+    error = search_error(call, query="pasta")
+    assert f"at {searxng.url}:" in str(error) and "s3cret" not in str(error)

@@ -66,7 +66,7 @@ class SearchFailure(Exception):
     def __init__(self, endpoint: Endpoint, kind: Kind, detail: str, advice: str = "", status: int | None = None) -> None:
         self.endpoint, self.kind, self.detail, self.status = endpoint, kind, detail.strip().rstrip("."), status
         self.advice = advice or default_advice(endpoint, kind)
-        super().__init__(f"the search failed at {endpoint.url}: {self.detail}. {self.advice}")
+        super().__init__(redacted(f"the search failed at {endpoint.url}: {self.detail}. {self.advice}", endpoint))
 
     @property
     def error_type(self) -> str:
@@ -115,6 +115,16 @@ def keyed_endpoint(settings: Settings, provider: str, title: str, default_url: s
     url = url or default_url
     return Endpoint(provider, title, shown_url(url), base=url.rstrip("/"), key=key, key_from=key_from,
                     key_elsewhere=elsewhere, url_from=url_from)
+
+
+def redacted(text: str, endpoint: Endpoint) -> str:
+    """`text` without the endpoint's secrets, whatever echoed them (an error body quoting the key,
+    an exception quoting the URL with its password)."""
+    password = urlsplit(endpoint.base).password
+    for secret in (endpoint.key, password):
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "[redacted]")
+    return text
 
 
 def shown_url(url: str) -> str:

@@ -8,6 +8,7 @@ for the user to put that address in the setting instead.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -36,10 +37,11 @@ def request_json(http: httpx.Client, endpoint: Endpoint, method: str, path: str,
     """The JSON answer of `method endpoint.base+path`; SearchFailure for anything else."""
     import httpx
 
+    end = time.monotonic() + timeout
     try:
         with http.stream(method, endpoint.base + path, headers=headers, params=params, json=body,
                          timeout=httpx.Timeout(timeout)) as response:
-            data = _read(endpoint, response)
+            data = _read(endpoint, response, end)
             status, reason = response.status_code, response.reason_phrase
             location = response.headers.get("location")
             retry_after = response.headers.get("retry-after")
@@ -106,12 +108,16 @@ def error_code(payload: Any) -> str:
     return code if isinstance(code, str) else ""
 
 
-def _read(endpoint: Endpoint, response: httpx.Response) -> bytes:
+def _read(endpoint: Endpoint, response: httpx.Response, end: float) -> bytes:
+    """The answer's bytes; each read waits at most the request's timeout, and an answer sent so
+    slowly that the whole would take longer is given up on at the next chunk."""
     body = bytearray()
     for chunk in response.iter_bytes():
         body += chunk
         if len(body) > MAX_ANSWER_BYTES:
             raise SearchFailure(endpoint, Kind.SETUP, f"the answer is larger than {MAX_ANSWER_BYTES:,} bytes")
+        if time.monotonic() > end:
+            raise SearchFailure(endpoint, Kind.TIMEOUT, "the answer was still arriving when the time was up")
     return bytes(body)
 
 
