@@ -102,7 +102,7 @@ def keyed_endpoint(settings: Settings, provider: str, title: str, default_url: s
     web = settings.web
     key_setting, url_setting = f"web.{provider}_api_key", f"web.{provider}_api_url"
     variables = " or ".join(env)
-    key = getattr(web, f"{provider}_api_key")
+    key = getattr(web, f"{provider}_api_key").strip()
     key_from, elsewhere = f"the setting {key_setting}", f" (or remove it to use {variables} from Herald's environment)"
     if not key:
         environ = herald_environ()
