@@ -16,6 +16,8 @@ from tests.fakes.firecrawl import FakeDocument, FakeFirecrawl
 from tests.fixtures.browsers import ARTICLE_FACTS
 
 API_KEY = "fc-test-key"
+PROVIDER_VARIABLES = ("FIRECRAWL_API_KEY", "FIRECRAWL_API_URL", "BRAVE_API_KEY", "BRAVE_SEARCH_API_KEY",
+                      "TAVILY_API_KEY", "EXA_API_KEY")
 CallTool = Callable[..., Any]
 
 
@@ -42,10 +44,11 @@ def star_documents() -> list[FakeDocument]:
 
 
 @pytest.fixture(autouse=True)
-def no_firecrawl_in_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests say where Firecrawl is; a key in the machine's environment must not decide for them."""
-    monkeypatch.delenv("FIRECRAWL_API_KEY", raising=False)
-    monkeypatch.delenv("FIRECRAWL_API_URL", raising=False)
+def no_web_provider_in_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests say where Firecrawl and the search providers are; a key in the machine's environment
+    must not decide for them."""
+    for name in PROVIDER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture

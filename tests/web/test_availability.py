@@ -27,7 +27,7 @@ from herald.tools.webpackages import installed
 from tests.fakes.firecrawl import FakeFirecrawl
 from tests.fixtures.browsers import LocalWebApp
 
-from .conftest import API_KEY
+from .conftest import API_KEY, PROVIDER_VARIABLES
 
 ROOT = Path(__file__).resolve().parents[2]
 REGISTRY = default_registry()
@@ -69,7 +69,7 @@ def in_fresh_interpreter(tmp_path: Path, *, missing: Sequence[str] = (), path: S
             ctx.close()
         print(json.dumps(out))
     """)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FIRECRAWL_", "HERALD_"))}
+    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARIABLES and not k.startswith("HERALD_")}
     env["PYTHONPATH"] = os.pathsep.join([*map(str, path), str(ROOT)])
     proc = subprocess.run([sys.executable, "-c", program], env=env, cwd=tmp_path, capture_output=True, text=True,
                           timeout=120, stdin=subprocess.DEVNULL)
