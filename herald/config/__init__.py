@@ -133,6 +133,10 @@ class WebSettings:
     extract_char_limit: int = 20_000  # per page; longer pages are cut (head + tail) and spilled
     fetch_timeout: float = 30.0  # seconds per page (or per Firecrawl request)
     max_concurrency: int = 10  # pages fetched at once by one web_extract call
+    max_per_host: int = 6  # requests in flight to one host, across all calls of a session
+    user_agent: str = ""  # the User-Agent of fetches made here; "" = Herald's own (web/fetch.py)
+    cache_max_bytes: int = 64 * 1024 * 1024  # the session's page cache (least recently used out)
+    cache_ttl: float = 3600.0  # seconds a page with no caching headers counts as fresh (0: refetch)
 
 
 @dataclass

@@ -22,9 +22,9 @@ from ..capture import CappedCapture
 from ..config import Settings
 from ..deadlines import check_deadline, time_left
 from ..web.errors import PageError, RunTimeUp
-from ..web.fetch import USER_AGENT, checked_client, fetch_direct
 from ..web.firecrawl import FirecrawlConfig, firecrawl_config_from, scrape
 from ..web.render import render
+from ..web.session import Fetcher
 from .registry import Tool, ToolContext, ToolError
 from .webpackages import DIRECT_PACKAGES, FIRECRAWL_PACKAGE, needs_package, not_installed
 
@@ -32,6 +32,12 @@ if TYPE_CHECKING:
     from firecrawl import Firecrawl
 
 MAX_URLS = 50
+FRESH_PARAMETER = {
+    "type": "boolean",
+    "default": False,
+    "description": "Fetch anew: by default a page read earlier in this session is not fetched again "
+                   "while its HTTP caching headers say it is fresh.",
+}
 Page = dict[str, Any]
 KEYLESS_HINT = ", or set FIRECRAWL_API_KEY / FIRECRAWL_API_URL to extract through Firecrawl"
 
@@ -49,6 +55,16 @@ def firecrawl_client(ctx: ToolContext, config: FirecrawlConfig, tool: str) -> Fi
             ctx.cache["web.firecrawl"] = cached
         client_: Firecrawl = cached[1]
         return client_
+
+
+def session_fetcher(ctx: ToolContext) -> Fetcher:
+    """The session's fetcher (one client, the page cache, the per-host limit), closed with it."""
+    with ctx.cache_lock:
+        fetcher: Fetcher | None = ctx.cache.get("web.fetcher")
+        if fetcher is None:
+            fetcher = ctx.cache["web.fetcher"] = Fetcher(ctx.settings.web)
+            ctx.closers.append(fetcher.close)
+        return fetcher
 
 
 def _limit(seconds: float) -> float:
@@ -126,25 +142,23 @@ def web_extract(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             "FIRECRAWL_API_KEY or FIRECRAWL_API_URL / web.firecrawl_api_url, or set web.extract to auto."
         )
     unique = list(dict.fromkeys(urls))
+    fresh = bool(args.get("fresh"))
     check_deadline("web_extract")
     try:
         if config is not None:
             # Firecrawl fetches remotely: its redirects and addresses are its own, not checked here.
             client = firecrawl_client(ctx, config, "web_extract")
-            pages = _extract_with(lambda u: scrape(client, u, _limit(web.fetch_timeout)), unique, limit, ctx)
+            pages = _extract_with(lambda u: scrape(client, u, _limit(web.fetch_timeout), fresh), unique, limit, ctx)
             source = "firecrawl"
         else:
             # Imported before any fetch, so a broken install is one clear error, not one per page.
-            import httpx
+            import httpx  # noqa: F401
             import trafilatura  # noqa: F401  (imports justext and lxml's html cleaner)
 
-            headers = {"User-Agent": USER_AGENT, "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5"}
-            limits = httpx.Limits(max_connections=max(10, web.max_concurrency))
-            policy = ctx.web_policy
-            with checked_client(policy, timeout=web.fetch_timeout, headers=headers, limits=limits) as http:
-                pages = _extract_with(
-                    lambda u: render(fetch_direct(http, u, policy, _limit(web.fetch_timeout), _run_limited(web.fetch_timeout))),
-                    unique, limit, ctx)
+            fetcher, policy = session_fetcher(ctx), ctx.web_policy
+            pages = _extract_with(
+                lambda u: render(fetcher.fetch(u, policy, _limit(web.fetch_timeout), _run_limited(web.fetch_timeout), fresh)),
+                unique, limit, ctx)
             source = "direct"
     except ImportError as exc:
         if config is not None:
@@ -208,6 +222,7 @@ TOOLS = [
                     "minimum": 200,
                     "description": "Most characters kept per page, counted as UTF-8 bytes (default from web.extract_char_limit, 20,000).",
                 },
+                "fresh": FRESH_PARAMETER,
             },
             "required": ["urls"],
         },

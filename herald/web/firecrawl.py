@@ -41,9 +41,11 @@ def firecrawl_failure(exc: Exception) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def scrape(client: Firecrawl, url: str, timeout: float) -> tuple[str, str]:
+def scrape(client: Firecrawl, url: str, timeout: float, fresh: bool = False) -> tuple[str, str]:
+    """(title, markdown) of one page; `fresh`: not from Firecrawl's own cache (maxAge 0)."""
     try:
-        document = client.scrape(url, formats=["markdown"], only_main_content=True, timeout=int(timeout * 1000))
+        document = client.scrape(url, formats=["markdown"], only_main_content=True, timeout=int(timeout * 1000),
+                                 **({"max_age": 0} if fresh else {}))
     except Exception as exc:
         raise PageError(f"Firecrawl could not scrape it: {firecrawl_failure(exc)}") from None
     metadata = document.metadata
