@@ -23,7 +23,7 @@ from ..config import Settings
 from ..deadlines import check_deadline, time_left
 from ..web.errors import PageError, RunTimeUp
 from ..web.firecrawl import FirecrawlConfig, firecrawl_config_from, scrape
-from ..web.render import render
+from ..web.render import Rendered, render
 from ..web.session import Fetcher
 from .registry import Tool, ToolContext, ToolError
 from .webpackages import DIRECT_PACKAGES, FIRECRAWL_PACKAGE, needs_package, not_installed
@@ -94,14 +94,26 @@ def _capped(text: str, limit: int, ctx: ToolContext) -> Page:
     return page
 
 
-def _extract_with(fetch: Callable[[str], tuple[str, str]], urls: list[str], limit: int, ctx: ToolContext) -> list[Page]:
+def _page_result(url: str, page: Rendered, limit: int, ctx: ToolContext) -> Page:
+    """A page's result: `final_url` only when redirects moved it; `links` always (empty for
+    text that is not HTML)."""
+    result: Page = {"url": url}
+    if page.url != url:
+        result["final_url"] = page.url
+    result["title"] = page.title
+    result.update(_capped(page.text, limit, ctx))
+    result["links"] = page.links or []
+    return result
+
+
+def _extract_with(fetch: Callable[[str], Rendered], urls: list[str], limit: int, ctx: ToolContext) -> list[Page]:
     def one(url: str) -> Page:
         if not url.startswith(("http://", "https://")):
             return {"url": url, "error": "not an http(s) URL: pass a full URL such as https://example.com/page"}
         try:
             if time_left() == 0:
                 raise RunTimeUp("the run's time limit was reached before this page was fetched")
-            title, text = fetch(url)
+            page = fetch(url)
         except RunTimeUp as exc:
             return {"url": url, "error": str(exc), "run_time_up": True}
         except PageError as exc:
@@ -110,7 +122,7 @@ def _extract_with(fetch: Callable[[str], tuple[str, str]], urls: list[str], limi
             raise
         except Exception as exc:  # one page's surprise must not cost the others their results
             return {"url": url, "error": f"{type(exc).__name__}: {exc}"}
-        return {"url": url, "title": title, **_capped(text, limit, ctx)}
+        return _page_result(url, page, limit, ctx)
 
     workers = max(1, min(len(urls), ctx.settings.web.max_concurrency))
     # Each page runs under this call's context: its deadline (and cancel) reach the pool's threads.
@@ -205,7 +217,9 @@ TOOLS = [
         name="web_extract",
         description=(
             "Fetch web pages and return their main content as markdown (navigation and footers "
-            "dropped), several at once. A page over char_limit is cut in the middle with a marker "
+            "dropped), several at once, with each page's links: absolute URLs in page order, the "
+            "page's own navigation marked nav=True, so [l['url'] for l in page['links'] if not l['nav']] "
+            "are its content links. A page over char_limit is cut in the middle with a marker "
             "(its full text is in the file named by spill_path). A page that fails has an 'error' "
             "in its result instead of content; the other pages are unaffected."
         ),
@@ -228,8 +242,9 @@ TOOLS = [
         },
         handler=web_extract,
         returns=(
-            "{'results': [{'url': str, 'title': str, 'content': str, 'chars': int, 'truncated'?: True, "
-            "'spill_path'?: str} or {'url': str, 'error': str}], 'source': 'firecrawl' | 'direct', 'failed': int}"
+            "{'results': [{'url': str, 'final_url'?: str, 'title': str, 'content': str, 'chars': int, "
+            "'truncated'?: True, 'spill_path'?: str, 'links': [{'url': str, 'text': str, 'nav': bool}]} "
+            "or {'url': str, 'error': str}], 'source': 'firecrawl' | 'direct', 'failed': int}"
         ),
         unavailable=extract_unavailable,
     ),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -24,6 +24,7 @@ class FakeDocument:
     markdown: str
     description: str = ""
     status: int = 200
+    links: list[str] = field(default_factory=list)  # absolute URLs, as Firecrawl's "links" format gives them
 
 
 class _Server(ThreadingHTTPServer):
@@ -96,6 +97,8 @@ class _Handler(BaseHTTPRequestHandler):
         data: dict[str, Any] = {"metadata": metadata}
         if "markdown" in (body.get("formats") or ["markdown"]):
             data["markdown"] = doc.markdown
+        if "links" in (body.get("formats") or []):
+            data["links"] = doc.links
         self._reply(200, {"success": True, "data": data})
 
     def _reply(self, status: int, payload: dict[str, Any]) -> None:

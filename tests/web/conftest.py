@@ -35,7 +35,8 @@ def star_documents() -> list[FakeDocument]:
             f"# {star}\n\n{star} is a {kind}.\n\n- Distance: {distance} light-years\n- Kind: {kind}\n\n"
             f"See also: {', '.join(see_also(i))}.\n"
         )
-        docs.append(FakeDocument(star_url(star), f"{star} — star survey", markdown, f"Survey notes on the star {star}."))
+        links = [star_url(other) for other in see_also(i)]
+        docs.append(FakeDocument(star_url(star), f"{star} — star survey", markdown, f"Survey notes on the star {star}.", links=links))
     docs.append(FakeDocument("https://food.example.org/pasta", "Cooking pasta", "# Pasta\n\nBoil water.", "Recipes"))
     docs.append(FakeDocument("https://stars.example.org/missing", "Not found", "", status=404))
     return docs
