@@ -189,9 +189,10 @@ class Registry:
 
 def default_registry(settings: Settings | None = None) -> Registry:
     """Every built-in tool, and with `settings` the tools of its MCP servers (`mcp_<server>_<tool>`)."""
-    from . import browser, files, search, terminal, web, websearch
+    from . import browser, files, search, terminal, web, webcrawl, websearch
 
-    registry = Registry([*files.TOOLS, *search.TOOLS, *terminal.TOOLS, *browser.TOOLS, *websearch.TOOLS, *web.TOOLS])
+    registry = Registry([*files.TOOLS, *search.TOOLS, *terminal.TOOLS, *browser.TOOLS, *websearch.TOOLS, *web.TOOLS,
+                         *webcrawl.TOOLS])
     if settings is not None and settings.mcp_servers:
         from ..mcp.tools import register_mcp_tools
 

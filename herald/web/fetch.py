@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ..deadlines import current_deadline
 from ..webguard import Refused, WebPolicy, checked_addresses
 from .cache import PageCache
-from .errors import PageError, RunTimeUp
+from .errors import PageError, RunTimeUp, StatusError
 
 if TYPE_CHECKING:
     import httpx
@@ -280,7 +280,7 @@ def _waiting_for_others(acquire: Callable[[float | None], AbstractContextManager
 
 def _read_page(response: httpx.Response) -> Fetched:
     if response.status_code >= 400:
-        raise PageError(f"HTTP {response.status_code} {response.reason_phrase}".strip())
+        raise StatusError(f"HTTP {response.status_code} {response.reason_phrase}".strip(), response.status_code)
     body = bytearray()
     for chunk in response.iter_bytes():
         body += chunk
