@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from herald import Settings
+from herald import Runtime, Settings
 from herald.backends.local import LocalBackend
 from herald.policy import Policy
 from herald.runtime.dispatcher import Dispatcher
 from herald.tools import ToolContext, default_registry
+from tests.runtime._helpers import run_ok
 from tests.web.site import Page, Site, html
 
 Extract = Callable[..., dict[str, Any]]
@@ -269,3 +270,19 @@ def test_parallel_calls_for_one_page_fetch_it_once(make_session: Callable[..., S
             thread.join(60)
     assert len(contents) == 4 and len(set(contents)) == 1
     assert site.hits["/popular"] == 1
+
+
+def test_a_runtimes_scripts_share_one_cache(make_runtime: Callable[..., Runtime], site: Site) -> None:
+    """parallel() calls in one script, and the runs after it, fetch each page once: the cache
+    lives with the Runtime's session, not with a call or a run."""
+    urls = [site.add(f"/shared/{n}", html(f"Shared {n}", f"Shared page number {n}.")) for n in range(3)]
+    runtime = make_runtime(overrides={"web.extract": "direct"})
+    script = f"""
+        from hermes_tools import web_extract, parallel
+        replies = parallel([(web_extract, [url]) for url in {urls * 3!r}])
+        print(sorted({{r["results"][0]["content"].splitlines()[-1] for r in replies}}))
+    """
+    first = run_ok(runtime, script, timeout=120)
+    assert first.output.strip() == str([f"Shared page number {n}." for n in range(3)])
+    run_ok(runtime, script, timeout=120)
+    assert [site.hits[f"/shared/{n}"] for n in range(3)] == [1, 1, 1]
