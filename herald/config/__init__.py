@@ -133,6 +133,8 @@ class WebSettings:
     extract_char_limit: int = 20_000  # per page; longer pages are cut (head + tail) and spilled
     fetch_timeout: float = 30.0  # seconds per page (or per Firecrawl request)
     max_concurrency: int = 10  # pages fetched at once by one web_extract call
+    extract_workers: int = 0  # processes that extract fetched pages, per session; 0 = one per CPU core
+    extract_worker_memory_mb: int = 1024  # address space per extraction process; a page needing more fails alone
 
 
 @dataclass

@@ -24,9 +24,10 @@ from ..deadlines import check_deadline, time_left
 from ..web.errors import PageError, RunTimeUp
 from ..web.fetch import USER_AGENT, checked_client, fetch_direct
 from ..web.firecrawl import FirecrawlConfig, firecrawl_config_from, scrape
-from ..web.render import Rendered, render
+from ..web.render import Rendered
+from ..web.renderpool import MIB, RenderPool, default_size
 from .registry import Tool, ToolContext, ToolError
-from .webpackages import DIRECT_PACKAGES, FIRECRAWL_PACKAGE, needs_package, not_installed
+from .webpackages import DIRECT_PACKAGES, FIRECRAWL_PACKAGE, installed, needs_package, not_installed
 
 if TYPE_CHECKING:
     from firecrawl import Firecrawl
@@ -49,6 +50,24 @@ def firecrawl_client(ctx: ToolContext, config: FirecrawlConfig, tool: str) -> Fi
             ctx.cache["web.firecrawl"] = cached
         client_: Firecrawl = cached[1]
         return client_
+
+
+def render_pool(ctx: ToolContext) -> RenderPool:
+    """The session's extraction workers, made (and started) at its first keyless extract; killed
+    when the session closes."""
+    with ctx.cache_lock:
+        pool = ctx.cache.get("web.render_pool")
+        if isinstance(pool, RenderPool):
+            return pool
+        from ..runtime.sandbox import spawner
+
+        web = ctx.settings.web
+        memory = max(0, web.extract_worker_memory_mb) * MIB
+        pool = RenderPool(web.extract_workers or default_size(), memory, memory // 2, popen=spawner.popen)
+        ctx.cache["web.render_pool"] = pool
+        ctx.closers.append(pool.close)
+    pool.start()
+    return pool
 
 
 def _limit(seconds: float) -> float:
@@ -146,17 +165,25 @@ def web_extract(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             pages = _extract_with(lambda u: scrape(client, u, _limit(web.fetch_timeout)), unique, limit, ctx)
             source = "firecrawl"
         else:
-            # Imported before any fetch, so a broken install is one clear error, not one per page.
+            # Looked for before any fetch, so a broken install is one clear error, not one per
+            # page; trafilatura is imported by the workers only.
             import httpx
-            import trafilatura  # noqa: F401  (imports justext and lxml's html cleaner)
 
+            missing = [module for module in DIRECT_PACKAGES if not installed(module)]
+            if missing:
+                raise ImportError(f"No module named {missing[0]!r}", name=missing[0])
+
+            pool = render_pool(ctx)
             headers = {"User-Agent": USER_AGENT, "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5"}
             limits = httpx.Limits(max_connections=max(10, web.max_concurrency))
             policy = ctx.web_policy
+
+            def fetch_and_render(url: str) -> Rendered:
+                fetched = fetch_direct(http, url, policy, _limit(web.fetch_timeout), _run_limited(web.fetch_timeout))
+                return pool.render(fetched, _limit(web.fetch_timeout), _run_limited(web.fetch_timeout))
+
             with checked_client(policy, timeout=web.fetch_timeout, headers=headers, limits=limits) as http:
-                pages = _extract_with(
-                    lambda u: render(fetch_direct(http, u, policy, _limit(web.fetch_timeout), _run_limited(web.fetch_timeout))),
-                    unique, limit, ctx)
+                pages = _extract_with(fetch_and_render, unique, limit, ctx)
             source = "direct"
     except ImportError as exc:
         if config is not None:
@@ -165,6 +192,14 @@ def web_extract(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     by_url = dict(zip(unique, pages, strict=True))
     results = [by_url[u] for u in urls]
     return {"results": results, "source": source, "failed": sum("error" in p for p in results)}
+
+
+def warm_web_extract(ctx: ToolContext) -> None:
+    """What a session's first keyless web_extract would import, imported ahead (Tool.warm)."""
+    if ctx.settings.web.extract == "direct" or firecrawl_config_from(ctx.settings) is None:
+        import httpx  # noqa: F401
+
+        from ..web import renderpool  # noqa: F401
 
 
 # -- availability (Tool.unavailable): cheap, nothing imported or fetched ------------------------
@@ -232,5 +267,6 @@ TOOLS = [
             "or {'url': str, 'error': str}], 'source': 'firecrawl' | 'direct', 'failed': int}"
         ),
         unavailable=extract_unavailable,
+        warm=warm_web_extract,
     ),
 ]
