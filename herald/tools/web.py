@@ -23,10 +23,11 @@ from ..config import Settings
 from ..deadlines import check_deadline, time_left
 from ..web.errors import PageError, RunTimeUp
 from ..web.firecrawl import FirecrawlConfig, firecrawl_config_from, scrape
-from ..web.render import Rendered, render
+from ..web.render import Rendered
+from ..web.renderpool import MIB, RenderPool, default_size
 from ..web.session import Fetcher
 from .registry import Tool, ToolContext, ToolError
-from .webpackages import DIRECT_PACKAGES, FIRECRAWL_PACKAGE, needs_package, not_installed
+from .webpackages import DIRECT_PACKAGES, FIRECRAWL_PACKAGE, installed, needs_package, not_installed
 
 if TYPE_CHECKING:
     from firecrawl import Firecrawl
@@ -65,6 +66,24 @@ def session_fetcher(ctx: ToolContext) -> Fetcher:
             fetcher = ctx.cache["web.fetcher"] = Fetcher(ctx.settings.web)
             ctx.closers.append(fetcher.close)
         return fetcher
+
+
+def render_pool(ctx: ToolContext) -> RenderPool:
+    """The session's extraction workers, made (and started) at its first keyless extract; killed
+    when the session closes."""
+    with ctx.cache_lock:
+        pool = ctx.cache.get("web.render_pool")
+        if isinstance(pool, RenderPool):
+            return pool
+        from ..runtime.sandbox import spawner
+
+        web = ctx.settings.web
+        memory = max(0, web.extract_worker_memory_mb) * MIB
+        pool = RenderPool(web.extract_workers or default_size(), memory, memory // 2, popen=spawner.popen)
+        ctx.cache["web.render_pool"] = pool
+        ctx.closers.append(pool.close)
+    pool.start()
+    return pool
 
 
 def _limit(seconds: float) -> float:
@@ -163,14 +182,21 @@ def web_extract(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             pages = _extract_with(lambda u: scrape(client, u, _limit(web.fetch_timeout), fresh), unique, limit, ctx)
             source = "firecrawl"
         else:
-            # Imported before any fetch, so a broken install is one clear error, not one per page.
+            # Looked for before any fetch, so a broken install is one clear error, not one per
+            # page; trafilatura is imported by the workers only.
             import httpx  # noqa: F401
-            import trafilatura  # noqa: F401  (imports justext and lxml's html cleaner)
 
-            fetcher, policy = session_fetcher(ctx), ctx.web_policy
-            pages = _extract_with(
-                lambda u: render(fetcher.fetch(u, policy, _limit(web.fetch_timeout), _run_limited(web.fetch_timeout), fresh)),
-                unique, limit, ctx)
+            missing = [module for module in DIRECT_PACKAGES if not installed(module)]
+            if missing:
+                raise ImportError(f"No module named {missing[0]!r}", name=missing[0])
+
+            pool, fetcher, policy = render_pool(ctx), session_fetcher(ctx), ctx.web_policy
+
+            def fetch_and_render(url: str) -> Rendered:
+                fetched = fetcher.fetch(url, policy, _limit(web.fetch_timeout), _run_limited(web.fetch_timeout), fresh)
+                return pool.render(fetched, _limit(web.fetch_timeout), _run_limited(web.fetch_timeout))
+
+            pages = _extract_with(fetch_and_render, unique, limit, ctx)
             source = "direct"
     except ImportError as exc:
         if config is not None:
@@ -179,6 +205,14 @@ def web_extract(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     by_url = dict(zip(unique, pages, strict=True))
     results = [by_url[u] for u in urls]
     return {"results": results, "source": source, "failed": sum("error" in p for p in results)}
+
+
+def warm_web_extract(ctx: ToolContext) -> None:
+    """What a session's first keyless web_extract would import, imported ahead (Tool.warm)."""
+    if ctx.settings.web.extract == "direct" or firecrawl_config_from(ctx.settings) is None:
+        import httpx  # noqa: F401
+
+        from ..web import renderpool  # noqa: F401
 
 
 # -- availability (Tool.unavailable): cheap, nothing imported or fetched ------------------------
@@ -247,5 +281,6 @@ TOOLS = [
             "or {'url': str, 'error': str}], 'source': 'firecrawl' | 'direct', 'failed': int}"
         ),
         unavailable=extract_unavailable,
+        warm=warm_web_extract,
     ),
 ]

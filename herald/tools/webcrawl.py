@@ -49,6 +49,7 @@ from .web import (
     extract_unavailable,
     firecrawl_client,
     session_fetcher,
+    warm_web_extract,
     web_extract,
 )
 
@@ -400,5 +401,6 @@ TOOLS = [
             "'excluded'?: int, 'refused'?: int, 'robots'?: int, 'over_max_pages'?: int}}"
         ),
         unavailable=extract_unavailable,
+        warm=warm_web_extract,
     ),
 ]

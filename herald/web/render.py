@@ -182,3 +182,16 @@ def plain_markdown(tree: HtmlElement) -> str:
     kept = [line for line in lines if line and line != "-" and not re.fullmatch(r"#+", line)]
     # One line per block; a blank line before each heading.
     return "\n".join(("\n" + line) if line.startswith("#") else line for line in kept).strip()
+
+
+WARM_PAGE = Fetched(
+    "http://localhost/warm/index.html", "text/html", "utf-8",
+    b"<!doctype html><html><head><title>Warm</title></head><body><nav><a href='/'>Home</a></nav><main><article>"
+    b"<h1>Warm</h1><p>" + b"A paragraph that makes the extractor load what it loads lazily. " * 8
+    + b"<a href='next.html'>next</a></p></article></main></body></html>",
+)
+
+
+def warm() -> None:
+    """Import the extraction libraries and run them once (their lazy tables and caches loaded)."""
+    render(WARM_PAGE)
