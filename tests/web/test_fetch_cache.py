@@ -18,6 +18,7 @@ from herald.backends.local import LocalBackend
 from herald.policy import Policy
 from herald.runtime.dispatcher import Dispatcher
 from herald.tools import ToolContext, default_registry
+from herald.web.cache import ENTRY_OVERHEAD
 from tests.runtime._helpers import run_ok
 from tests.web.site import Page, Site, html
 
@@ -286,3 +287,52 @@ def test_a_runtimes_scripts_share_one_cache(make_runtime: Callable[..., Runtime]
     assert first.output.strip() == str([f"Shared page number {n}." for n in range(3)])
     run_ok(runtime, script, timeout=120)
     assert [site.hits[f"/shared/{n}"] for n in range(3)] == [1, 1, 1]
+
+
+def test_a_script_cannot_hammer_a_host(make_runtime: Callable[..., Runtime], site: Site) -> None:
+    """A script's parallel() of 24 web_extract calls on one host (and its threads of its own):
+    the site never sees more than web.max_per_host requests at once."""
+    for n in range(24):
+        site.add(f"/busy/{n}", Page(html(f"Busy {n}"), hold=True))
+    runtime = make_runtime(overrides={"web.extract": "direct", "web.max_per_host": 3})
+    urls = [site.url(f"/busy/{n}") for n in range(24)]
+    outcome: list[Any] = []
+    script = f"""
+        import threading
+        from hermes_tools import web_extract, parallel
+        urls = {urls!r}
+        extra = [threading.Thread(target=web_extract, args=([u],)) for u in urls[:4]]
+        for t in extra:
+            t.start()
+        replies = parallel([(web_extract, [u]) for u in urls])
+        for t in extra:
+            t.join()
+        print(sum(r["failed"] for r in replies))
+    """
+    worker = threading.Thread(target=lambda: outcome.append(run_ok(runtime, script, timeout=120)))
+    worker.start()
+    try:
+        assert site.wait_for(lambda: site.in_flight == 3, 60), f"in flight: {site.in_flight}"
+        assert not site.wait_for(lambda: site.in_flight > 3, 1.5), f"{site.in_flight} requests at once"
+    finally:
+        site.release()
+        worker.join(120)
+    assert outcome and outcome[0].output.strip() == "0"
+    assert site.most_in_flight == 3
+
+
+def test_the_cache_is_bounded_least_recently_used_out(make_session: Callable[..., Session], site: Site) -> None:
+    """web.cache_max_bytes bounds the session's cache: past it the page used longest ago goes,
+    and a page larger than a quarter of it is never kept."""
+    filler = "Words to fill the page. " * 150
+    for name in "abcde":
+        site.add(f"/{name}", html(name.upper(), filler))
+    site.add("/big", html("Big", filler * 5))
+    entry = len(site.pages["/a"].body) + 2 * len(site.url("/a")) + ENTRY_OVERHEAD  # what one page costs it
+    session = make_session(**{"web.cache_max_bytes": 4 * entry + entry // 2})  # room for four
+    for name in "abcdae":  # "a" used again, so "b" is the oldest when "e" comes
+        session.content(site.url(f"/{name}"))
+    for name in ["a", "c", "d", "e", "b", "big", "big"]:
+        session.content(site.url(f"/{name}"))
+    hits = {name: site.hits[f"/{name}"] for name in ["a", "b", "c", "d", "e", "big"]}
+    assert hits == {"a": 1, "b": 2, "c": 1, "d": 1, "e": 1, "big": 2}
