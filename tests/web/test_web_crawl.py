@@ -8,6 +8,7 @@ redirect or link to 127.0.0.1 is a hop the policy refuses."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from herald.deadlines import call_deadline
 from herald.policy import Policy
 from herald.runtime.dispatcher import Dispatcher
 from herald.tools import ToolContext, default_registry
+from herald.tools.crawlpaths import PathPatterns
 from tests.fakes.firecrawl import FakeFirecrawl
 from tests.runtime._helpers import run_ok
 from tests.web.site import Page, Site, html
@@ -243,3 +245,17 @@ def test_a_firecrawl_crawl_past_the_deadline_is_cancelled_there(
     assert [r["method"] for r in firecrawl.requests][-1] == "DELETE"
     (job,) = firecrawl.crawls.values()
     assert job.status == "cancelled"
+
+
+@pytest.mark.parametrize(("glob", "path", "matches"), [
+    ("/docs/**", "/docs/a/b.html", True), ("/docs/**", "/blog/docs/a", False),
+    ("*.html", "/a/b/c.html", True), ("*.html", "/a/b/c.htm", False),
+    ("/a/{b,c}/*.md", "/a/c/x.md", True), ("/a/{b,c}/*.md", "/a/c/d/x.md", False),
+    ("/p[0-9].html", "/p7.html", True), ("**/guide/*", "/x/y/guide/z", True),
+])
+def test_include_globs_mean_the_same_to_firecrawl(glob: str, path: str, matches: bool) -> None:
+    """A glob and the regex Firecrawl gets for it agree."""
+    patterns = PathPatterns([glob])
+    assert patterns.matches(path) is matches
+    (regex,) = patterns.as_regexes()
+    assert (re.search(regex, path) is not None) is matches
