@@ -87,9 +87,11 @@ def _html_to_markdown(html: str | bytes, url: str) -> Rendered:
     import trafilatura
     from trafilatura.utils import load_html
 
-    tree = load_html(html)  # decodes bytes the way trafilatura does (detection) when no charset was declared
-    if tree is None:
+    if not html.strip():
         return Rendered(url, "", "", [])
+    tree = load_html(html)  # decodes bytes the way trafilatura does (detection) when no charset was declared
+    if tree is None:  # lxml failed, and trafilatura says nothing of why: out of memory, or not HTML at all
+        raise PageError("its HTML could not be parsed; fetch it with terminal('curl -o FILE URL') and read it as text")
     make_absolute(tree, base_url(tree, url))
     navigation = navigation_blocks(tree)
     links = collect_links(tree, navigation)
@@ -107,6 +109,7 @@ def _html_to_markdown(html: str | bytes, url: str) -> Rendered:
 
 
 HUB_MIN_LINKS = 5
+MARKDOWN_LINK_TARGET = re.compile(r"\]\(([^)\s]+)\)")
 
 
 def _is_hub(markdown: str, links: list[Link]) -> bool:
@@ -115,7 +118,8 @@ def _is_hub(markdown: str, links: list[Link]) -> bool:
     content = [link["url"] for link in links if not link["nav"]]
     if len(content) < HUB_MIN_LINKS:
         return False
-    kept = sum(f"]({url})" in markdown for url in content)
+    targets = set(MARKDOWN_LINK_TARGET.findall(markdown))
+    kept = sum(url in targets for url in content)
     return kept * 3 < len(content)
 
 

@@ -217,12 +217,24 @@ class RenderPool:
         return worker
 
     def _take(self, deadline: float | None, run_limited: bool) -> _Worker:
+        dead: list[_Worker] = []
+        try:
+            return self._take_live(deadline, run_limited, dead)
+        finally:
+            for worker in dead:
+                worker.kill()  # reaped and its pipes closed
+
+    def _take_live(self, deadline: float | None, run_limited: bool, dead: list[_Worker]) -> _Worker:
         with self._cond:
             while True:
                 if self._closed:
                     raise PageError("the session ended before the page was extracted")
-                if self._idle:
-                    return self._idle.pop()
+                while self._idle:
+                    worker = self._idle.pop()
+                    if worker.proc.poll() is None:
+                        return worker
+                    self._all.discard(worker)  # died while idle (killed from outside): replaced below
+                    dead.append(worker)
                 if len(self._all) + self._starting < self.size:
                     self._starting += 1
                     break

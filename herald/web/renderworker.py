@@ -27,6 +27,7 @@ from .errors import PageError
 from .fetch import Fetched
 
 MIB = 1024 * 1024
+NEAR_LIMIT = 0.75  # a peak address space past this share of the limit: allocations were being refused
 
 
 def _resident_bytes() -> int:
@@ -40,20 +41,36 @@ def _reply(out: IO[bytes], message: dict[str, Any]) -> None:
     out.flush()
 
 
+def _peak_address_space() -> int:
+    with open("/proc/self/status", "rb") as status:
+        for line in status:
+            if line.startswith(b"VmPeak:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _out_of_memory(memory_limit: int) -> dict[str, Any]:
+    return {"error": f"extracting the page needed more than {memory_limit // MIB} MiB of memory "
+                     "(web.extract_worker_memory_mb); fetch it with terminal('curl -o FILE URL') and read "
+                     "parts of it instead", "recycle": True}
+
+
 def _answer(page: Fetched, memory_limit: int) -> dict[str, Any]:
     from .render import render
 
     try:
         rendered = render(page)
-    except PageError as exc:
-        return {"error": str(exc)}
     except MemoryError:
-        return {"error": f"extracting the page needed more than {memory_limit // MIB} MiB of memory "
-                         "(web.extract_worker_memory_mb); fetch it with terminal('curl -o FILE URL') and read "
-                         "parts of it instead", "recycle": True}
-    except RecursionError:
-        return {"error": "the page's HTML is nested too deeply to extract; fetch it with terminal('curl ...')"}
+        return _out_of_memory(memory_limit)
     except Exception as exc:  # one page's surprise must not end the worker
+        # lxml reports a refused allocation as a parse error ("unknown error"): a failure with the
+        # address space near its limit is taken for what it most likely is.
+        if memory_limit > 0 and _peak_address_space() > memory_limit * NEAR_LIMIT:
+            return _out_of_memory(memory_limit)
+        if isinstance(exc, PageError):
+            return {"error": str(exc)}
+        if isinstance(exc, RecursionError):
+            return {"error": "the page's HTML is nested too deeply to extract; fetch it with terminal('curl ...')"}
         return {"error": f"extracting the page failed: {type(exc).__name__}: {exc}"}
     return {"url": rendered.url, "title": rendered.title, "text": rendered.text, "links": rendered.links}
 
