@@ -56,6 +56,8 @@ if TYPE_CHECKING:
     from firecrawl import Firecrawl
 
 MAX_PAGES = 200
+STOPPED = ("web_crawl stopped: the run's time limit was reached while pages were still being fetched. Crawl "
+           "fewer pages (max_pages) or narrow it (include=...).")
 DEFAULT_PAGES = 25
 Page = dict[str, Any]
 
@@ -121,8 +123,7 @@ def _extract(urls: list[str], char_limit: int, fresh: bool, ctx: ToolContext) ->
         except ToolError as exc:
             if exc.error_type != "Timeout":
                 raise
-            raise ToolError("web_crawl stopped: the run's time limit was reached while pages were still being "
-                            "fetched. Crawl fewer pages (max_pages) or narrow it (include=...).", "Timeout") from None
+            raise ToolError(STOPPED, "Timeout") from None
     return pages
 
 
@@ -295,7 +296,10 @@ def web_crawl(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     check_deadline("web_crawl")
     if config is not None:
         return _crawl_firecrawl(config, start, max_pages, args["same_site"], include, args["fresh"], limit, ctx)
-    return _crawl_here(start, max_pages, args["same_site"], include, args["fresh"], limit, ctx)
+    try:
+        return _crawl_here(start, max_pages, args["same_site"], include, args["fresh"], limit, ctx)
+    except RunTimeUp:  # reading a site's robots.txt when the time ran out
+        raise ToolError(STOPPED, "Timeout") from None
 
 
 TOOLS = [

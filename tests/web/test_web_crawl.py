@@ -188,8 +188,11 @@ def test_a_level_is_fetched_in_parallel(make_crawl: Callable[..., Crawl], site: 
     assert len(visited(reply)) == 4
 
 
-def test_the_run_deadline_ends_a_crawl(make_crawl: Callable[..., Crawl], site: Site) -> None:
-    site.pages["/guide/intro"].hold = True
+@pytest.mark.parametrize("stalls", ["/guide/intro", "/robots.txt"])
+def test_the_run_deadline_ends_a_crawl(make_crawl: Callable[..., Crawl], site: Site, stalls: str) -> None:
+    """A page of a level, or a site's robots.txt, that does not answer: the crawl ends at the
+    run's deadline with an error that says what to do."""
+    site.add(stalls, Page("User-agent: *\nDisallow:\n", hold=True) if stalls == "/robots.txt" else Page(html("Slow"), hold=True))
     crawl = make_crawl()
     started = time.monotonic()
     with call_deadline(started + 2):
@@ -197,6 +200,7 @@ def test_the_run_deadline_ends_a_crawl(make_crawl: Callable[..., Crawl], site: S
     site.release()
     assert reply["error"]["type"] == "Timeout", reply
     assert "web_crawl stopped: the run's time limit was reached" in reply["error"]["message"]
+    assert "max_pages" in reply["error"]["message"]
     assert time.monotonic() - started < 2 + 5
 
 
