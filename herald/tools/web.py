@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..capture import CappedCapture
 from ..config import Settings
 from ..deadlines import check_deadline, time_left
+from ..web.cache import RecentResults
 from ..web.errors import PageError, RunTimeUp
 from ..web.firecrawl import FirecrawlConfig, firecrawl_config_from, scrape
 from ..web.render import Rendered
@@ -66,6 +67,21 @@ def session_fetcher(ctx: ToolContext) -> Fetcher:
             fetcher = ctx.cache["web.fetcher"] = Fetcher(ctx.settings.web)
             ctx.closers.append(fetcher.close)
         return fetcher
+
+
+def scraped(ctx: ToolContext, config: FirecrawlConfig, client: Firecrawl, url: str, fresh: bool) -> Rendered:
+    """A page through Firecrawl, once per session (web.cache_ttl) unless `fresh`: a scrape costs a credit."""
+    with ctx.cache_lock:
+        recent = ctx.cache.get("web.scrapes")
+        if not isinstance(recent, RecentResults):
+            recent = ctx.cache["web.scrapes"] = RecentResults(ctx.settings.web.cache_max_bytes, ctx.settings.web.cache_ttl)
+    kept = None if fresh else recent.get((config, url))
+    if isinstance(kept, Rendered):
+        return kept
+    page = scrape(client, url, _limit(ctx.settings.web.fetch_timeout), fresh)
+    size = len(page.text.encode()) + len(page.title) + sum(len(link["url"]) + len(link["text"]) for link in page.links or [])
+    recent.put((config, url), page, size)
+    return page
 
 
 def render_pool(ctx: ToolContext) -> RenderPool:
@@ -179,7 +195,7 @@ def web_extract(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         if config is not None:
             # Firecrawl fetches remotely: its redirects and addresses are its own, not checked here.
             client = firecrawl_client(ctx, config, "web_extract")
-            pages = _extract_with(lambda u: scrape(client, u, _limit(web.fetch_timeout), fresh), unique, limit, ctx)
+            pages = _extract_with(lambda u: scraped(ctx, config, client, u, fresh), unique, limit, ctx)
             source = "firecrawl"
         else:
             # Looked for before any fetch, so a broken install is one clear error, not one per

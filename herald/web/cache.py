@@ -235,3 +235,40 @@ class PageCache:
                 claim.users -= 1
                 if claim.users == 0:
                     del self._claims[url]
+
+
+class RecentResults:
+    """Results that come without HTTP caching headers (Firecrawl's scrapes: each one costs a
+    credit), kept `lifetime` seconds for the session, bounded by bytes, least recently used out."""
+
+    def __init__(self, max_bytes: int, lifetime: float) -> None:
+        self.max_bytes = max(0, max_bytes)
+        self.lifetime = max(0.0, lifetime)
+        self._entries: OrderedDict[object, tuple[object, int, float]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: object) -> object | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            if time.monotonic() - entry[2] >= self.lifetime:
+                self._bytes -= self._entries.pop(key)[1]
+                return None
+            self._entries.move_to_end(key)
+            return entry[0]
+
+    def put(self, key: object, value: object, size: int) -> None:
+        size += ENTRY_OVERHEAD
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= old[1]
+            if self.lifetime <= 0 or size > self.max_bytes // 4:
+                return
+            self._entries[key] = (value, size, time.monotonic())
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                self._bytes -= self._entries.popitem(last=False)[1][1]
+

@@ -19,8 +19,11 @@ from herald.policy import Policy
 from herald.runtime.dispatcher import Dispatcher
 from herald.tools import ToolContext, default_registry
 from herald.web.cache import ENTRY_OVERHEAD
+from tests.fakes.firecrawl import FakeFirecrawl
 from tests.runtime._helpers import run_ok
 from tests.web.site import Page, Site, html
+
+from .conftest import star_url
 
 Extract = Callable[..., dict[str, Any]]
 
@@ -336,3 +339,21 @@ def test_the_cache_is_bounded_least_recently_used_out(make_session: Callable[...
         session.content(site.url(f"/{name}"))
     hits = {name: site.hits[f"/{name}"] for name in ["a", "b", "c", "d", "e", "big"]}
     assert hits == {"a": 1, "b": 2, "c": 1, "d": 1, "e": 1, "big": 2}
+
+
+def test_firecrawl_scrapes_once_per_session_unless_fresh(
+        make_web: Callable[..., Any], firecrawl: FakeFirecrawl, firecrawl_settings: dict[str, Any]) -> None:
+    """Through Firecrawl a page is scraped once per session too (each scrape costs a credit);
+    fresh=True scrapes it again, past Firecrawl's own cache (maxAge 0)."""
+    call = make_web(firecrawl_settings)
+    urls = [star_url("Capella"), star_url("Deneb")]
+    first = call("web_extract", urls=urls)
+    again = call("web_extract", urls=[*urls, urls[0]])
+    assert [p["content"] for p in again["results"][:2]] == [p["content"] for p in first["results"]]
+    scrapes = [r for r in firecrawl.requests if r["path"] == "/v2/scrape"]
+    assert len(scrapes) == 2 and all(r["body"].get("maxAge") != 0 for r in scrapes)
+    call("web_extract", urls=urls[:1], fresh=True)
+    scrapes = [r for r in firecrawl.requests if r["path"] == "/v2/scrape"]
+    assert len(scrapes) == 3 and scrapes[-1]["body"]["maxAge"] == 0
+    make_web(firecrawl_settings)("web_extract", urls=urls[:1])  # another session
+    assert len([r for r in firecrawl.requests if r["path"] == "/v2/scrape"]) == 4
