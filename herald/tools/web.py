@@ -69,18 +69,27 @@ def session_fetcher(ctx: ToolContext) -> Fetcher:
         return fetcher
 
 
-def scraped(ctx: ToolContext, config: FirecrawlConfig, client: Firecrawl, url: str, fresh: bool) -> Rendered:
-    """A page through Firecrawl, once per session (web.cache_ttl) unless `fresh`: a scrape costs a credit."""
+def recent_scrapes(ctx: ToolContext) -> RecentResults:
+    """The session's Firecrawl pages (web.cache_ttl, bounded by web.cache_max_bytes): a scrape costs a credit."""
     with ctx.cache_lock:
         recent = ctx.cache.get("web.scrapes")
         if not isinstance(recent, RecentResults):
             recent = ctx.cache["web.scrapes"] = RecentResults(ctx.settings.web.cache_max_bytes, ctx.settings.web.cache_ttl)
+        return recent
+
+
+def rendered_size(page: Rendered) -> int:
+    return len(page.text.encode()) + len(page.title) + sum(len(link["url"]) + len(link["text"]) for link in page.links or [])
+
+
+def scraped(ctx: ToolContext, config: FirecrawlConfig, client: Firecrawl, url: str, fresh: bool) -> Rendered:
+    """A page through Firecrawl, once per session unless `fresh`."""
+    recent = recent_scrapes(ctx)
     kept = None if fresh else recent.get((config, url))
     if isinstance(kept, Rendered):
         return kept
     page = scrape(client, url, _limit(ctx.settings.web.fetch_timeout), fresh)
-    size = len(page.text.encode()) + len(page.title) + sum(len(link["url"]) + len(link["text"]) for link in page.links or [])
-    recent.put((config, url), page, size)
+    recent.put((config, url), page, rendered_size(page))
     return page
 
 

@@ -47,6 +47,8 @@ from .web import (
     _run_limited,
     extract_unavailable,
     firecrawl_client,
+    recent_scrapes,
+    rendered_size,
     session_fetcher,
     warm_web_extract,
     web_extract,
@@ -194,7 +196,7 @@ def _crawl_firecrawl(config: FirecrawlConfig, start: str, max_pages: int, same_s
         raise ToolError(f"web_crawl: Firecrawl at {config.api_url} did not start the crawl: {firecrawl_failure(exc)}. "
                         "Try again, or check FIRECRAWL_API_KEY / FIRECRAWL_API_URL.", "CrawlFailed") from None
     documents = _wait_for(client, job.id, config, PaginationConfig(auto_paginate=False), ctx.settings.web.fetch_timeout)
-    policy = ctx.web_policy
+    policy, recent = ctx.web_policy, recent_scrapes(ctx)
     skipped: Counter[str] = Counter()
     pages: dict[str, Page] = {}
     links: dict[str, list[str]] = {}
@@ -216,6 +218,7 @@ def _crawl_firecrawl(config: FirecrawlConfig, start: str, max_pages: int, same_s
             final = getattr(metadata, "url", None) or url
             found = [{"url": link, "text": "", "nav": False} for link in dict.fromkeys(document.links or [])]
             page = Rendered(final, getattr(metadata, "title", None) or "", document.markdown or "", found)  # type: ignore[arg-type]
+            recent.put((config, url), page, rendered_size(page))  # a later web_extract of it costs no credit
             pages[url] = _page_result(url, page, char_limit, ctx)
             links[url] = [_normal(link) for link in document.links or []]
     results = [{"url": url, "depth": depth, **{k: v for k, v in pages[url].items() if k != "url"}}

@@ -69,6 +69,8 @@ def make_crawl(local_backend: LocalBackend, settings: Settings) -> Iterator[Call
         dispatcher = Dispatcher(default_registry(), ctx, policy=Policy.from_settings(session))
 
         def crawl(url: str, **args: Any) -> dict[str, Any]:
+            if url == "web_extract":  # the same session's web_extract
+                return dispatcher.call_direct("web_extract", args)
             return dispatcher.call_direct("web_crawl", {"url": url, **args})
 
         return crawl
@@ -237,6 +239,10 @@ def test_crawl_through_firecrawl(make_crawl: Callable[..., Crawl], firecrawl: Fa
     assert body["crawlEntireDomain"] is True and body["allowExternalLinks"] is False
     assert body["scrapeOptions"]["formats"] == ["markdown", "links"] and body["scrapeOptions"]["maxAge"] == 0
     assert polls and all(r["method"] == "GET" for r in polls)
+    # The crawled pages are the session's: reading one again costs no scrape.
+    again = crawl("web_extract", urls=[page["url"] for page in result["results"]])
+    assert [p["content"] for p in again["result"]["results"]] == [p["content"] for p in result["results"]]
+    assert "/v2/scrape" not in firecrawl.paths()
 
 
 def test_a_firecrawl_crawl_past_the_deadline_is_cancelled_there(
