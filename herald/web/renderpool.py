@@ -51,10 +51,10 @@ class WorkerGone(Exception):
 
 class _Worker:
     def __init__(self, popen: Popen, memory_bytes: int, recycle_bytes: int) -> None:
-        argv = [sys.executable, "-I", "-c", BOOT, json.dumps(sys.path), str(os.getpid()),
+        argv = [sys.executable, "-I", "-c", BOOT, json.dumps(_import_path()), str(os.getpid()),
                 str(memory_bytes), str(recycle_bytes)]
         self.proc = popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                          env={}, close_fds=True, start_new_session=True, bufsize=0)
+                          env={}, cwd="/", close_fds=True, start_new_session=True, bufsize=0)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._in = self.proc.stdin.fileno()
         self._out = self.proc.stdout.fileno()
@@ -117,6 +117,17 @@ class _Worker:
             pass
 
 
+def _import_path() -> list[str]:
+    """Where the worker imports from: Herald's own directory, then this process's path without
+    its working directory (`python -m herald` puts it first): a workspace's `lxml.py` must not
+    shadow a library in the process that parses untrusted pages."""
+    import herald
+
+    home = os.path.dirname(os.path.dirname(os.path.abspath(herald.__file__)))
+    here = os.getcwd()
+    return [home, *(entry for entry in sys.path if entry and os.path.abspath(entry) not in (here, home))]
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -158,10 +169,13 @@ class RenderPool:
             return [worker.pid for worker in self._all]
 
     def render(self, page: Fetched, limit: float | None = None, run_limited: bool = False) -> Rendered:
-        """`page` made text in a worker within `limit` seconds (`run_limited`: that limit is the
-        run's deadline, and the error says so); PageError says why a page could not be."""
+        """`page` made text in a worker within `limit` seconds of a worker taking it (`run_limited`:
+        that limit is the run's deadline, which bounds the wait for a worker too, and the error
+        says so); PageError says why a page could not be."""
         deadline = None if limit is None else time.monotonic() + limit
-        worker = self._take(deadline, run_limited)
+        worker = self._take(deadline if run_limited else None, run_limited)
+        if limit is not None and not run_limited:
+            deadline = time.monotonic() + limit  # the wait for a free worker is not the page's fault
         try:
             message = worker.ask(page, deadline)
         except TimeoutError:
