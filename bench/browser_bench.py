@@ -50,7 +50,7 @@ EXTRACT_ONE_CALL = """
 import time
 from hermes_tools import web_extract
 t = time.perf_counter()
-reply = web_extract(URLS)
+reply = web_extract(URLS, fresh=True)  # each sample fetches: the session's cache would serve them
 assert reply["failed"] == 0, reply
 print(time.perf_counter() - t)
 """

@@ -145,6 +145,12 @@ class WebSettings:
     tavily_api_url: str = ""  # empty: https://api.tavily.com
     exa_api_key: str = ""  # else $EXA_API_KEY
     exa_api_url: str = ""  # empty: https://api.exa.ai
+    max_per_host: int = 6  # requests in flight to one host, across all calls of a session
+    user_agent: str = ""  # the User-Agent of fetches made here; "" = Herald's own (web/fetch.py)
+    cache_max_bytes: int = 64 * 1024 * 1024  # the session's page cache (least recently used out)
+    cache_ttl: float = 3600.0  # seconds a page with no caching headers counts as fresh (0: refetch)
+    extract_workers: int = 0  # processes that extract fetched pages, per session; 0 = one per CPU core
+    extract_worker_memory_mb: int = 1024  # address space per extraction process; a page needing more fails alone
 
 
 @dataclass

@@ -64,7 +64,7 @@ from ..tools.arguments import bind_arguments
 from ..tools.registry import Registry, Tool, ToolContext, ToolError
 from ..tools.resources import KeyedLocks, Resource
 from ..transcript import Transcript, preview
-from .offer import offer_tools
+from .offer import offer_tools, warm_offered
 from .scope import CallScope
 
 log = logging.getLogger(__name__)
@@ -123,6 +123,7 @@ class Dispatcher:
         self.tools: list[Tool] = self.offer.tools  # what a model may call directly (execute_code aside)
         self.script_tools: list[Tool] = self.offer.script_tools
         self._allowed = {t.name: t for t in self.script_tools}
+        warm_offered(self.tools, ctx)  # imports a first call would wait for, in the background
         self._offered = {t.name: t for t in self.tools}
         self._locks = KeyedLocks()
         self._ids = itertools.count(1)

@@ -9,11 +9,15 @@ description. The agent's tool list, execute_code's description, the script stubs
 from __future__ import annotations
 
 import dataclasses
+import logging
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 from ..config import Settings
-from ..tools.registry import Registry, Tool
+from ..tools.registry import Registry, Tool, ToolContext
+
+log = logging.getLogger(__name__)
 
 UNAVAILABLE_NOTE = "Unavailable in this session: "
 
@@ -69,3 +73,23 @@ def _marked_unavailable(tool: Tool, reason: str) -> Tool:
     first, sep, rest = tool.description.strip().partition("\n")
     note = f"{UNAVAILABLE_NOTE}{reason.strip().rstrip('.')}."
     return dataclasses.replace(tool, description=f"{first.rstrip()} {note}{sep}{rest}")
+
+
+def warm_offered(tools: list[Tool], ctx: ToolContext) -> None:
+    """Run each offered tool's `warm` once for the session `ctx` is, each on a daemon thread of its
+    own (a slow one holds up no other), so a first call finds its imports done. A failure is
+    logged: the tool's first call meets it again and says what to do."""
+    hooks = list(dict.fromkeys(tool.warm for tool in tools if tool.warm is not None))
+    with ctx.cache_lock:
+        warmed: set[Any] = ctx.cache.setdefault("runtime.warmed", set())
+        hooks = [hook for hook in hooks if hook not in warmed]
+        warmed.update(hooks)
+    for hook in hooks:
+        threading.Thread(target=_warm, args=(hook, ctx), name="herald-warm", daemon=True).start()
+
+
+def _warm(hook: Any, ctx: ToolContext) -> None:
+    try:
+        hook(ctx)
+    except Exception:
+        log.warning("warming up %s failed", getattr(hook, "__qualname__", hook), exc_info=True)

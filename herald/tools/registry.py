@@ -88,6 +88,9 @@ class Tool:
     # Why this tool cannot work with these settings (no provider key, no browser), or None when it
     # can. An unavailable tool is not offered to the model unless the session names it explicitly.
     unavailable: Callable[[Settings], str | None] | None = None
+    # Readies what the tool's first call would wait for (imports, a browser), run once per session
+    # that offers the tool, on a daemon thread of its own; errors are logged (runtime/offer.py).
+    warm: Callable[[ToolContext], None] | None = None
 
     def unavailable_reason(self, settings: Settings) -> str | None:
         """None when the tool can work in a session with `settings`, else the reason it cannot."""
@@ -189,9 +192,10 @@ class Registry:
 
 def default_registry(settings: Settings | None = None) -> Registry:
     """Every built-in tool, and with `settings` the tools of its MCP servers (`mcp_<server>_<tool>`)."""
-    from . import browser, files, search, terminal, web, websearch
+    from . import browser, files, search, terminal, web, webcrawl, websearch
 
-    registry = Registry([*files.TOOLS, *search.TOOLS, *terminal.TOOLS, *browser.TOOLS, *websearch.TOOLS, *web.TOOLS])
+    registry = Registry([*files.TOOLS, *search.TOOLS, *terminal.TOOLS, *browser.TOOLS, *websearch.TOOLS, *web.TOOLS,
+                         *webcrawl.TOOLS])
     if settings is not None and settings.mcp_servers:
         from ..mcp.tools import register_mcp_tools
 

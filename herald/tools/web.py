@@ -21,17 +21,25 @@ from typing import TYPE_CHECKING, Any
 from ..capture import CappedCapture
 from ..config import Settings
 from ..deadlines import check_deadline, time_left
+from ..web.cache import RecentResults
 from ..web.errors import PageError, RunTimeUp
-from ..web.fetch import USER_AGENT, checked_client, fetch_direct
 from ..web.firecrawl import FirecrawlConfig, firecrawl_config_from, scrape
-from ..web.render import render
+from ..web.render import Rendered
+from ..web.renderpool import MIB, RenderPool, default_size
+from ..web.session import Fetcher
 from .registry import Tool, ToolContext, ToolError
-from .webpackages import DIRECT_PACKAGES, FIRECRAWL_PACKAGE, needs_package, not_installed
+from .webpackages import DIRECT_PACKAGES, FIRECRAWL_PACKAGE, installed, needs_package, not_installed
 
 if TYPE_CHECKING:
     from firecrawl import Firecrawl
 
 MAX_URLS = 50
+FRESH_PARAMETER = {
+    "type": "boolean",
+    "default": False,
+    "description": "Fetch anew: by default a page read earlier in this session is not fetched again "
+                   "while its HTTP caching headers say it is fresh.",
+}
 Page = dict[str, Any]
 KEYLESS_HINT = ", or set FIRECRAWL_API_KEY / FIRECRAWL_API_URL to extract through Firecrawl"
 
@@ -49,6 +57,58 @@ def firecrawl_client(ctx: ToolContext, config: FirecrawlConfig, tool: str) -> Fi
             ctx.cache["web.firecrawl"] = cached
         client_: Firecrawl = cached[1]
         return client_
+
+
+def session_fetcher(ctx: ToolContext) -> Fetcher:
+    """The session's fetcher (one client, the page cache, the per-host limit), closed with it."""
+    with ctx.cache_lock:
+        fetcher: Fetcher | None = ctx.cache.get("web.fetcher")
+        if fetcher is None:
+            fetcher = ctx.cache["web.fetcher"] = Fetcher(ctx.settings.web)
+            ctx.closers.append(fetcher.close)
+        return fetcher
+
+
+def recent_scrapes(ctx: ToolContext) -> RecentResults:
+    """The session's Firecrawl pages (web.cache_ttl, bounded by web.cache_max_bytes): a scrape costs a credit."""
+    with ctx.cache_lock:
+        recent = ctx.cache.get("web.scrapes")
+        if not isinstance(recent, RecentResults):
+            recent = ctx.cache["web.scrapes"] = RecentResults(ctx.settings.web.cache_max_bytes, ctx.settings.web.cache_ttl)
+        return recent
+
+
+def rendered_size(page: Rendered) -> int:
+    return len(page.text.encode()) + len(page.title) + sum(len(link["url"]) + len(link["text"]) for link in page.links or [])
+
+
+def scraped(ctx: ToolContext, config: FirecrawlConfig, client: Firecrawl, url: str, fresh: bool) -> Rendered:
+    """A page through Firecrawl, once per session unless `fresh`."""
+    recent = recent_scrapes(ctx)
+    kept = None if fresh else recent.get((config, url))
+    if isinstance(kept, Rendered):
+        return kept
+    page = scrape(client, url, _limit(ctx.settings.web.fetch_timeout), fresh)
+    recent.put((config, url), page, rendered_size(page))
+    return page
+
+
+def render_pool(ctx: ToolContext) -> RenderPool:
+    """The session's extraction workers, made (and started) at its first keyless extract; killed
+    when the session closes."""
+    with ctx.cache_lock:
+        pool = ctx.cache.get("web.render_pool")
+        if isinstance(pool, RenderPool):
+            return pool
+        from ..runtime.sandbox import spawner
+
+        web = ctx.settings.web
+        memory = max(0, web.extract_worker_memory_mb) * MIB
+        pool = RenderPool(web.extract_workers or default_size(), memory, memory // 2, popen=spawner.popen)
+        ctx.cache["web.render_pool"] = pool
+        ctx.closers.append(pool.close)
+    pool.start()
+    return pool
 
 
 def _limit(seconds: float) -> float:
@@ -78,14 +138,26 @@ def _capped(text: str, limit: int, ctx: ToolContext) -> Page:
     return page
 
 
-def _extract_with(fetch: Callable[[str], tuple[str, str]], urls: list[str], limit: int, ctx: ToolContext) -> list[Page]:
+def _page_result(url: str, page: Rendered, limit: int, ctx: ToolContext) -> Page:
+    """A page's result: `final_url` only when redirects moved it; `links` always (empty for
+    text that is not HTML)."""
+    result: Page = {"url": url}
+    if page.url != url:
+        result["final_url"] = page.url
+    result["title"] = page.title
+    result.update(_capped(page.text, limit, ctx))
+    result["links"] = page.links or []
+    return result
+
+
+def _extract_with(fetch: Callable[[str], Rendered], urls: list[str], limit: int, ctx: ToolContext) -> list[Page]:
     def one(url: str) -> Page:
         if not url.startswith(("http://", "https://")):
             return {"url": url, "error": "not an http(s) URL: pass a full URL such as https://example.com/page"}
         try:
             if time_left() == 0:
                 raise RunTimeUp("the run's time limit was reached before this page was fetched")
-            title, text = fetch(url)
+            page = fetch(url)
         except RunTimeUp as exc:
             return {"url": url, "error": str(exc), "run_time_up": True}
         except PageError as exc:
@@ -94,7 +166,7 @@ def _extract_with(fetch: Callable[[str], tuple[str, str]], urls: list[str], limi
             raise
         except Exception as exc:  # one page's surprise must not cost the others their results
             return {"url": url, "error": f"{type(exc).__name__}: {exc}"}
-        return {"url": url, "title": title, **_capped(text, limit, ctx)}
+        return _page_result(url, page, limit, ctx)
 
     workers = max(1, min(len(urls), ctx.settings.web.max_concurrency))
     # Each page runs under this call's context: its deadline (and cancel) reach the pool's threads.
@@ -126,25 +198,30 @@ def web_extract(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             "FIRECRAWL_API_KEY or FIRECRAWL_API_URL / web.firecrawl_api_url, or set web.extract to auto."
         )
     unique = list(dict.fromkeys(urls))
+    fresh = bool(args.get("fresh"))
     check_deadline("web_extract")
     try:
         if config is not None:
             # Firecrawl fetches remotely: its redirects and addresses are its own, not checked here.
             client = firecrawl_client(ctx, config, "web_extract")
-            pages = _extract_with(lambda u: scrape(client, u, _limit(web.fetch_timeout)), unique, limit, ctx)
+            pages = _extract_with(lambda u: scraped(ctx, config, client, u, fresh), unique, limit, ctx)
             source = "firecrawl"
         else:
-            # Imported before any fetch, so a broken install is one clear error, not one per page.
-            import httpx
-            import trafilatura  # noqa: F401  (imports justext and lxml's html cleaner)
+            # Looked for before any fetch, so a broken install is one clear error, not one per
+            # page; trafilatura is imported by the workers only.
+            import httpx  # noqa: F401
 
-            headers = {"User-Agent": USER_AGENT, "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5"}
-            limits = httpx.Limits(max_connections=max(10, web.max_concurrency))
-            policy = ctx.web_policy
-            with checked_client(policy, timeout=web.fetch_timeout, headers=headers, limits=limits) as http:
-                pages = _extract_with(
-                    lambda u: render(fetch_direct(http, u, policy, _limit(web.fetch_timeout), _run_limited(web.fetch_timeout))),
-                    unique, limit, ctx)
+            missing = [module for module in DIRECT_PACKAGES if not installed(module)]
+            if missing:
+                raise ImportError(f"No module named {missing[0]!r}", name=missing[0])
+
+            pool, fetcher, policy = render_pool(ctx), session_fetcher(ctx), ctx.web_policy
+
+            def fetch_and_render(url: str) -> Rendered:
+                fetched = fetcher.fetch(url, policy, _limit(web.fetch_timeout), _run_limited(web.fetch_timeout), fresh)
+                return pool.render(fetched, _limit(web.fetch_timeout), _run_limited(web.fetch_timeout))
+
+            pages = _extract_with(fetch_and_render, unique, limit, ctx)
             source = "direct"
     except ImportError as exc:
         if config is not None:
@@ -153,6 +230,14 @@ def web_extract(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     by_url = dict(zip(unique, pages, strict=True))
     results = [by_url[u] for u in urls]
     return {"results": results, "source": source, "failed": sum("error" in p for p in results)}
+
+
+def warm_web_extract(ctx: ToolContext) -> None:
+    """What a session's first keyless web_extract would import, imported ahead (Tool.warm)."""
+    if ctx.settings.web.extract == "direct" or firecrawl_config_from(ctx.settings) is None:
+        import httpx  # noqa: F401
+
+        from ..web import renderpool  # noqa: F401
 
 
 # -- availability (Tool.unavailable): cheap, nothing imported or fetched ------------------------
@@ -191,7 +276,9 @@ TOOLS = [
         name="web_extract",
         description=(
             "Fetch web pages and return their main content as markdown (navigation and footers "
-            "dropped), several at once. A page over char_limit is cut in the middle with a marker "
+            "dropped), several at once, with each page's links: absolute URLs in page order, the "
+            "page's own navigation marked nav=True, so [l['url'] for l in page['links'] if not l['nav']] "
+            "are its content links. A page over char_limit is cut in the middle with a marker "
             "(its full text is in the file named by spill_path). A page that fails has an 'error' "
             "in its result instead of content; the other pages are unaffected."
         ),
@@ -208,14 +295,17 @@ TOOLS = [
                     "minimum": 200,
                     "description": "Most characters kept per page, counted as UTF-8 bytes (default from web.extract_char_limit, 20,000).",
                 },
+                "fresh": FRESH_PARAMETER,
             },
             "required": ["urls"],
         },
         handler=web_extract,
         returns=(
-            "{'results': [{'url': str, 'title': str, 'content': str, 'chars': int, 'truncated'?: True, "
-            "'spill_path'?: str} or {'url': str, 'error': str}], 'source': 'firecrawl' | 'direct', 'failed': int}"
+            "{'results': [{'url': str, 'final_url'?: str, 'title': str, 'content': str, 'chars': int, "
+            "'truncated'?: True, 'spill_path'?: str, 'links': [{'url': str, 'text': str, 'nav': bool}]} "
+            "or {'url': str, 'error': str}], 'source': 'firecrawl' | 'direct', 'failed': int}"
         ),
         unavailable=extract_unavailable,
+        warm=warm_web_extract,
     ),
 ]

@@ -9,3 +9,11 @@ class PageError(Exception):
 
 class RunTimeUp(PageError):
     """The run's deadline, not the page, ended the fetch."""
+
+
+class StatusError(PageError):
+    """The server answered with an error status (4xx, 5xx)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status

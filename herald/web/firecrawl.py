@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 from ..config import Settings
 from ..keys import herald_environ
 from .errors import PageError
+from .links import Link
+from .render import Rendered
 
 if TYPE_CHECKING:
     from firecrawl import Firecrawl
@@ -41,13 +43,19 @@ def firecrawl_failure(exc: Exception) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def scrape(client: Firecrawl, url: str, timeout: float) -> tuple[str, str]:
+def scrape(client: Firecrawl, url: str, timeout: float, fresh: bool = False) -> Rendered:
+    """One page through Firecrawl: its main content as markdown and its links (Firecrawl gives
+    their URLs only: no text, and no word on which are navigation, so none is marked);
+    `fresh`: not from Firecrawl's own cache (maxAge 0)."""
     try:
-        document = client.scrape(url, formats=["markdown"], only_main_content=True, timeout=int(timeout * 1000))
+        document = client.scrape(url, formats=["markdown", "links"], only_main_content=True, timeout=int(timeout * 1000),
+                                 **({"max_age": 0} if fresh else {}))
     except Exception as exc:
         raise PageError(f"Firecrawl could not scrape it: {firecrawl_failure(exc)}") from None
     metadata = document.metadata
     status = getattr(metadata, "status_code", None)
     if status is not None and status >= 400:
         raise PageError(f"HTTP {status}" + (f": {metadata.error}" if getattr(metadata, "error", None) else ""))
-    return (getattr(metadata, "title", None) or ""), document.markdown or ""
+    links: list[Link] = [{"url": link, "text": "", "nav": False} for link in dict.fromkeys(document.links or [])]
+    final = getattr(metadata, "url", None) or url
+    return Rendered(final, getattr(metadata, "title", None) or "", document.markdown or "", links)

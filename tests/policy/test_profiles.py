@@ -36,6 +36,8 @@ CASES: list[tuple[str, dict[str, Any], set[str]]] = [
     ("web_extract", {"urls": ["https://docs.example.org/a"]}, set()),
     ("web_extract", {"urls": ["http://169.254.169.254/latest/meta-data/"]}, {RO, WW}),
     ("web_extract", {"urls": ["http://metadata.google.internal/computeMetadata/v1/"]}, {RO, WW}),
+    ("web_crawl", {"url": "https://docs.example.org/a", "max_pages": 2}, set()),
+    ("web_crawl", {"url": "http://169.254.169.254/latest/meta-data/"}, {RO, WW}),
     ("browser_navigate", {"url": "http://169.254.169.254/"}, {RO, WW}),
     ("browser_navigate", {"url": "file:///etc/passwd"}, {RO, WW}),
     ("browser_click", {"ref": "@e1"}, {RO}),

@@ -37,7 +37,8 @@ def star_documents() -> list[FakeDocument]:
             f"# {star}\n\n{star} is a {kind}.\n\n- Distance: {distance} light-years\n- Kind: {kind}\n\n"
             f"See also: {', '.join(see_also(i))}.\n"
         )
-        docs.append(FakeDocument(star_url(star), f"{star} — star survey", markdown, f"Survey notes on the star {star}."))
+        links = [star_url(other) for other in see_also(i)]
+        docs.append(FakeDocument(star_url(star), f"{star} — star survey", markdown, f"Survey notes on the star {star}.", links=links))
     docs.append(FakeDocument("https://food.example.org/pasta", "Cooking pasta", "# Pasta\n\nBoil water.", "Recipes"))
     docs.append(FakeDocument("https://stars.example.org/missing", "Not found", "", status=404))
     return docs
@@ -57,22 +58,33 @@ def firecrawl() -> Iterator[FakeFirecrawl]:
         yield fake
 
 
+class WebSession:
+    """`session(name, **args)` calls a web tool in one session (its ToolContext: `ctx`)."""
+
+    def __init__(self, ctx: ToolContext) -> None:
+        self.ctx = ctx
+        self._registry = default_registry()
+
+    def __call__(self, name: str, **args: Any) -> Any:
+        tool = self._registry.get(name)
+        assert tool is not None
+        return tool.handler(bind_arguments(tool, args), self.ctx)
+
+
 @pytest.fixture
-def make_web(local_backend: LocalBackend, settings: Settings) -> Callable[..., CallTool]:
-    """`make_web(overrides)` -> `call(name, **args)` over a ToolContext with those settings."""
-    registry = default_registry()
+def make_web(local_backend: LocalBackend, settings: Settings) -> Iterator[Callable[..., WebSession]]:
+    """`make_web(overrides)` -> a session with those settings, closed at the test's end (its
+    extraction workers with it)."""
+    sessions: list[WebSession] = []
 
-    def factory(overrides: Mapping[str, Any] | None = None) -> CallTool:
-        ctx = ToolContext(backend=local_backend, settings=settings.with_overrides(overrides or {}))
+    def factory(overrides: Mapping[str, Any] | None = None) -> WebSession:
+        session = WebSession(ToolContext(backend=local_backend, settings=settings.with_overrides(overrides or {})))
+        sessions.append(session)
+        return session
 
-        def call(name: str, **args: Any) -> Any:
-            tool = registry.get(name)
-            assert tool is not None
-            return tool.handler(bind_arguments(tool, args), ctx)
-
-        return call
-
-    return factory
+    yield factory
+    for session in sessions:
+        session.ctx.close()
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from herald.tools import ToolError
 from tests.fakes.firecrawl import FakeFirecrawl
 from tests.fixtures.browsers import ARTICLE_FACTS, LocalWebApp, free_port
 
-from .conftest import API_KEY, CallTool, star_url
+from .conftest import API_KEY, CallTool, see_also, star_url
 
 MakeWeb = Callable[..., CallTool]
 
@@ -85,7 +85,9 @@ def test_extract_through_firecrawl_reports_failures_per_url(
     assert "Distance: 203 light-years" in izar["content"]
     scrapes = [r["body"] for r in firecrawl.requests if r["path"] == "/v2/scrape"]
     assert sorted(b["url"] for b in scrapes) == sorted(urls)
-    assert all(b["formats"] == ["markdown"] and b["onlyMainContent"] is True for b in scrapes)
+    assert all(b["formats"] == ["markdown", "links"] and b["onlyMainContent"] is True for b in scrapes)
+    # Firecrawl's links are URLs only: in its order, without text, none marked as navigation.
+    assert capella["links"] == [{"url": star_url(star), "text": "", "nav": False} for star in see_also(2)]
 
 
 def test_extract_without_firecrawl_fetches_and_keeps_the_main_content(make_web: MakeWeb, web_app: LocalWebApp) -> None:
@@ -106,7 +108,7 @@ def test_extract_without_firecrawl_reports_each_failure(make_web: MakeWeb, web_a
             web_app.url + "/no-such-page", refused, "ftp://example.org/file", web_app.url + "/plain.txt"]
     result = make_web()("web_extract", urls=urls)
     plain, data, binary, missing, down, ftp, plain_again = result["results"]
-    assert plain == {"url": urls[0], "title": "", "content": "Just plain text.\nSecond line.\n", "chars": 30}
+    assert plain == {"url": urls[0], "title": "", "content": "Just plain text.\nSecond line.\n", "chars": 30, "links": []}
     assert "Aldebaran" in data["content"]
     assert "application/octet-stream is not a text page" in binary["error"]
     assert missing == {"url": urls[3], "error": "HTTP 404 Not Found"}

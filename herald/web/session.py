@@ -1,0 +1,103 @@
+"""A session's fetching: one `Fetcher` per session (tools/web.py keeps it in ToolContext.cache
+and closes it with the session), shared by every web call of the session.
+
+- One checked httpx client per URL policy (fetch.py `checked_client`): connections, and cookies,
+  are kept across the session's calls instead of one client per call.
+- The session's page cache (cache.py): a page is fetched once per session unless asked `fresh`.
+- At most `web.max_per_host` requests in flight to one host, across all calls of the session
+  (`parallel()` of several web_extract calls, a crawl's level), so a script cannot hammer a site.
+- The User-Agent is `web.user_agent` (Herald's own when empty).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from .cache import PageCache
+from .errors import PageError
+from .fetch import ACCEPT, USER_AGENT, Fetched, checked_client, fetch_direct
+
+if TYPE_CHECKING:
+    import httpx
+
+    from ..config import WebSettings
+    from ..webguard import WebPolicy
+
+Origin = tuple[str, str, int | None]  # scheme, host, port
+
+
+class HostSlots:
+    """At most `per_host` requests in flight to one origin (scheme, host, port) at a time,
+    across every call that shares this object (a session's)."""
+
+    def __init__(self, per_host: int) -> None:
+        self.per_host = max(1, per_host)
+        self._slots: dict[Origin, threading.BoundedSemaphore] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def origin(url: str) -> Origin:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        return scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(scheme)
+
+    @contextmanager
+    def slot(self, url: str, timeout: float | None) -> Iterator[None]:
+        """A slot on `url`'s host for one request; TimeoutError when none is free within `timeout`."""
+        key = self.origin(url)
+        with self._lock:
+            semaphore = self._slots.get(key)
+            if semaphore is None:
+                semaphore = self._slots[key] = threading.BoundedSemaphore(self.per_host)
+        if not semaphore.acquire(timeout=timeout):
+            raise TimeoutError(f"no free connection to {key[1]} within {timeout:g} s")
+        try:
+            yield
+        finally:
+            semaphore.release()
+
+
+class Fetcher:
+    """A session's way to fetch pages: one checked httpx client per URL policy (connections and
+    cookies kept across the session's calls), the session's page cache and its per-host limit."""
+
+    def __init__(self, settings: WebSettings) -> None:
+        self.settings = settings
+        self.cache = PageCache(settings.cache_max_bytes, settings.cache_ttl)
+        self.hosts = HostSlots(settings.max_per_host)
+        self._clients: list[tuple[WebPolicy | None, httpx.Client]] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def client(self, policy: WebPolicy | None) -> httpx.Client:
+        """The session's client for `policy` (the policy's address checks are built into it)."""
+        import httpx
+
+        with self._lock:
+            if self._closed:
+                raise PageError("the session has ended; its web client is closed")
+            for known, client in self._clients:
+                if known == policy:
+                    return client
+            headers = {"User-Agent": self.settings.user_agent or USER_AGENT, "Accept": ACCEPT}
+            # Requests in flight are bounded per host (HostSlots) and by the callers' threads.
+            limits = httpx.Limits(max_connections=None, max_keepalive_connections=32)
+            client = checked_client(policy, timeout=self.settings.fetch_timeout, headers=headers, limits=limits)
+            self._clients.append((policy, client))
+            return client
+
+    def fetch(self, url: str, policy: WebPolicy | None, limit: float | None = None,
+              run_limited: bool = False, fresh: bool = False) -> Fetched:
+        """`fetch_direct` through the session's client, cache and host slots."""
+        return fetch_direct(self.client(policy), url, policy, limit, run_limited,
+                            cache=self.cache, hosts=self.hosts, fresh=fresh)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed, clients, self._clients = True, self._clients, []
+        for _, client in clients:
+            client.close()
