@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from ..webguard import Refused, WebPolicy, connect_checked
+from ..webguard import Dial, Refused, WebPolicy, checked_dial
 
 if TYPE_CHECKING:
     from playwright.sync_api import BrowserContext, Route, WebSocketRoute
@@ -72,11 +72,15 @@ class RefusalLog:
 
 
 class GuardProxy:
-    """The proxy for one browser session; `close()` stops accepting (tunnels end with Chromium)."""
+    """The proxy for one browser session; `close()` stops accepting (tunnels end with Chromium).
+    `dial` makes the upstream connections (webguard.checked_dial: here, or from the backend);
+    without a policy (the full profile) nothing is refused, but every connection still goes
+    where `dial` makes it (the backend's network)."""
 
-    def __init__(self, policy: WebPolicy, refusals: RefusalLog) -> None:
+    def __init__(self, policy: WebPolicy | None, refusals: RefusalLog, dial: Dial | None = None) -> None:
         self.policy = policy
         self.refusals = refusals
+        self._dial = dial or checked_dial(policy)
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._listener.bind(("127.0.0.1", 0))
@@ -151,11 +155,11 @@ class GuardProxy:
                 _answer(client, 400, "Bad Request", f"{target[:100]} is not an absolute http URL")
                 return None, b""
             host, port, url = parts.hostname, parts.port or 80, target
-        refusal = self.policy.url_refusal(url)
+        refusal = self.policy.url_refusal(url) if self.policy is not None else None
         try:
             if refusal is not None:
                 raise Refused(refusal)
-            upstream = connect_checked(host, port, self.policy, CONNECT_TIMEOUT)
+            upstream = self._dial(host, port, CONNECT_TIMEOUT)
         except Refused as exc:
             self._refuse(client, url, str(exc))
             return None, b""

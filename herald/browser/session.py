@@ -40,7 +40,7 @@ from playwright.sync_api import sync_playwright
 
 from ..config import BrowserSettings
 from ..deadlines import current_deadline, time_left
-from ..webguard import WebPolicy
+from ..webguard import Dial, WebPolicy
 from . import actions
 from .errors import BrowserError
 from .guard import GuardProxy, RefusalLog, route_context
@@ -90,10 +90,14 @@ class Tab:
 
 
 class BrowserSession:
-    def __init__(self, settings: BrowserSettings, spill_dir: Path, web_policy: WebPolicy | None = None) -> None:
+    def __init__(self, settings: BrowserSettings, spill_dir: Path, web_policy: WebPolicy | None = None,
+                 dial: Dial | None = None) -> None:
+        """`dial`: how the browser's connections are made when not from here (the backend's
+        network, webguard.checked_dial); they then all go through the guard proxy, policy or not."""
         self.settings = settings
         self.spill_dir = spill_dir
         self.web_policy = web_policy
+        self._dial = dial
         self._guard: GuardProxy | None = None  # started with the first launch under a policy
         self._refusals: RefusalLog | None = RefusalLog() if web_policy is not None else None
         self._driver_pid: int | None = None  # the Playwright driver (Chromium runs below it)
@@ -228,9 +232,8 @@ class BrowserSession:
         if self.settings.cdp_url:
             self._browser = connect_cdp(self._playwright, self.settings, actions.budget_ms(self.settings.launch_timeout))
         else:
-            if self.web_policy is not None and self._guard is None:
-                assert self._refusals is not None
-                self._guard = GuardProxy(self.web_policy, self._refusals)
+            if (self.web_policy is not None or self._dial is not None) and self._guard is None:
+                self._guard = GuardProxy(self.web_policy, self._refusals or RefusalLog(), self._dial)
             extra = self._guard.chromium_args if self._guard is not None else []
             self._browser = launch_local(self._playwright, self.settings, extra,
                                          actions.budget_ms(self.settings.launch_timeout))

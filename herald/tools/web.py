@@ -25,6 +25,7 @@ from ..web.errors import PageError, RunTimeUp
 from ..web.fetch import USER_AGENT, checked_client, fetch_direct
 from ..web.firecrawl import FirecrawlConfig, firecrawl_config_from, scrape
 from ..web.render import render
+from .network import backend_dial
 from .registry import Tool, ToolContext, ToolError
 from .webpackages import DIRECT_PACKAGES, FIRECRAWL_PACKAGE, needs_package, not_installed
 
@@ -141,7 +142,8 @@ def web_extract(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             headers = {"User-Agent": USER_AGENT, "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5"}
             limits = httpx.Limits(max_connections=max(10, web.max_concurrency))
             policy = ctx.web_policy
-            with checked_client(policy, timeout=web.fetch_timeout, headers=headers, limits=limits) as http:
+            with checked_client(policy, timeout=web.fetch_timeout, headers=headers, limits=limits,
+                                dial=backend_dial(ctx)) as http:
                 pages = _extract_with(
                     lambda u: render(fetch_direct(http, u, policy, _limit(web.fetch_timeout), _run_limited(web.fetch_timeout))),
                     unique, limit, ctx)
