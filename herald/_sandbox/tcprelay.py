@@ -8,7 +8,8 @@ else of Herald), it reads frames on stdin and writes frames on stdout; Herald's 
 A frame is a header (kind, connection id, payload length) and its payload. Herald asks
 RESOLVE (the addresses a name has in the sandbox) and CONNECT (a TCP connection from the
 sandbox); each connection then carries DATA both ways, EOF (the sender's side is done
-sending: a half close), CLOSE (gone, or given up). Each side acknowledges the DATA it has
+sending: a half close; a connection is over once EOF went both ways), CLOSE (given up: an
+error on one side, the other side closes at once, dropping what it has not written). Each side acknowledges the DATA it has
 written to its socket (ACK), and a side's reader waits once WINDOW bytes are unacknowledged, so
 one slow connection never holds up the stream the others share.
 """
@@ -108,8 +109,8 @@ class Stream:
         with self._window:
             self._ends += 1
             done = self._ends == 2
-        if done:  # both ways finished: the other end may forget the connection too
-            self._stop(tell=True)
+        if done:  # both ways finished (each end sent EOF): the other end finishes on its own
+            self._stop(tell=False)
 
     def _stop(self, tell: bool) -> None:
         with self._window:

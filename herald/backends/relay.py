@@ -116,20 +116,20 @@ class Relay:
             raise TimeoutError(f"no answer from the {self.where} within {wait:g} s")
         return answer[0]
 
-    def _failed(self, payload: bytes) -> OSError:
+    def _failed(self, what: str, payload: bytes) -> OSError:
         try:
             said = json.loads(payload.decode())
             number, message = int(said.get("errno") or 0), str(said.get("message") or "failed")
         except (ValueError, AttributeError):
             number, message = 0, payload[:200].decode("utf-8", "replace")
-        text = f"{message} (in the {self.where})"
+        text = f"{what}: {message} (in the {self.where})"
         return OSError(number, text) if number > 0 else OSError(text)
 
     def resolve(self, host: str, port: int, timeout: float | None) -> list[str]:
         """The addresses `host` has in the sandbox."""
         kind, payload = self._ask(RESOLVE, next(self._ids), host, port, timeout)
         if kind != ADDRS:
-            raise self._failed(payload)
+            raise self._failed(f"resolving {host}", payload)
         found = json.loads(payload.decode())
         return [str(address) for address in found]
 
@@ -145,7 +145,7 @@ class Relay:
             raise
         if kind != READY:
             self._drop(cid, mine, relayed)
-            raise self._failed(payload)
+            raise self._failed(f"connecting to {host}:{port}", payload)
         return mine
 
     def _drop(self, cid: int, *sockets: socket.socket) -> None:
