@@ -1,0 +1,192 @@
+"""The browser's network is the backend's (`browser.network = "backend"`, the default): an app
+bound to the backend's 127.0.0.1 is what the local Chromium and web_extract reach, never
+a decoy on this machine's same port.
+
+Real parts: a Docker container with its network off (the relay on the exec stream), an sshd in
+a network namespace of its own (direct-tcpip), real Chromium behind Herald's checking proxy.
+The app starts with direct tool calls (write_file, `terminal` with `&`), as a model would, and
+stays up across runs; a script in the backend (exec_mode "backend") then drives it: navigate,
+snapshot, click (its fetch() and its WebSocket), type, and web_extract. The policy still applies
+on this path: names and literals refused by the URL check, and a name the *backend* resolves to
+a metadata address refused by the address check.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from herald import Runtime, Settings
+from herald.backends.docker import DockerBackend
+from herald.backends.ssh import SSHBackend
+from tests.fixtures.dockerd import MakeDockerBackend
+from tests.fixtures.netns_sshd import NetnsSSHServer
+from tests.fixtures.remote_app import Decoy, start_app
+
+Call = Callable[..., dict[str, Any]]
+
+# The whole loop from one script in the backend. Polls are bounded by count (the page's script
+# runs after the click returns); the verdict does not depend on how fast it is.
+DRIVE = """
+import json, re, time
+from hermes_tools import browser_navigate, browser_snapshot, browser_click, browser_type, web_extract
+url = "http://127.0.0.1:{port}/"
+seen = {{"title": browser_navigate(url)["title"]}}
+page = browser_snapshot()["snapshot"]
+browser_click(re.search(r'"Load data" (@e\\d+)', page).group(1))
+for _ in range(300):
+    page = browser_snapshot()["snapshot"]
+    if "xhr says" in page and "ws says" in page:
+        break
+    time.sleep(0.05)
+seen["xhr"] = re.search(r"xhr says [\\w-]+", page).group(0)
+seen["ws"] = re.search(r"ws says [\\w -]+", page).group(0)
+browser_type(re.search(r'textbox "Name" (@e\\d+)', page).group(1), "typed-in-{marker}")
+for _ in range(300):
+    page = browser_snapshot()["snapshot"]
+    if "typed typed-in" in page:
+        break
+    time.sleep(0.05)
+seen["typed"] = re.search(r"typed typed-in-\\w+", page).group(0)
+page = browser_snapshot()["snapshot"]
+browser_click(re.search(r'link "Second page" (@e\\d+)', page).group(1))
+seen["second"] = browser_snapshot()["title"]
+extracted = web_extract(url)["results"][0]
+seen["extract"] = extracted.get("content") or extracted.get("error")
+print(json.dumps(seen))
+"""
+
+
+@pytest.fixture
+def decoy() -> Iterator[Decoy]:
+    server = Decoy()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def runtimes() -> Iterator[list[Runtime]]:
+    made: list[Runtime] = []
+    yield made
+    for runtime in made:
+        runtime.close()
+
+
+def _runtime(backend: Any, settings: Settings, made: list[Runtime]) -> tuple[Runtime, Call]:
+    runtime = Runtime(backend, settings=settings, exec_mode="backend")
+    made.append(runtime)
+
+    def call(name: str, **args: Any) -> dict[str, Any]:
+        return runtime.dispatcher.call_direct(name, args)
+
+    return runtime, call
+
+
+def _drive(runtime: Runtime, port: int, marker: str) -> dict[str, str]:
+    result = runtime.execute(DRIVE.format(port=port, marker=marker), timeout=120)
+    assert result.status == "success", (result.output, result.error)
+    seen: dict[str, str] = json.loads(result.output.strip().splitlines()[-1])
+    return seen
+
+
+def _expect_the_app(seen: dict[str, str], marker: str) -> None:
+    assert seen["title"] == f"Inside app {marker}"
+    assert seen["xhr"] == f"xhr says inside-{marker}"  # fetch() from the page
+    assert seen["ws"] == f"ws says pong ping {marker}"  # the page's WebSocket
+    assert seen["typed"] == f"typed typed-in-{marker}"
+    assert seen["second"] == f"Second {marker}"
+    assert f"Hello from inside {marker}" in seen["extract"]  # web_extract fetched it the same way
+    assert "DECOY" not in json.dumps(seen)
+
+
+# -- Docker: the container's network is off; its loopback answers through the relay ------------
+
+
+def test_a_script_drives_an_app_inside_a_container_with_its_network_off(
+        chromium: str, make_docker_backend: MakeDockerBackend, decoy: Decoy, runtimes: list[Runtime]) -> None:
+    backend: DockerBackend = make_docker_backend()
+    assert backend.settings.docker.network == "none"
+    runtime, call = _runtime(backend, backend.settings, runtimes)
+    marker = uuid.uuid4().hex[:8]
+    start_app(call, decoy.port, marker)  # the same port as the decoy here: the container's own loopback
+    _expect_the_app(_drive(runtime, decoy.port, marker), marker)
+    # Another run, after more direct calls: the app started by a direct call is still up.
+    assert call("terminal", command="true")["result"]["exit_code"] == 0
+    _expect_the_app(_drive(runtime, decoy.port, marker), marker)
+    assert decoy.hits == []
+
+
+def test_browser_network_local_still_sees_this_machine(
+        chromium: str, make_docker_backend: MakeDockerBackend, decoy: Decoy, runtimes: list[Runtime]) -> None:
+    backend = make_docker_backend(**{"browser.network": "local"})
+    _, call = _runtime(backend, backend.settings, runtimes)
+    marker = uuid.uuid4().hex[:8]
+    start_app(call, decoy.port, marker)
+    reply = call("browser_navigate", url=f"http://127.0.0.1:{decoy.port}/")
+    assert reply["result"]["title"] == "DECOY", reply
+    extracted = call("web_extract", urls=f"http://127.0.0.1:{decoy.port}/")["result"]["results"][0]
+    assert "DECOY" in extracted["content"], extracted
+    assert len(decoy.hits) >= 2
+
+
+def test_the_policy_applies_on_the_backend_path(
+        chromium: str, make_docker_backend: MakeDockerBackend, decoy: Decoy, runtimes: list[Runtime]) -> None:
+    backend = make_docker_backend(**{"policy.allowed_domains": ["localhost", "metadata-alias.test"]})
+    _, call = _runtime(backend, backend.settings, runtimes)
+    marker = uuid.uuid4().hex[:8]
+    start_app(call, decoy.port, marker)
+    # Allowed by name, resolved in the container: the app.
+    reply = call("browser_navigate", url=f"http://localhost:{decoy.port}/")
+    assert reply["result"]["title"] == f"Inside app {marker}", reply
+    # A literal outside allowed_domains: refused as a navigation and as a page's subresource.
+    reply = call("browser_navigate", url=f"http://127.0.0.1:{decoy.port}/")
+    assert reply["error"]["type"] == "PolicyRefused", reply
+    reply = call("browser_navigate", url=f"http://localhost:{decoy.port}/image-from?127.0.0.1:{decoy.port}")
+    assert reply["result"]["title"] == f"Image {marker}", reply
+    hits = call("terminal", command=f"cat hits-{marker}")["result"]["output"].split()
+    assert f"/image-from?127.0.0.1:{decoy.port}" in hits and "/pixel.png" not in hits, hits  # the image never loaded
+    # A name that resolves to the metadata address *in the container* (its /etc/hosts): this
+    # machine cannot resolve it at all, so only the check of the container's answer refuses it.
+    hosts = call("terminal", command="echo '169.254.169.254 metadata-alias.test' >> /etc/hosts && getent hosts metadata-alias.test")
+    assert "169.254.169.254" in hosts["result"]["output"], hosts
+    reply = call("browser_navigate", url=f"http://metadata-alias.test:{decoy.port}/")
+    assert reply["error"]["type"] == "PolicyRefused", reply
+    assert "metadata-alias.test resolves to 169.254.169.254" in reply["error"]["message"], reply
+    page = call("web_extract", urls=f"http://metadata-alias.test:{decoy.port}/")["result"]["results"][0]
+    assert "metadata-alias.test resolves to 169.254.169.254" in page["error"], page
+    assert decoy.hits == []
+
+
+# -- SSH: a host whose localhost is not this machine's (its own network namespace) ---------------
+
+
+def test_a_script_drives_an_app_on_an_ssh_host_whose_localhost_differs(
+        chromium: str, netns_sshd: NetnsSSHServer, settings: Settings, decoy: Decoy, runtimes: list[Runtime]) -> None:
+    session = settings.with_overrides(netns_sshd.overrides)
+    backend = SSHBackend(netns_sshd.spec, settings=session)
+    try:
+        runtime, call = _runtime(backend, session, runtimes)
+        marker = uuid.uuid4().hex[:8]
+        start_app(call, decoy.port, marker)
+        reply = call("terminal", command=f"cat < /dev/null > /dev/tcp/127.0.0.1/{decoy.port} && echo reached")
+        assert reply["result"]["output"] == "reached", reply  # bash on the host reaches its app
+        _expect_the_app(_drive(runtime, decoy.port, marker), marker)
+        _expect_the_app(_drive(runtime, decoy.port, marker), marker)  # still up, next run
+        assert decoy.hits == []
+        # The opt-out: this machine's network, the decoy.
+        local = SSHBackend(netns_sshd.spec, settings=session.with_overrides({"browser.network": "local"}))
+        try:
+            _, local_call = _runtime(local, local.settings, runtimes)
+            reply = local_call("browser_navigate", url=f"http://127.0.0.1:{decoy.port}/")
+            assert reply["result"]["title"] == "DECOY", reply
+        finally:
+            runtimes[-1].close()
+            local.close()
+    finally:
+        for runtime in runtimes:
+            runtime.close()
+        backend.close()
