@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 from ..webguard import Dial, Refused, WebPolicy, checked_dial
 
 if TYPE_CHECKING:
-    from playwright.sync_api import BrowserContext, Route, WebSocketRoute
+    from playwright.sync_api import BrowserContext, ProxySettings, Route, WebSocketRoute
 
 log = logging.getLogger(__name__)
 HEAD_LIMIT = 64 * 1024
@@ -95,6 +95,12 @@ class GuardProxy:
         # UDP cannot go through an HTTP proxy: it is turned off rather than let around it.
         return [f"--proxy-server=http://127.0.0.1:{self.port}", "--proxy-bypass-list=<-loopback>",
                 "--force-webrtc-ip-handling-policy=disable_non_proxied_udp"]
+
+    @property
+    def context_proxy(self) -> ProxySettings:
+        """The proxy for a browser context (Playwright's `new_context(proxy=...)`: CDP's
+        Target.createBrowserContext proxyServer), for a browser that was not launched with it."""
+        return {"server": f"http://127.0.0.1:{self.port}", "bypass": "<-loopback>"}
 
     def close(self) -> None:
         self._closed = True
@@ -174,6 +180,30 @@ class GuardProxy:
     def _refuse(self, client: socket.socket, url: str, reason: str) -> None:
         self.refusals.add(url, reason)
         _answer(client, 403, "Forbidden", f"Herald refused this request: {reason}", refused=reason)
+
+
+ELSEWHERE_NOTE = ("the attached browser (browser.cdp_url) is not on this machine, so it reaches pages over its own "
+                  "network, not the backend's (browser.network = \"backend\"): the backend's localhost is not "
+                  "reachable from it.")
+
+
+def session_guard(cdp_url: str, policy: WebPolicy | None, refusals: RefusalLog | None,
+                  dial: Dial | None) -> tuple[GuardProxy | None, str | None]:
+    """The proxy a session's browser goes through (None: none), and a note for the model.
+    A launched Chromium: whenever there is a policy to check or a backend to dial through. An
+    attached one only to reach the backend's network (its policy is checked by routing,
+    route_context), and only if it runs on this machine: a proxy on our loopback is out of
+    reach of a browser elsewhere."""
+    if dial is None and (cdp_url or policy is None):
+        return None, None
+    if cdp_url and not _on_this_machine(cdp_url):
+        return None, ELSEWHERE_NOTE
+    return GuardProxy(policy, refusals or RefusalLog(), dial), None
+
+
+def _on_this_machine(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    return host == "localhost" or host.startswith("127.") or host == "::1"
 
 
 def _read_head(client: socket.socket) -> tuple[bytes | None, bytes]:

@@ -190,3 +190,38 @@ def test_a_script_drives_an_app_on_an_ssh_host_whose_localhost_differs(
         for runtime in runtimes:
             runtime.close()
         backend.close()
+
+
+# -- A browser attached over CDP -----------------------------------------------------------------
+
+
+def test_an_attached_browser_on_this_machine_reaches_the_container_through_a_context_of_its_own(
+        cdp_chromium: Any, make_docker_backend: MakeDockerBackend, decoy: Decoy, runtimes: list[Runtime]) -> None:
+    backend = make_docker_backend(**{"browser.cdp_url": cdp_chromium.url, "policy.allowed_domains": ["localhost"]})
+    _, call = _runtime(backend, backend.settings, runtimes)
+    marker = uuid.uuid4().hex[:8]
+    start_app(call, decoy.port, marker)
+    reply = call("browser_navigate", url=f"http://localhost:{decoy.port}/")
+    assert reply["result"]["title"] == f"Inside app {marker}", reply
+    # The context's connections pass Herald's proxy, so the policy sees every hop, as for a
+    # launched browser: a subresource on a host outside allowed_domains never loads.
+    reply = call("browser_navigate", url=f"http://localhost:{decoy.port}/image-from?127.0.0.1:{decoy.port}")
+    assert reply["result"]["title"] == f"Image {marker}", reply
+    hits = call("terminal", command=f"cat hits-{marker}")["result"]["output"].split()
+    assert "/pixel.png" not in hits, hits
+    assert decoy.hits == []
+
+
+def test_an_attached_browser_elsewhere_is_told_to_the_model_not_proxied() -> None:
+    """A cloud browser cannot reach a proxy on this machine's loopback: it keeps its own
+    network, and the first result says the backend's localhost is out of its reach."""
+    from herald.browser.guard import RefusalLog, session_guard
+    from herald.webguard import checked_dial
+
+    dial = checked_dial(None)
+    guard, note = session_guard("wss://connect.browserbase.com?apiKey=x", None, RefusalLog(), dial)
+    assert guard is None and note is not None and "not on this machine" in note
+    guard, note = session_guard("http://127.0.0.1:9222", None, RefusalLog(), dial)
+    assert guard is not None and note is None
+    guard.close()
+    assert session_guard("http://127.0.0.1:9222", None, None, None) == (None, None)  # nothing to do
