@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import os
 import select
 import socket
 import threading
@@ -121,6 +122,11 @@ class GuardProxy:
     def _serve(self, client: socket.socket) -> None:
         upstream: socket.socket | None = None
         try:
+            if peer_uid(client) != os.getuid():
+                # Another user's process on this machine: the proxy is the session's way into
+                # the backend's network (a container's loopback, an SSH host's), not theirs.
+                _answer(client, 403, "Forbidden", "this proxy serves its own user's browser only")
+                return
             head, rest = _read_head(client)
             if head is None:
                 return
@@ -204,6 +210,28 @@ def session_guard(cdp_url: str, policy: WebPolicy | None, refusals: RefusalLog |
 def _on_this_machine(url: str) -> bool:
     host = urlsplit(url).hostname or ""
     return host == "localhost" or host.startswith("127.") or host == "::1"
+
+
+def peer_uid(client: socket.socket) -> int | None:
+    """The user owning the other end of a loopback TCP connection to us: the kernel's record of
+    that socket (/proc/net/tcp, tcp6: the established entry whose local port is the peer's and
+    whose remote port is ours); None when it cannot be found."""
+    try:
+        peer, ours = client.getpeername()[1], client.getsockname()[1]
+    except OSError:
+        return None
+    local, remote = f":{peer:04X}", f":{ours:04X}"
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as entries:
+                next(entries, None)
+                for line in entries:
+                    fields = line.split()
+                    if len(fields) > 7 and fields[3] == "01" and fields[1].endswith(local) and fields[2].endswith(remote):
+                        return int(fields[7])
+        except OSError:
+            continue
+    return None
 
 
 def _read_head(client: socket.socket) -> tuple[bytes | None, bytes]:

@@ -14,6 +14,7 @@ a metadata address refused by the address check.
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -225,3 +226,47 @@ def test_an_attached_browser_elsewhere_is_told_to_the_model_not_proxied() -> Non
     assert guard is not None and note is None
     guard.close()
     assert session_guard("http://127.0.0.1:9222", None, None, None) == (None, None)  # nothing to do
+
+
+# -- The proxy is the session's way into the backend: not another local user's -------------------
+
+BORROW = """
+import socket, sys
+with socket.create_connection(("127.0.0.1", int(sys.argv[1])), 10) as sock:
+    sock.sendall(("GET http://127.0.0.1:%s/api/data HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n" % sys.argv[2]).encode())
+    print(sock.recv(65536).decode().split("\\r\\n")[0])
+"""
+
+
+def test_another_user_on_this_machine_cannot_reach_the_container_through_the_proxy(
+        make_docker_backend: MakeDockerBackend, decoy: Decoy, runtimes: list[Runtime]) -> None:
+    import pwd
+    import subprocess
+    import sys
+
+    from herald.browser.guard import GuardProxy, RefusalLog
+    from herald.webguard import checked_dial
+    from tests.fixtures.accounts import ensure_user
+    from tests.fixtures.users import USER
+
+    backend = make_docker_backend()
+    _, call = _runtime(backend, backend.settings, runtimes)
+    marker = uuid.uuid4().hex[:8]
+    start_app(call, decoy.port, marker)
+    guard = GuardProxy(None, RefusalLog(), checked_dial(None, backend.open_tcp))
+    try:
+        mine = subprocess.run([sys.executable, "-c", BORROW, str(guard.port), str(decoy.port)],
+                              capture_output=True, text=True, timeout=60)
+        assert mine.stdout.strip() == "HTTP/1.0 200 OK" or mine.stdout.strip() == "HTTP/1.1 200 OK", mine
+        if os.geteuid() != 0:
+            pytest.skip("not root: no other user to try the proxy as (checked as ourselves above)")
+        ensure_user(USER)
+        other = pwd.getpwnam(USER)
+        theirs = subprocess.run(["setpriv", f"--reuid={other.pw_uid}", f"--regid={other.pw_gid}", "--init-groups", "--",
+                                 "/usr/bin/python3", "-I", "-c", BORROW, str(guard.port), str(decoy.port)],
+                                capture_output=True, text=True, timeout=60, cwd="/")
+        assert theirs.stdout.strip() == "HTTP/1.1 403 Forbidden", theirs
+    finally:
+        guard.close()
+    hits = call("terminal", command=f"cat hits-{marker}")["result"]["output"].split()
+    assert hits == ["/api/data"], hits  # ours only
