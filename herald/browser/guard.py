@@ -14,6 +14,12 @@ proxied connection carries one origin's request (a reused one could only reach t
 upstream anyway: bytes are never sent anywhere but there).
 
 Tunnelled bytes are copied, not read: TLS stays between Chromium and the site.
+
+Where the upstream connection leaves from is the session's `dial` (webguard.checked_dial): this
+machine, or the backend (`browser.network = "backend"`: Backend.open_tcp, the name resolved and
+checked there). Since the proxy may then lead into a network this machine's other users cannot
+reach (a network-less container's loopback, an SSH host's), it serves only connections whose
+socket the kernel says is owned by Herald's own user (`peer_uid`).
 """
 
 from __future__ import annotations
