@@ -177,6 +177,15 @@ def test_a_script_drives_an_app_on_an_ssh_host_whose_localhost_differs(
         assert reply["result"]["output"] == "reached", reply  # bash on the host reaches its app
         _expect_the_app(_drive(runtime, decoy.port, marker), marker)
         _expect_the_app(_drive(runtime, decoy.port, marker), marker)  # still up, next run
+        # Names resolve on the host: one only its /etc/hosts has reaches the app; one it
+        # resolves to the metadata address is refused (this machine resolves neither).
+        reply = call("browser_navigate", url=f"http://inside-app.test:{decoy.port}/")
+        assert reply["result"]["title"] == f"Inside app {marker}", reply
+        reply = call("browser_navigate", url=f"http://metadata-alias.test:{decoy.port}/")
+        assert reply["error"]["type"] == "PolicyRefused", reply
+        assert "metadata-alias.test resolves to 169.254.169.254" in reply["error"]["message"], reply
+        page = call("web_extract", urls=f"http://metadata-alias.test:{decoy.port}/")["result"]["results"][0]
+        assert "metadata-alias.test resolves to 169.254.169.254" in page["error"], page
         assert decoy.hits == []
         # The opt-out: this machine's network, the decoy.
         local = SSHBackend(netns_sshd.spec, settings=session.with_overrides({"browser.network": "local"}))
