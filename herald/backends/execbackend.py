@@ -29,7 +29,7 @@ from .base import (
     resolve_path,
 )
 from .realpath import Pins
-from .relay import Relay, relay_argv
+from .relay import Relay, RelayStopped, relay_argv
 from .remote import guarded_argv
 from .shell import PersistentShell
 from .shellfiles import ShellFiles
@@ -205,12 +205,19 @@ class ExecSessionBackend:
     def open_tcp(self, host: str, port: int, *, timeout: float | None,
                  check: Callable[[str], None] | None = None) -> socket.socket:
         """See Backend.open_tcp: made by the sandbox's relay process (relay.py), names resolved
-        in the sandbox; works with its network off (its loopback answers)."""
-        try:
-            relay = self._relay_ready()
-        except BackendError as exc:
-            raise ConnectionError(f"cannot reach the {self.kind_of_sandbox}'s network: {exc}") from None
-        return open_checked(host, port, timeout, check, relay.resolve, relay.connect)
+        in the sandbox; works with its network off (its loopback answers). A relay that was
+        stopped (a `pkill python3` in the sandbox) is replaced, and the request asked again."""
+        for attempt in (1, 2):
+            try:
+                relay = self._relay_ready()
+            except BackendError as exc:
+                raise ConnectionError(f"cannot reach the {self.kind_of_sandbox}'s network: {exc}") from None
+            try:
+                return open_checked(host, port, timeout, check, relay.resolve, relay.connect)
+            except RelayStopped:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def _relay_ready(self) -> Relay:
         with self._relay_lock:

@@ -35,6 +35,11 @@ def relay_argv(python: str) -> list[str]:
     return ["/bin/sh", "-c", _START, _SOURCE, python]
 
 
+class RelayStopped(ConnectionError):
+    """The relay process ended before it answered (killed in the sandbox, the sandbox gone):
+    nothing was sent anywhere, so a new relay may be asked again."""
+
+
 class Relay:
     """The relay process on `channel`; `resolve` and `connect` are safe from any thread. `dead`
     says why it stopped (then the backend starts another)."""
@@ -101,7 +106,7 @@ class Relay:
 
     def _ask(self, kind: int, cid: int, host: str, port: int, timeout: float | None) -> tuple[int, bytes]:
         if self.dead:
-            raise ConnectionError(f"the network relay in the {self.where} stopped: {self.dead}")
+            raise RelayStopped(f"the network relay in the {self.where} stopped: {self.dead}")
         event: threading.Event = threading.Event()
         answer: list[tuple[int, bytes]] = []
         with self._lock:
@@ -112,7 +117,7 @@ class Relay:
             with self._lock:
                 self._waiting.pop(cid, None)
             if self.dead:
-                raise ConnectionError(f"the network relay in the {self.where} stopped: {self.dead}")
+                raise RelayStopped(f"the network relay in the {self.where} stopped: {self.dead}")
             raise TimeoutError(f"no answer from the {self.where} within {wait:g} s")
         return answer[0]
 

@@ -14,10 +14,12 @@ import hashlib
 import socket
 import threading
 import uuid
+from typing import Any
 
 import pytest
 
 from herald.backends import Backend
+from herald.backends.shell import shell_quote
 from herald.webguard import Refused
 from tests.fixtures.sshd import free_port
 
@@ -140,3 +142,42 @@ def test_failures_are_oserrors_that_say_what_happened(echo: tuple[Backend, int, 
         backend.open_tcp("no-such-host.invalid", port, timeout=30, check=lambda address: None)
     said = str(unknown.value).lower()
     assert "no-such-host.invalid" in said or "name" in said, said
+
+
+# Kills the relay processes in the container by their command line (the image has no pkill); the
+# marker is split so that this program's own command line does not hold it.
+KILL_RELAYS = """
+import os
+mine, killed = str(os.getpid()), 0
+for pid in [p for p in os.listdir("/proc") if p.isdigit() and p != mine]:
+    try:
+        if b"herald-" + b"tcprelay 1" in open("/proc/%s/cmdline" % pid, "rb").read():
+            os.kill(int(pid), 9); killed += 1
+    except OSError:
+        pass
+print(killed)
+"""
+
+
+def test_a_relay_killed_in_the_container_is_replaced(make_docker_backend: Any) -> None:
+    """A command in the container that kills every python (the relay is one) costs nothing
+    but a new relay: the next connection works."""
+    backend = make_docker_backend()
+    backend.write_bytes("echo.py", ECHO_SOURCE.encode())
+    started = backend.run("python3 echo.py 8765 echo.log > echo.out 2>&1 & "
+                          "for i in $(seq 300); do grep -qs listening echo.out && break; sleep 0.1; done; cat echo.out")
+    assert started.output == "listening", started
+    for _ in range(3):
+        with backend.open_tcp("127.0.0.1", 8765, timeout=30) as sock:
+            sock.sendall(b"still here")
+            sock.shutdown(socket.SHUT_WR)
+            assert _read_all(sock) == b"still here"
+        killed = backend.run(f"python3 -c {shell_quote(KILL_RELAYS)}").output
+        assert killed == "1", killed  # the one relay was running, and now it is not
+
+
+def test_a_sandbox_without_its_python_says_so(make_docker_backend: Any) -> None:
+    backend = make_docker_backend(**{"sandbox.remote_python": "python-missing"})
+    with pytest.raises(ConnectionError) as failed:
+        backend.open_tcp("127.0.0.1", 80, timeout=30)
+    assert "python-missing not found" in str(failed.value), failed.value
