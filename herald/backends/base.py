@@ -2,7 +2,8 @@
 
 Every tool that touches commands or files is written once against this protocol, so `terminal`,
 `read_file`, `write_file`, `patch` and `search_files` behave the same on every backend. A backend
-provides only two things: a persistent shell session and file access. File errors are the
+provides a persistent shell session and file access, and TCP connections made from its side
+(`open_tcp`: the browser and web_extract reach its localhost and its names). File errors are the
 standard `OSError` subclasses (`FileNotFoundError`, `IsADirectoryError`, `PermissionError`, ...)
 and the two below for what a reader refuses; failures of the backend itself (connection lost,
 container gone) are `BackendError`.
