@@ -279,3 +279,40 @@ def test_another_user_on_this_machine_cannot_reach_the_container_through_the_pro
         guard.close()
     hits = call("terminal", command=f"cat hits-{marker}")["result"]["output"].split()
     assert hits == ["/api/data"], hits  # ours only
+
+
+# -- The command line: one script starts the app in the container and drives it -----------------
+
+
+def test_herald_exec_in_a_container_starts_the_app_and_drives_it_from_one_script(
+        chromium: str, docker_engine_url: str, docker_test_image: str, decoy: Decoy, tmp_path: Any) -> None:
+    """`herald exec script.py --backend docker:IMAGE --exec-mode backend`: the script starts the
+    app as its own child in the container (it lives as long as the script) and drives it."""
+    import subprocess
+    import sys
+
+    from tests.fixtures.remote_app import APP_SOURCE
+
+    script = tmp_path / "drive.py"
+    script.write_text(f"""
+import socket, subprocess, sys, time
+open("app.py", "w").write({APP_SOURCE!r})
+app = subprocess.Popen([sys.executable, "app.py", "{decoy.port}", "cli"])
+for _ in range(300):
+    try:
+        socket.create_connection(("127.0.0.1", {decoy.port}), 1).close()
+        break
+    except OSError:
+        time.sleep(0.1)
+from hermes_tools import browser_navigate, web_extract
+print(browser_navigate("http://127.0.0.1:{decoy.port}/")["title"])
+print(web_extract("http://127.0.0.1:{decoy.port}/api/data")["results"][0]["content"])
+""")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERALD_")}
+    env.update({"HERALD_DATA_DIR": str(tmp_path / "data"), "HERALD_CONFIG": str(tmp_path / "none.toml")})
+    done = subprocess.run([sys.executable, "-m", "herald", "exec", str(script), "--backend", f"docker:{docker_test_image}",
+                           "--exec-mode", "backend", "-c", f'docker.host="{docker_engine_url}"', "-c", 'docker.network="none"'],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["Inside app cli", '{"word": "inside-cli"}'], done.stdout
+    assert decoy.hits == []
