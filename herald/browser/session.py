@@ -253,10 +253,8 @@ class BrowserSession:
 
     def _use_context(self, browser: Browser) -> None:
         contexts = browser.contexts
-        if self.settings.cdp_url and self._guard is not None:
-            # An attached browser on this machine, to reach the backend's network: a context of
-            # our own through the guard (not the browser's own, with its logins); closing the
-            # connection (browser.close()) removes it.
+        if self.settings.cdp_url and self._guard is not None:  # to reach the backend's network
+            # A context of our own through the guard (browser.close() removes it).
             self._context = browser.new_context(proxy=self._guard.context_proxy)
         else:
             # An attached browser comes with its own context (its cookies, its logins): use it.
