@@ -316,3 +316,12 @@ print(web_extract("http://127.0.0.1:{decoy.port}/api/data")["results"][0]["conte
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["Inside app cli", '{"word": "inside-cli"}'], done.stdout
     assert decoy.hits == []
+
+
+def test_browser_network_takes_backend_or_local_only(settings: Settings) -> None:
+    from herald.config import ConfigError
+
+    assert settings.browser.network == "backend"
+    assert settings.with_overrides({"browser.network": "local"}).browser.network == "local"
+    with pytest.raises(ConfigError, match=r'browser\.network.*one of "backend", "local"'):
+        settings.with_overrides({"browser.network": "remote"})
