@@ -7,6 +7,7 @@ import os
 from . import (
     agent_bench,
     browser_bench,
+    browser_remote_bench,
     crawl_bench,
     docker_bench,
     exec_mode_bench,
@@ -24,6 +25,7 @@ def main() -> None:
     print_table("Scale: many Runtimes, many calls", scale_bench.run())
     print_table("Browser and web tools", browser_bench.run())
     print_table("web_crawl", crawl_bench.run())
+    print_table("Browser on a remote backend's network", browser_remote_bench.run())
     print_table("SSH backend", ssh_bench.run())
     print_table("Docker backend", docker_bench.run())
     print_table("In-backend execution (exec_mode backend)", exec_mode_bench.run())

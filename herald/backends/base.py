@@ -2,7 +2,8 @@
 
 Every tool that touches commands or files is written once against this protocol, so `terminal`,
 `read_file`, `write_file`, `patch` and `search_files` behave the same on every backend. A backend
-provides only two things: a persistent shell session and file access. File errors are the
+provides a persistent shell session and file access, and TCP connections made from its side
+(`open_tcp`: the browser and web_extract reach its localhost and its names). File errors are the
 standard `OSError` subclasses (`FileNotFoundError`, `IsADirectoryError`, `PermissionError`, ...)
 and the two below for what a reader refuses; failures of the backend itself (connection lost,
 container gone) are `BackendError`.
@@ -16,6 +17,8 @@ allows, and never more than its limit + 1 bytes.
 from __future__ import annotations
 
 import contextvars
+import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -178,6 +181,18 @@ class Backend(Protocol):
 
     def open_channel(self, argv: list[str], *, cwd: str | None = None) -> Channel:
         """Start `argv` on the backend (environment scrubbed as for the shell) as a Channel."""
+        ...
+
+    def open_tcp(self, host: str, port: int, *, timeout: float | None,
+                 check: Callable[[str], None] | None = None) -> socket.socket:
+        """A TCP connection to `host`:`port` made from the backend, as a program there would make
+        it: its localhost, its names, the addresses it can reach (the browser and web_extract use
+        it with `browser.network = "backend"`). Returned as a connected stream socket here (one
+        end of a relay where the backend is remote). With `check`, the name is resolved on the
+        backend, `check` is called with each of its addresses before any is used (it raises to
+        refuse the name) and the connection goes to one of those addresses; without, the
+        backend resolves the name itself. OSError (TimeoutError, ConnectionRefusedError, ...)
+        when no connection is made, its message saying why."""
         ...
 
     def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:

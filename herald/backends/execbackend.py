@@ -12,10 +12,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import posixpath
+import socket
 import threading
+from collections.abc import Callable
 
 from ..config import Settings
 from ..keys import herald_environ
+from ..webguard import open_checked
 from .base import (
     BackendError,
     Channel,
@@ -26,6 +29,7 @@ from .base import (
     resolve_path,
 )
 from .realpath import Pins
+from .relay import Relay, RelayStopped, relay_argv
 from .remote import guarded_argv
 from .shell import PersistentShell
 from .shellfiles import ShellFiles
@@ -56,6 +60,8 @@ class ExecSessionBackend:
         self._env = {n: env[n] for n in settings.sandbox.env_passthrough if n in env}
         self._cwd = cwd
         self._pins = Pins()  # where the workspace check allowed paths to lead (`pin`)
+        self._relay: Relay | None = None  # connections from the sandbox (open_tcp), started on first use
+        self._relay_lock = threading.Lock()
 
     # -- for subclasses --------------------------------------------------------------------
 
@@ -156,6 +162,9 @@ class ExecSessionBackend:
 
     def _forget(self, *, remove: bool) -> None:
         shells, self._shell, self._file_shell = (self._shell, self._file_shell), None, None
+        relay, self._relay = self._relay, None
+        if relay is not None:
+            relay.close()
         self._discard_sandbox(remove=remove)  # first: with it removed there is nothing to kill
         for shell in shells:
             if shell is not None:
@@ -192,6 +201,33 @@ class ExecSessionBackend:
 
     def open_channel(self, argv: list[str], *, cwd: str | None = None) -> Channel:
         return self._channel(argv, cwd=cwd or self.cwd)
+
+    def open_tcp(self, host: str, port: int, *, timeout: float | None,
+                 check: Callable[[str], None] | None = None) -> socket.socket:
+        """See Backend.open_tcp: made by the sandbox's relay process (relay.py), names resolved
+        in the sandbox; works with its network off (its loopback answers). A relay that was
+        stopped (a `pkill python3` in the sandbox) is replaced, and the request asked again."""
+        for attempt in (1, 2):
+            try:
+                relay = self._relay_ready()
+            except BackendError as exc:
+                raise ConnectionError(f"cannot reach the {self.kind_of_sandbox}'s network: {exc}") from None
+            try:
+                return open_checked(host, port, timeout, check, relay.resolve, relay.connect)
+            except RelayStopped:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _relay_ready(self) -> Relay:
+        with self._relay_lock:
+            relay = self._relay
+            if relay is None or relay.dead:
+                if relay is not None:
+                    relay.close()
+                channel = self._channel(relay_argv(self.settings.sandbox.remote_python), cwd="/")
+                relay = self._relay = Relay(channel, self.kind_of_sandbox)
+            return relay
 
     def _file_command(self, command: str) -> CommandResult:
         with self._lock:

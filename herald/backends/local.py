@@ -6,9 +6,11 @@ import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 
 from .._sandbox import fileaccess, shellguard
 from .._sandbox.confinement import call_confinement
@@ -20,6 +22,7 @@ from ..config import Settings
 from ..keys import herald_environ
 from ..runtime.owned import owned_tempdir
 from ..runtime.sandbox import spawner
+from ..webguard import connect_here, open_checked, resolve_here
 from .base import (
     BackendError,
     CommandResult,
@@ -168,6 +171,11 @@ class LocalBackend:
                 channel = self._shell.channel
                 if isinstance(channel, _LocalChannel):
                     channel.kill_escapes()  # a foreground command's processes end with it
+
+    def open_tcp(self, host: str, port: int, *, timeout: float | None,
+                 check: Callable[[str], None] | None = None) -> socket.socket:
+        """See Backend.open_tcp: this machine's network, names resolved here."""
+        return open_checked(host, port, timeout, check, resolve_here, connect_here)
 
     # Files: the same OS-level operations as the file tools inside a backend-mode supervisor
     # (_sandbox/fileaccess.py), each confined, on the object it opened, by the current tool

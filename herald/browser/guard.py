@@ -14,6 +14,12 @@ proxied connection carries one origin's request (a reused one could only reach t
 upstream anyway: bytes are never sent anywhere but there).
 
 Tunnelled bytes are copied, not read: TLS stays between Chromium and the site.
+
+Where the upstream connection leaves from is the session's `dial` (webguard.checked_dial): this
+machine, or the backend (`browser.network = "backend"`: Backend.open_tcp, the name resolved and
+checked there). Since the proxy may then lead into a network this machine's other users cannot
+reach (a network-less container's loopback, an SSH host's), it serves only connections whose
+socket the kernel says is owned by Herald's own user (`peer_uid`).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import os
 import select
 import socket
 import threading
@@ -29,10 +36,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from ..webguard import Refused, WebPolicy, connect_checked
+from ..webguard import Dial, Refused, WebPolicy, checked_dial
 
 if TYPE_CHECKING:
-    from playwright.sync_api import BrowserContext, Route, WebSocketRoute
+    from playwright.sync_api import BrowserContext, ProxySettings, Route, WebSocketRoute
 
 log = logging.getLogger(__name__)
 HEAD_LIMIT = 64 * 1024
@@ -72,11 +79,15 @@ class RefusalLog:
 
 
 class GuardProxy:
-    """The proxy for one browser session; `close()` stops accepting (tunnels end with Chromium)."""
+    """The proxy for one browser session; `close()` stops accepting (tunnels end with Chromium).
+    `dial` makes the upstream connections (webguard.checked_dial: here, or from the backend);
+    without a policy (the full profile) nothing is refused, but every connection still goes
+    where `dial` makes it (the backend's network)."""
 
-    def __init__(self, policy: WebPolicy, refusals: RefusalLog) -> None:
+    def __init__(self, policy: WebPolicy | None, refusals: RefusalLog, dial: Dial | None = None) -> None:
         self.policy = policy
         self.refusals = refusals
+        self._dial = dial or checked_dial(policy)
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._listener.bind(("127.0.0.1", 0))
@@ -91,6 +102,12 @@ class GuardProxy:
         # UDP cannot go through an HTTP proxy: it is turned off rather than let around it.
         return [f"--proxy-server=http://127.0.0.1:{self.port}", "--proxy-bypass-list=<-loopback>",
                 "--force-webrtc-ip-handling-policy=disable_non_proxied_udp"]
+
+    @property
+    def context_proxy(self) -> ProxySettings:
+        """The proxy for a browser context (Playwright's `new_context(proxy=...)`: CDP's
+        Target.createBrowserContext proxyServer), for a browser that was not launched with it."""
+        return {"server": f"http://127.0.0.1:{self.port}", "bypass": "<-loopback>"}
 
     def close(self) -> None:
         self._closed = True
@@ -111,6 +128,11 @@ class GuardProxy:
     def _serve(self, client: socket.socket) -> None:
         upstream: socket.socket | None = None
         try:
+            if peer_uid(client) != os.getuid():
+                # Another user's process on this machine: the proxy is the session's way into
+                # the backend's network (a container's loopback, an SSH host's), not theirs.
+                _answer(client, 403, "Forbidden", "this proxy serves its own user's browser only")
+                return
             head, rest = _read_head(client)
             if head is None:
                 return
@@ -151,11 +173,11 @@ class GuardProxy:
                 _answer(client, 400, "Bad Request", f"{target[:100]} is not an absolute http URL")
                 return None, b""
             host, port, url = parts.hostname, parts.port or 80, target
-        refusal = self.policy.url_refusal(url)
+        refusal = self.policy.url_refusal(url) if self.policy is not None else None
         try:
             if refusal is not None:
                 raise Refused(refusal)
-            upstream = connect_checked(host, port, self.policy, CONNECT_TIMEOUT)
+            upstream = self._dial(host, port, CONNECT_TIMEOUT)
         except Refused as exc:
             self._refuse(client, url, str(exc))
             return None, b""
@@ -170,6 +192,52 @@ class GuardProxy:
     def _refuse(self, client: socket.socket, url: str, reason: str) -> None:
         self.refusals.add(url, reason)
         _answer(client, 403, "Forbidden", f"Herald refused this request: {reason}", refused=reason)
+
+
+ELSEWHERE_NOTE = ("the attached browser (browser.cdp_url) is not on this machine, so it reaches pages over its own "
+                  "network, not the backend's (browser.network = \"backend\"): the backend's localhost is not "
+                  "reachable from it.")
+
+
+def session_guard(cdp_url: str, policy: WebPolicy | None, refusals: RefusalLog | None,
+                  dial: Dial | None) -> tuple[GuardProxy | None, str | None]:
+    """The proxy a session's browser goes through (None: none), and a note for the model.
+    A launched Chromium: whenever there is a policy to check or a backend to dial through. An
+    attached one only to reach the backend's network (its policy is checked by routing,
+    route_context), and only if it runs on this machine: a proxy on our loopback is out of
+    reach of a browser elsewhere."""
+    if dial is None and (cdp_url or policy is None):
+        return None, None
+    if cdp_url and not _on_this_machine(cdp_url):
+        return None, ELSEWHERE_NOTE
+    return GuardProxy(policy, refusals or RefusalLog(), dial), None
+
+
+def _on_this_machine(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    return host == "localhost" or host.startswith("127.") or host == "::1"
+
+
+def peer_uid(client: socket.socket) -> int | None:
+    """The user owning the other end of a loopback TCP connection to us: the kernel's record of
+    that socket (/proc/net/tcp, tcp6: the established entry whose local port is the peer's and
+    whose remote port is ours); None when it cannot be found."""
+    try:
+        peer, ours = client.getpeername()[1], client.getsockname()[1]
+    except OSError:
+        return None
+    local, remote = f":{peer:04X}", f":{ours:04X}"
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as entries:
+                next(entries, None)
+                for line in entries:
+                    fields = line.split()
+                    if len(fields) > 7 and fields[3] == "01" and fields[1].endswith(local) and fields[2].endswith(remote):
+                        return int(fields[7])
+        except OSError:
+            continue
+    return None
 
 
 def _read_head(client: socket.socket) -> tuple[bytes | None, bytes]:

@@ -5,12 +5,13 @@ dispatcher's RPC threads (several at once when a script uses `parallel`). So the
 single-thread executor: the browser is started on that thread the first time a tool needs it,
 every operation is queued there (which also serialises them), and `close()` tears it down there.
 
-Where the browser may go: with a `WebPolicy` (the session's policy, from ToolContext.web_policy),
-a launched Chromium sends every connection through `guard.GuardProxy`, which checks each one
-(redirect hops, frames, subresources, workers, WebSockets) and connects only to checked
-addresses. An attached browser (`browser.cdp_url`) cannot be given a proxy: its context routes
-requests through the same check, which sees first hops but not redirects (Playwright continues
-those itself); see README.
+Where the browser may go: with a `WebPolicy` (the session's policy, from ToolContext.web_policy)
+or a `dial` (the backend's network), a launched Chromium sends every connection through
+`guard.GuardProxy`, which checks each one (redirect hops, frames, subresources, workers,
+WebSockets) and connects, by `dial`, only to checked addresses. An attached browser
+(`browser.cdp_url`) gets the proxy in a context of its own only to reach the backend's network
+from this machine (guard.session_guard); otherwise its context routes requests through the same
+check, which sees first hops but not redirects (Playwright continues those itself); see README.
 
 Deadlines: a call carries its run's deadline (herald/deadlines.py) onto the browser thread; every
 wait there (launch, navigation, action, load) is cut to what the run has left, and a call whose
@@ -40,10 +41,10 @@ from playwright.sync_api import sync_playwright
 
 from ..config import BrowserSettings
 from ..deadlines import current_deadline, time_left
-from ..webguard import WebPolicy
+from ..webguard import Dial, WebPolicy
 from . import actions
 from .errors import BrowserError
-from .guard import GuardProxy, RefusalLog, route_context
+from .guard import GuardProxy, RefusalLog, route_context, session_guard
 from .launch import connect_cdp, driver_pid, first_line, kill_driver, launch_local, redact
 
 if TYPE_CHECKING:
@@ -90,10 +91,13 @@ class Tab:
 
 
 class BrowserSession:
-    def __init__(self, settings: BrowserSettings, spill_dir: Path, web_policy: WebPolicy | None = None) -> None:
+    def __init__(self, settings: BrowserSettings, spill_dir: Path, web_policy: WebPolicy | None = None,
+                 dial: Dial | None = None) -> None:
+        """`dial`: the connections made from the backend instead (through the guard, always)."""
         self.settings = settings
         self.spill_dir = spill_dir
         self.web_policy = web_policy
+        self._dial = dial
         self._guard: GuardProxy | None = None  # started with the first launch under a policy
         self._refusals: RefusalLog | None = RefusalLog() if web_policy is not None else None
         self._driver_pid: int | None = None  # the Playwright driver (Chromium runs below it)
@@ -225,12 +229,12 @@ class BrowserSession:
             manager = sync_playwright()
             self._playwright = manager.start()
             self._driver_pid = driver_pid(manager)
+        if self._guard is None:
+            self._guard, note = session_guard(self.settings.cdp_url, self.web_policy, self._refusals, self._dial)
+            self._pending_note = self._pending_note or note
         if self.settings.cdp_url:
             self._browser = connect_cdp(self._playwright, self.settings, actions.budget_ms(self.settings.launch_timeout))
         else:
-            if self.web_policy is not None and self._guard is None:
-                assert self._refusals is not None
-                self._guard = GuardProxy(self.web_policy, self._refusals)
             extra = self._guard.chromium_args if self._guard is not None else []
             self._browser = launch_local(self._playwright, self.settings, extra,
                                          actions.budget_ms(self.settings.launch_timeout))
@@ -249,8 +253,12 @@ class BrowserSession:
 
     def _use_context(self, browser: Browser) -> None:
         contexts = browser.contexts
-        # An attached browser comes with its own context (its cookies, its logins): use it.
-        self._context = contexts[0] if contexts else browser.new_context()
+        if self.settings.cdp_url and self._guard is not None:  # to reach the backend's network
+            # A context of our own through the guard (browser.close() removes it).
+            self._context = browser.new_context(proxy=self._guard.context_proxy)
+        else:
+            # An attached browser comes with its own context (its cookies, its logins): use it.
+            self._context = contexts[0] if contexts else browser.new_context()
         self._context.set_default_timeout(self.settings.action_timeout * 1000)
         self._context.set_default_navigation_timeout(self.settings.navigation_timeout * 1000)
         self._context.on("page", self._popup)

@@ -126,6 +126,7 @@ class BrowserSettings:
     action_timeout: float = 10.0  # seconds for a click or typing to find its element ready
     snapshot_max_bytes: int = 40_000  # longer snapshots are cut (head + tail) and spilled to a file
     extra_args: list[str] = field(default_factory=list)  # more Chromium command-line flags
+    network: str = "backend"  # backend: the browser and web_extract connect from the backend (its localhost) | local: from here
 
 
 @dataclass
@@ -381,6 +382,8 @@ def _coerce(key: str, value: Any, current: Any, source: str) -> Any:
         if isinstance(value, list):
             return [str(v) for v in value]
         raise bad("a list")
+    if key == "browser.network" and value not in ("backend", "local"):
+        raise bad('one of "backend", "local"')
     if key == "policy.profile" and value not in ("read-only", "workspace-write", "full"):
         raise bad('one of "read-only", "workspace-write", "full"')
     if key == "web.search_provider" and value not in SEARCH_PROVIDERS:

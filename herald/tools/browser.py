@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends.base import call_cwd
 from ..config import Settings
+from .network import backend_dial
 from .registry import Tool, ToolContext, ToolError
 from .resources import BROWSER, fixed
 from .webpackages import installed
@@ -40,7 +41,7 @@ def browser_session(ctx: ToolContext) -> BrowserSession:
                     "'herald[browser]' (and Chromium: apt-get install chromium).",
                     "BrowserUnavailable",
                 ) from None
-            session = BrowserSession(ctx.settings.browser, ctx.spill_dir, ctx.web_policy)
+            session = BrowserSession(ctx.settings.browser, ctx.spill_dir, ctx.web_policy, dial=backend_dial(ctx))
             ctx.cache[SESSION_KEY] = session
             ctx.closers.append(session.close)
         return session

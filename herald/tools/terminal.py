@@ -12,8 +12,9 @@ from .resources import ANY_FILE, SHELL, fixed
 
 FOREGROUND_ONLY = (
     "scripts run commands in the foreground only, so '{arg}' is not supported inside "
-    "execute_code. Run the command without it (it returns when the command ends), or make this "
-    "call directly as a normal tool call."
+    "execute_code. Run the command without it (it returns when the command ends). To keep a "
+    "server running, start it with a direct terminal call (not from a script) ending in '&', "
+    "e.g. terminal('python3 app.py > app.log 2>&1 &'): a direct call's jobs live on with the session."
 )
 
 

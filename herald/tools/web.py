@@ -27,6 +27,7 @@ from ..web.firecrawl import FirecrawlConfig, firecrawl_config_from, scrape
 from ..web.render import Rendered
 from ..web.renderpool import MIB, RenderPool, default_size
 from ..web.session import Fetcher
+from .network import backend_open_tcp
 from .registry import Tool, ToolContext, ToolError
 from .webpackages import DIRECT_PACKAGES, FIRECRAWL_PACKAGE, installed, needs_package, not_installed
 
@@ -64,7 +65,7 @@ def session_fetcher(ctx: ToolContext) -> Fetcher:
     with ctx.cache_lock:
         fetcher: Fetcher | None = ctx.cache.get("web.fetcher")
         if fetcher is None:
-            fetcher = ctx.cache["web.fetcher"] = Fetcher(ctx.settings.web)
+            fetcher = ctx.cache["web.fetcher"] = Fetcher(ctx.settings.web, backend_open_tcp(ctx))
             ctx.closers.append(fetcher.close)
         return fetcher
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..deadlines import current_deadline
-from ..webguard import Refused, WebPolicy, checked_addresses
+from ..webguard import Dial, Refused, WebPolicy, checked_addresses
 from .cache import PageCache
 from .errors import PageError, RunTimeUp, StatusError
 
@@ -71,14 +71,16 @@ def _uses_proxy() -> bool:
     return any(key in proxies for key in ("http", "https", "all"))
 
 
-def checked_client(policy: WebPolicy | None, **options: Any) -> httpx.Client:
+def checked_client(policy: WebPolicy | None, dial: Dial | None = None, **options: Any) -> httpx.Client:
     """An httpx client that follows no redirects and connects only to checked addresses, within
     each fetch's limit. With a proxy in the environment (HTTP(S)_PROXY) the proxy resolves the
-    names: hops are still checked by name (fetch_direct), addresses cannot be."""
+    names: hops are still checked by name (fetch_direct), addresses cannot be. `dial` (host,
+    port, timeout -> a connected socket, checking addresses itself: webguard.checked_dial) makes
+    the connections instead of this machine (the backend's network); no proxy is used then."""
     import httpcore
     import httpx
 
-    if _uses_proxy():
+    if _uses_proxy() and dial is None:
         return httpx.Client(follow_redirects=False, **options)
 
     class Stream(httpcore.NetworkStream):
@@ -113,6 +115,8 @@ def checked_client(policy: WebPolicy | None, **options: Any) -> httpx.Client:
     class CheckedBackend(httpcore.SyncBackend):
         def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                         local_address: str | None = None, socket_options: Any = None) -> httpcore.NetworkStream:
+            if dial is not None:
+                return Stream(_dialled(dial, host, port, timeout))
             try:
                 limit = _left(timeout)
                 addresses = checked_addresses(host, port, policy, limit)
@@ -139,6 +143,21 @@ def checked_client(policy: WebPolicy | None, **options: Any) -> httpx.Client:
         raise RuntimeError("httpx's transport has no connection pool to pin addresses in (httpcore changed?)")
     pool._network_backend = CheckedBackend()
     return httpx.Client(transport=transport, follow_redirects=False, trust_env=False, **options)
+
+
+def _dialled(dial: Dial, host: str, port: int, timeout: float | None) -> Any:
+    """httpcore's stream over the connection `dial` makes, its errors as httpcore's."""
+    import httpcore
+    from httpcore._backends.sync import SyncStream
+
+    try:
+        return SyncStream(dial(host, port, _left(timeout)))
+    except Refused as exc:
+        raise httpcore.ConnectError(str(exc)) from exc
+    except TimeoutError as exc:
+        raise httpcore.ConnectTimeout(str(exc)) from None
+    except OSError as exc:
+        raise httpcore.ConnectError(f"{host}: {exc}") from None
 
 
 def _refused_by(exc: BaseException) -> Refused | None:

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from ..webguard import checked_dial
 from .cache import PageCache
 from .errors import PageError
 from .fetch import ACCEPT, USER_AGENT, Fetched, checked_client, fetch_direct
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     import httpx
 
     from ..config import WebSettings
-    from ..webguard import WebPolicy
+    from ..webguard import OpenTcp, WebPolicy
 
 Origin = tuple[str, str, int | None]  # scheme, host, port
 
@@ -65,8 +66,9 @@ class Fetcher:
     """A session's way to fetch pages: one checked httpx client per URL policy (connections and
     cookies kept across the session's calls), the session's page cache and its per-host limit."""
 
-    def __init__(self, settings: WebSettings) -> None:
+    def __init__(self, settings: WebSettings, open_tcp: OpenTcp | None = None) -> None:
         self.settings = settings
+        self._open_tcp = open_tcp  # connect from the backend (its network), else from here
         self.cache = PageCache(settings.cache_max_bytes, settings.cache_ttl)
         self.hosts = HostSlots(settings.max_per_host)
         self._clients: list[tuple[WebPolicy | None, httpx.Client]] = []
@@ -86,7 +88,8 @@ class Fetcher:
             headers = {"User-Agent": self.settings.user_agent or USER_AGENT, "Accept": ACCEPT}
             # Requests in flight are bounded per host (HostSlots) and by the callers' threads.
             limits = httpx.Limits(max_connections=None, max_keepalive_connections=32)
-            client = checked_client(policy, timeout=self.settings.fetch_timeout, headers=headers, limits=limits)
+            dial = None if self._open_tcp is None else checked_dial(policy, self._open_tcp)
+            client = checked_client(policy, timeout=self.settings.fetch_timeout, headers=headers, limits=limits, dial=dial)
             self._clients.append((policy, client))
             return client
 

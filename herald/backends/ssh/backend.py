@@ -18,8 +18,10 @@ import dataclasses
 import getpass
 import logging
 import posixpath
+import socket
 import threading
 import time
+from collections.abc import Callable
 
 import paramiko
 
@@ -34,6 +36,7 @@ from .filecalls import FileCalls
 from .scripts import RESTORE, SETUP
 from .seen import Seen
 from .target import DEFAULT_PORT, SSHTarget, parse_ssh_spec
+from .tunnel import Tunnels
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +82,7 @@ class SSHBackend:
         self._seen = Seen(self._lock, self._busy)
         self._silent_at = -1e9  # when a connection was last given up because the host went silent
         self._file_calls = FileCalls(self.target, self._connection, self._lock, self._seen)
+        self._tunnels = Tunnels(self._connection, str(self.target))
 
     # -- the connection ----------------------------------------------------------------------
 
@@ -200,6 +204,14 @@ class SSHBackend:
             self._channels = [c for c in self._channels if not c.closed] + [channel]
         self._seen.changed(None)
         return channel
+
+    def open_tcp(self, host: str, port: int, *, timeout: float | None,
+                 check: Callable[[str], None] | None = None) -> socket.socket:
+        """See Backend.open_tcp: a `direct-tcpip` channel on the session's connection (tunnel.py)."""
+        try:
+            return self._tunnels.open(host, port, timeout, check)
+        except BackendError as exc:
+            raise ConnectionError(f"cannot reach the network of {self.target}: {exc}") from None
 
     def run(self, command: str, *, timeout: float | None = None, workdir: str | None = None,
             read_only: bool = False) -> CommandResult:
