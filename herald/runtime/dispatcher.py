@@ -68,6 +68,8 @@ from .offer import offer_tools
 from .scope import CallScope
 
 log = logging.getLogger(__name__)
+# Errors that mean a script's call was refused rather than failed (ExecutionResult.refused_calls).
+COUNTED_REFUSALS = frozenset({"BudgetExhausted", "PolicyRefused"})
 
 
 # Modules a tool may import lazily -> what to install. Keys are top-level module names.
@@ -201,6 +203,9 @@ class Dispatcher:
             if over is not None:
                 reply = _error("BudgetExhausted", over)
                 frame = reply_frame(message, reply, echo)
+        kind = reply["error"].get("type") if tool is not None and "error" in reply else None
+        if kind in COUNTED_REFUSALS:  # the call limit's refusals are counted by `scope.take`
+            scope.count_refusal(kind)
         self._log(scope.run_id, "sandbox_tool_call", name, args, reply, len(frame) - HEADER.size, time.perf_counter() - started)
         if self.on_script_call is not None:
             try:

@@ -28,7 +28,10 @@ class CallScope:
     max_calls: int
     deadline: float | None = None  # time.monotonic() at which the run is stopped
     calls: int = 0
-    refused: int = 0
+    refused: int = 0  # calls refused past `max_calls`
+    # Calls refused for another reason, by error type (BudgetExhausted, PolicyRefused): the
+    # result says how many of the script's calls did not run, in a field it can check.
+    refusals: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     # Set when the run is over (interrupted, timed out): calls still running are asked to stop.
     cancel: threading.Event = field(default_factory=threading.Event)
@@ -55,6 +58,17 @@ class CallScope:
             self.calls += 1
             self.running += 1
             return True
+
+    def count_refusal(self, kind: str) -> None:
+        """A call of this run was refused (`kind`: its error type) after `take` let it through."""
+        with self.lock:
+            self.refusals[kind] = self.refusals.get(kind, 0) + 1
+
+    @property
+    def refused_calls(self) -> int:
+        """Every call of this run that Herald refused: past the call limit, a budget, the policy."""
+        with self.lock:
+            return self.refused + sum(self.refusals.values())
 
     def done(self) -> None:
         """A call `take` let through has ended (whatever it returned)."""
