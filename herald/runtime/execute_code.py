@@ -36,7 +36,7 @@ def execute_code_description(script_tools: list[Tool], settings: Settings, polic
     lines = []
     for tool, signature in zip(script_tools, signatures(script_tools), strict=True):
         summary = tool.description.strip().splitlines()[0]
-        lines.append(f"  {signature}\n      {summary}" + (f" Returns {tool.returns}." if tool.returns else ""))
+        lines.append(f"  {signature}\n      {summary}" + (f" Returns {tool.returns_shape}." if tool.returns_shape else ""))
     stubs = "\n".join(lines) or "  (no tools are enabled for scripts in this session)"
     return (
         "Run a Python 3 script in a sandboxed interpreter. It imports Herald's tools as plain "

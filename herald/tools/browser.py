@@ -11,7 +11,7 @@ import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypedDict
 
 from ..backends.base import call_cwd
 from ..config import Settings
@@ -24,7 +24,56 @@ if TYPE_CHECKING:
 
 SESSION_KEY = "browser.session"
 Result = dict[str, Any]
-PAGE = "{'url': str, 'title': str"
+
+
+class PageResult(TypedDict):
+    """Where the page is now; `note` says what else happened (a reconnect, a new tab, a slow load)."""
+
+    url: str
+    title: str
+    note: NotRequired[str]  # what else happened: a reconnect, a new tab, a slow load
+
+
+class NavigateResult(PageResult):
+    status: Annotated[int | None, "HTTP status"]
+
+
+class SnapshotResult(PageResult):
+    snapshot: Annotated[str, "the accessibility tree; refs like @e3"]
+    refs: int
+    truncated: NotRequired[Literal[True]]
+    spill_path: NotRequired[Annotated[str, "the whole snapshot"]]
+
+
+class ClickResult(PageResult):
+    clicked: str
+
+
+class TypeResult(PageResult):
+    typed: str
+    submitted: bool
+
+
+class ScrollResult(PageResult):
+    scroll_y: int
+    page_height: int
+    viewport_height: int
+    at_top: bool
+    at_bottom: bool
+
+
+class PressResult(PageResult):
+    pressed: str
+
+
+class ScreenshotResult(PageResult):
+    path: str
+    bytes: int
+
+
+class CloseResult(TypedDict):
+    closed: bool
+    note: str
 
 
 def browser_session(ctx: ToolContext) -> BrowserSession:
@@ -116,7 +165,7 @@ TOOLS = [
         handler=_browser_call("browser_navigate", lambda s, a: s.navigate(a["url"])),
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
-        returns=PAGE + ", 'status': int | None (HTTP status), 'note'?: str}",
+        returns=NavigateResult,
     ),
     Tool(
         name="browser_snapshot",
@@ -131,7 +180,7 @@ TOOLS = [
         handler=_browser_call("browser_snapshot", lambda s, a: s.snapshot(a["full"])),
         touches=fixed(BROWSER, shared=True),
         unavailable=browser_unavailable,
-        returns=PAGE + ", 'snapshot': str, 'refs': int, 'truncated'?: True, 'spill_path'?: str, 'note'?: str}",
+        returns=SnapshotResult,
     ),
     Tool(
         name="browser_click",
@@ -140,7 +189,7 @@ TOOLS = [
         handler=_browser_call("browser_click", lambda s, a: s.click(a["ref"])),
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
-        returns=PAGE + ", 'clicked': str, 'note'?: str}",
+        returns=ClickResult,
         mutates=True,
     ),
     Tool(
@@ -160,7 +209,7 @@ TOOLS = [
         handler=_browser_call("browser_type", lambda s, a: s.type(a["ref"], a["text"], a["submit"])),
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
-        returns=PAGE + ", 'typed': str, 'submitted': bool, 'note'?: str}",
+        returns=TypeResult,
         mutates=True,
     ),
     Tool(
@@ -170,7 +219,7 @@ TOOLS = [
         handler=_browser_call("browser_scroll", lambda s, a: s.scroll(a["direction"])),
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
-        returns=PAGE + ", 'scroll_y': int, 'page_height': int, 'viewport_height': int, 'at_top': bool, 'at_bottom': bool}",
+        returns=ScrollResult,
     ),
     Tool(
         name="browser_back",
@@ -179,7 +228,7 @@ TOOLS = [
         handler=_browser_call("browser_back", lambda s, a: s.back()),
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
-        returns=PAGE + ", 'note'?: str}",
+        returns=PageResult,
     ),
     Tool(
         name="browser_press",
@@ -191,7 +240,7 @@ TOOLS = [
         handler=_browser_call("browser_press", lambda s, a: s.press(a["key"])),
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
-        returns=PAGE + ", 'pressed': str, 'note'?: str}",
+        returns=PressResult,
         mutates=True,
     ),
     Tool(
@@ -206,7 +255,7 @@ TOOLS = [
         handler=browser_screenshot,
         touches=fixed(BROWSER, shared=True),
         unavailable=browser_unavailable,
-        returns=PAGE + ", 'path': str, 'bytes': int}",
+        returns=ScreenshotResult,
         sandbox=False,
         mutates=True,
     ),
@@ -217,7 +266,7 @@ TOOLS = [
         handler=browser_close,
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
-        returns="{'closed': bool, 'note': str}",
+        returns=CloseResult,
         sandbox=False,
         mutates=True,
     ),

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .._sandbox.toolcore import ToolError as ToolError
 from ..config import Settings
 from .resources import ANY_FILE, Resource, ResourceFn
+from .returns import is_typed_dict, schema_shape, shape
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -65,7 +66,10 @@ class Tool:
     description: str
     parameters: dict[str, Any]  # JSON schema of an object
     handler: Handler
-    returns: str = ""  # one line on the shape of the result, for docstrings and schemas
+    # What a call returns: a TypedDict defined beside the tool (tools/returns.py renders it for
+    # the prompt, the schemas, `herald tools` and the stubs). A string is the transitional form
+    # of tools not converted yet (one line on the result's shape); None: the tool says nothing.
+    returns: type | str | None = None
     # JSON schema of the result when the tool declares one (MCP's outputSchema): the stub's return type.
     output_schema: dict[str, Any] | None = None
     sandbox: bool = True  # callable from execute_code scripts
@@ -109,6 +113,13 @@ class Tool:
             return [Resource(f"tool:{self.name}"), Resource(ANY_FILE)]
 
     @property
+    def returns_shape(self) -> str:
+        """One line on what a call returns ('' when the tool does not say)."""
+        if self.returns is not None:
+            return shape(self.returns)
+        return schema_shape(self.output_schema) if self.output_schema else ""
+
+    @property
     def read_only(self) -> bool:
         """A successful call changed nothing a later call sees: the loop guard may then count
         identical results of identical calls as no progress."""
@@ -120,6 +131,8 @@ class Tool:
         missing = set(self.parameters.get("required", [])) - set(self.properties)
         if missing:
             raise ValueError(f"tool {self.name}: required parameters {sorted(missing)} are not defined")
+        if self.returns is not None and not isinstance(self.returns, str) and not is_typed_dict(self.returns):
+            raise ValueError(f"tool {self.name}: returns must be a TypedDict class (or, for now, a line of text)")
         if self.runs_scripts and (self.sandbox or "code" not in self.required):
             # Caught here, at definition, rather than as a nested sandbox or a view without a script.
             raise ValueError(f"tool {self.name}: a tool that runs scripts needs sandbox=False and a required 'code'")
@@ -136,7 +149,7 @@ class Tool:
 
     def llm_schema(self) -> dict[str, Any]:
         """The OpenAI-style function schema the model sees."""
-        return function_schema(self.name, self.description, self.parameters, self.returns)
+        return function_schema(self.name, self.description, self.parameters, self.returns_shape)
 
 
 def function_schema(name: str, description: str, parameters: dict[str, Any], returns: str = "") -> dict[str, Any]:
