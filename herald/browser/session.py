@@ -30,7 +30,7 @@ import contextvars
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,6 +100,7 @@ class BrowserSession:
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
+        self._warming: Future[None] | None = None  # the launch `warm` started, while it runs
         # Touched on the browser thread only:
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
@@ -111,6 +112,23 @@ class BrowserSession:
         self._lost_reason: str | None = None
 
     # -- the browser thread ------------------------------------------------------------------
+
+    def warm(self) -> None:
+        """Start the browser now, in the background, unless the session has used it already.
+        Queued on the browser thread like any call, so the first call waits for this launch
+        rather than making another."""
+        with self._lock:
+            if self._closed or self._executor is not None:
+                return
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="herald-browser")
+            self._warming = self._executor.submit(self._warm_here)
+
+    def _warm_here(self) -> None:
+        try:
+            self._ensure()  # bounded by browser.launch_timeout, as a call's launch is
+        except Exception as exc:  # the first call launches again and says what failed
+            if not self._closed:
+                log.warning("starting the browser ahead of its first call failed: %s", first_line(exc))
 
     def run(self, action: Callable[[Tab], Result]) -> Result:
         """Run `action` on the browser thread with a live page; reconnect once if it dropped."""
@@ -225,6 +243,8 @@ class BrowserSession:
             manager = sync_playwright()
             self._playwright = manager.start()
             self._driver_pid = driver_pid(manager)
+        if self._closed:  # closed while the driver started (a warm-up): launch nothing now
+            raise BrowserError("the browser session is closed (the Herald session ended).")
         if self.settings.cdp_url:
             self._browser = connect_cdp(self._playwright, self.settings, actions.budget_ms(self.settings.launch_timeout))
         else:
@@ -340,9 +360,15 @@ class BrowserSession:
             executor, self._executor = self._executor, None
         if executor is None:
             return
+        warming = self._warming is not None and not self._warming.done()
+        if warming and self._driver_pid is not None:
+            # A launch nobody waits for: kill it rather than wait for it (the browser thread's
+            # launch then fails at once, and the shutdown queued behind it stops the driver).
+            self._kill_driver()
         done = executor.submit(self._shutdown)
         try:
-            # A running call finishes first, but not for long: its run is over.
+            # A running call finishes first, but not for long: its run is over. A launch whose
+            # driver was still starting gives up once it has (`_connect`), within this wait.
             done.result(timeout=CLOSE_WAIT)
         except FutureTimeout:
             log.warning("a browser call was still running at close: killing the browser")

@@ -55,6 +55,10 @@ class SandboxSettings:
     spill_retention: float = 7 * 24 * 3600.0  # seconds spill files are kept (swept when a Runtime starts); 0: forever
     # Per-script budgets beyond the call count, e.g. {web_calls = 20, reply_bytes = 5_000_000} (policy/budgets.py)
     budgets: dict[str, float] = field(default_factory=dict)
+    # When tools' warm-ups (Chromium's launch, ...) start ahead of their first call (runtime/offer.py):
+    # "auto": for tools the session's `tools` list names, and for those a script names, as it
+    # starts; "offered": every offered tool, when the session starts; "off": on the first call.
+    warm_tools: str = "auto"
 
 
 @dataclass

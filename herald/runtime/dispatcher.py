@@ -64,7 +64,7 @@ from ..tools.arguments import bind_arguments
 from ..tools.registry import Registry, Tool, ToolContext, ToolError
 from ..tools.resources import KeyedLocks, Resource
 from ..transcript import Transcript, preview
-from .offer import offer_tools
+from .offer import ToolWarmer, offer_tools
 from .scope import CallScope
 
 log = logging.getLogger(__name__)
@@ -128,6 +128,9 @@ class Dispatcher:
         self._offered = {t.name: t for t in self.tools}
         self._locks = KeyedLocks()
         self._ids = itertools.count(1)
+        # The offered tools' warm-ups (a browser launched ahead of its first call): offer.py.
+        self.warmer = ToolWarmer(ctx, self.tools, ctx.settings.sandbox.warm_tools)
+        self.warmer.session_started(enabled)
         # Called after each script call with (tool name, succeeded): live progress for a UI.
         self.on_script_call: Callable[[str, bool], None] | None = None
 

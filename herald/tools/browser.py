@@ -81,6 +81,8 @@ def browser_session(ctx: ToolContext) -> BrowserSession:
     with ctx.cache_lock:
         session: BrowserSession | None = ctx.cache.get(SESSION_KEY)
         if session is None:
+            if ctx.closed:  # a browser made now would outlive the session
+                raise ToolError("the browser session is closed (the Herald session ended).", "BrowserUnavailable")
             try:
                 from ..browser.session import BrowserSession
             except ImportError:
@@ -93,6 +95,13 @@ def browser_session(ctx: ToolContext) -> BrowserSession:
             ctx.cache[SESSION_KEY] = session
             ctx.closers.append(session.close)
         return session
+
+
+def warm_browser(ctx: ToolContext) -> None:
+    """Launch (or attach to) the session's browser now, on its thread: the first call then finds
+    it running, or waits for this launch there (one launch, never two)."""
+    if installed("playwright"):
+        browser_session(ctx).warm()
 
 
 def _browser_call(tool: str, operation: Callable[[BrowserSession, Result], Result]) -> Callable[[Result, ToolContext], Result]:
@@ -165,6 +174,7 @@ TOOLS = [
         handler=_browser_call("browser_navigate", lambda s, a: s.navigate(a["url"])),
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
+        warm=warm_browser,
         returns=NavigateResult,
     ),
     Tool(
@@ -180,6 +190,7 @@ TOOLS = [
         handler=_browser_call("browser_snapshot", lambda s, a: s.snapshot(a["full"])),
         touches=fixed(BROWSER, shared=True),
         unavailable=browser_unavailable,
+        warm=warm_browser,
         returns=SnapshotResult,
     ),
     Tool(
@@ -189,6 +200,7 @@ TOOLS = [
         handler=_browser_call("browser_click", lambda s, a: s.click(a["ref"])),
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
+        warm=warm_browser,
         returns=ClickResult,
         mutates=True,
     ),
@@ -209,6 +221,7 @@ TOOLS = [
         handler=_browser_call("browser_type", lambda s, a: s.type(a["ref"], a["text"], a["submit"])),
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
+        warm=warm_browser,
         returns=TypeResult,
         mutates=True,
     ),
@@ -219,6 +232,7 @@ TOOLS = [
         handler=_browser_call("browser_scroll", lambda s, a: s.scroll(a["direction"])),
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
+        warm=warm_browser,
         returns=ScrollResult,
     ),
     Tool(
@@ -228,6 +242,7 @@ TOOLS = [
         handler=_browser_call("browser_back", lambda s, a: s.back()),
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
+        warm=warm_browser,
         returns=PageResult,
     ),
     Tool(
@@ -240,6 +255,7 @@ TOOLS = [
         handler=_browser_call("browser_press", lambda s, a: s.press(a["key"])),
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
+        warm=warm_browser,
         returns=PressResult,
         mutates=True,
     ),
@@ -255,6 +271,7 @@ TOOLS = [
         handler=browser_screenshot,
         touches=fixed(BROWSER, shared=True),
         unavailable=browser_unavailable,
+        warm=warm_browser,
         returns=ScreenshotResult,
         sandbox=False,
         mutates=True,
@@ -266,6 +283,7 @@ TOOLS = [
         handler=browser_close,
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
+        warm=warm_browser,
         returns=CloseResult,
         sandbox=False,
         mutates=True,

@@ -41,6 +41,9 @@ class ToolContext:
     # (redirects, frames, subresources, resolved addresses): the Dispatcher fills it from its
     # policy; None checks nothing (the full profile, or no Dispatcher).
     web_policy: WebPolicy | None = None
+    # Set by `close`: a session object made after it (by a warm-up thread, say) would never be
+    # closed, so makers check it under `cache_lock` and refuse.
+    closed: bool = False
 
     @property
     def spill_dir(self) -> Path:
@@ -49,6 +52,7 @@ class ToolContext:
     def close(self) -> None:
         """Run the closers, newest first; one failing does not stop the others."""
         with self.cache_lock:
+            self.closed = True
             closers, self.closers = self.closers[::-1], []
         for close in closers:
             try:
@@ -92,6 +96,11 @@ class Tool:
     # Why this tool cannot work with these settings (no provider key, no browser), or None when it
     # can. An unavailable tool is not offered to the model unless the session names it explicitly.
     unavailable: Callable[[Settings], str | None] | None = None
+    # Work the tool's first call would otherwise wait for (start a browser, import a stack), done
+    # ahead on a daemon thread once per session when the session is likely to call the tool
+    # (runtime/offer.py ToolWarmer says when); errors are logged, and the first call does the work.
+    # Tools sharing one hook share one warm-up.
+    warm: Callable[[ToolContext], None] | None = None
 
     def unavailable_reason(self, settings: Settings) -> str | None:
         """None when the tool can work in a session with `settings`, else the reason it cannot."""
