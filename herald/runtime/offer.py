@@ -13,7 +13,7 @@ an import or a call; reading the source here only decides what to prepare, never
 "offered" warms every offered tool when the session starts (a long-lived session where a model
 thinks first); "off" leaves the work to the first call. "auto" is the default because a session
 offers the browser whenever Chromium is installed: launching it for every script that never
-browses would cost each run a CPU burst and ~150 MB.
+browses would cost each session ~1.3 s of CPU and ~380 MB (measured, headless Chromium).
 """
 
 from __future__ import annotations

@@ -166,8 +166,9 @@ TOOLS = [
     Tool(
         name="browser_navigate",
         description=(
-            "Open a URL in the session's browser tab and wait for it to load. The browser starts "
-            "on first use (local Chromium, or the browser at browser.cdp_url) and is reused. "
+            "Open a URL in the session's browser tab and wait for it to load. The browser (local "
+            "Chromium, or the one at browser.cdp_url) is started ahead when the session or a script "
+            "names a browser tool, else on first use, and is reused. "
             "Then call browser_snapshot() to read the page and get element refs."
         ),
         parameters=_schema({"url": {"type": "string", "description": "Full URL; 'example.com' means https://example.com."}}, ["url"]),
