@@ -114,9 +114,8 @@ class BrowserSession:
     # -- the browser thread ------------------------------------------------------------------
 
     def warm(self) -> None:
-        """Start the browser now, in the background, unless the session has used it already.
-        Queued on the browser thread like any call, so the first call waits for this launch
-        rather than making another."""
+        """Start the browser now, in the background, on its thread: a first call waits for this
+        launch there rather than making another. Nothing once the session has used it."""
         with self._lock:
             if self._closed or self._executor is not None:
                 return
@@ -360,15 +359,12 @@ class BrowserSession:
             executor, self._executor = self._executor, None
         if executor is None:
             return
-        warming = self._warming is not None and not self._warming.done()
-        if warming and self._driver_pid is not None:
-            # A launch nobody waits for: kill it rather than wait for it (the browser thread's
-            # launch then fails at once, and the shutdown queued behind it stops the driver).
-            self._kill_driver()
+        if self._warming is not None and not self._warming.done() and self._driver_pid is not None:
+            self._kill_driver()  # a launch nobody waits for: it fails at once, the shutdown follows
         done = executor.submit(self._shutdown)
         try:
-            # A running call finishes first, but not for long: its run is over. A launch whose
-            # driver was still starting gives up once it has (`_connect`), within this wait.
+            # A running call finishes first, but not for long: its run is over. (A warm-up whose
+            # driver was still starting launches nothing once it has: `_connect`.)
             done.result(timeout=CLOSE_WAIT)
         except FutureTimeout:
             log.warning("a browser call was still running at close: killing the browser")
