@@ -18,6 +18,8 @@ log = logging.getLogger(__name__)
 # How long the end of a run waits for its cancelled calls to return: those that honour their
 # cancel event or deadline (terminal, lock waits, MCP, ...) are gone within a poll or two.
 STOP_CALLS_SECONDS = 0.5
+# Error types of a script's calls that Herald refused to run (ExecutionResult.refused_calls).
+REFUSALS = frozenset({"ToolCallLimit", "BudgetExhausted", "PolicyRefused"})
 
 
 @dataclass
