@@ -161,6 +161,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
                     runtime = Runtime(made, settings=settings, policy=policy)
             except (ValueError, SandboxStartError) as exc:  # unknown tool names; no python in the backend
                 raise UsageError(str(exc)) from None
+            runtime.dispatcher.warmer.script_starts(code)  # a browser it names starts while the backend connects
             backend = opening.take(max(0.0, deadline - time.monotonic()) + settings.sandbox.kill_grace)
         except ConnectTimeout:  # the run's time was up before the backend was connected
             from ..runtime.outcome import not_connected
