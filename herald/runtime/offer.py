@@ -110,7 +110,7 @@ class ToolWarmer:
 
     def script_starts(self, code: str) -> None:
         """A script is about to run: warm the tools its source names."""
-        if self._mode != "off" and self._named is not None:
+        if self._mode != "off" and self._named is not None and len(self._started) < len(set(self._hooks.values())):
             self.warm({m.group(1) for m in self._named.finditer(code)})
 
     def warm(self, names: Iterable[str]) -> None:
