@@ -30,7 +30,7 @@ MUST_BE_POSITIVE = frozenset({"sandbox.timeout", "terminal.timeout", "agent.requ
 @dataclass
 class SandboxSettings:
     timeout: float = 300.0
-    max_tool_calls: int = 500  # README's loops fit with room: a 20-item browse loop is ~100 calls, a 200-file read+patch ~400
+    max_tool_calls: int = 500  # README's loops fit with room: a 20-search browse loop 141 calls, a 200-file read+patch 402
     max_stdout_bytes: int = 50_000
     max_stderr_bytes: int = 10_000
     kill_grace: float = 5.0
