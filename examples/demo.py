@@ -23,7 +23,7 @@ def main(root: Path) -> int:
     console.print(f"[bold]Script[/] examples/read_patch_verify.py ({len(script.splitlines())} lines), one execute_code run\n")
     settings = load_settings()
     with LocalBackend(str(project), settings=settings) as backend, Runtime(backend, settings=settings) as runtime:
-        result = runtime.execute(script, max_tool_calls=200)
+        result = runtime.execute(script)  # 83 calls, within the default budget
     console.print(Panel(result.output.rstrip() or "(no output)", title="what the model sees", expand=False))
     if result.error:
         console.print(result.error, style="red")

@@ -1,8 +1,8 @@
 """Bulk read -> patch -> verify in one script: retire ledger.money.legacy_round.
 
-Run it with `herald exec --cwd .demo/project --max-tool-calls 200 examples/read_patch_verify.py`
-(`make demo` does). Every tool call below is an RPC to Herald; only what this script prints
-reaches the model.
+Run it with `herald exec --cwd .demo/project examples/read_patch_verify.py` (`make demo` does);
+its 83 calls fit the default budget of 500. Every tool call below is an RPC to Herald; only what
+this script prints reaches the model.
 """
 
 from hermes_tools import parallel, patch, read_file, search_files, terminal

@@ -250,6 +250,14 @@ def patch(files: Files, cwd: str, limits: Mapping[str, int], args: Mapping[str, 
         old, new = old.replace("\r\n", "\n").replace("\n", newline), new.replace("\r\n", "\n").replace("\n", newline)
     matches, strategy = find_matches(text, old)
     if not matches:
+        applied = _applied_at(text, new)
+        if applied:
+            raise ToolError(
+                "patch: old_string was not found in %s, but new_string is there (line %d): the edit looks "
+                "applied already (by an earlier call or run), so nothing was changed. Go on with the next "
+                "step; read_file the region if in doubt." % (path, applied),
+                "AlreadyApplied",
+            )
         raise ToolError(
             "patch: old_string was not found in %s, even ignoring differences in whitespace and "
             "indentation. read_file the region you want to change and copy the text exactly." % path,
@@ -282,6 +290,16 @@ def patch(files: Files, cwd: str, limits: Mapping[str, int], args: Mapping[str, 
     if len(diff) > MAX_DIFF_CHARS:
         diff = diff[:MAX_DIFF_CHARS] + "\n[... diff cut at {:,} chars ...]\n".format(MAX_DIFF_CHARS)
     return {"path": shown, "replacements": len(matches), "match": strategy, "diff": diff}
+
+
+def _applied_at(text: str, new: str) -> int:
+    """The line where `new` already stands in `text` (matched as `old_string` would be), or 0:
+    an edit that is there already, whose `old_string` is therefore gone. A deletion (blank
+    `new`) leaves nothing to recognise."""
+    if not new.strip():
+        return 0
+    spans, _ = find_matches(text, new)
+    return text.count("\n", 0, spans[0][0]) + 1 if spans else 0
 
 
 def unified_diff(before: str, after: str, shown: str) -> str:

@@ -9,12 +9,24 @@ and is saved in the session transcript, so a resumed session has it back.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from ..tools.registry import Tool, ToolContext, ToolError
 from ..tools.resources import tool_wide
 
 STATES = ("pending", "in_progress", "completed", "cancelled")
+
+
+class TodoItem(TypedDict):
+    id: str
+    content: str
+    status: Literal["pending", "in_progress", "completed", "cancelled"]
+
+
+class TodoResult(TypedDict):
+    todos: list[TodoItem]
+    counts: dict[str, int]
+
 MARKS = {"pending": "[ ]", "in_progress": "[>]", "completed": "[x]", "cancelled": "[-]"}
 
 
@@ -102,7 +114,7 @@ def todo_tool(todo: TodoList) -> Tool:
         ),
         parameters=TODO_PARAMETERS,
         handler=handler,
-        returns="{'todos': [{'id', 'content', 'status'}], 'counts': {state: int}}",
+        returns=TodoResult,
         sandbox=False,
         touches=tool_wide("todo"),
         changes_agent_state=True,  # a write changes what the next read returns

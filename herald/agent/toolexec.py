@@ -162,11 +162,11 @@ class ToolExecutor:
         return self._finish(call, self._cap(text, call.id), ok=not failed, started=started, inner=inner,
                             runs_script=runs_script)
 
-    def _on_inner_call(self, tool: str, ok: bool) -> None:
+    def _on_inner_call(self, tool: str, error: str | None) -> None:
         with self._inner_lock:
             self._inner += 1
             count = self._inner
-        self._emit(InnerToolCall(tool, ok, count))
+        self._emit(InnerToolCall(tool, error is None, count))
 
     # -- results -----------------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ import contextvars
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,6 +104,7 @@ class BrowserSession:
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
+        self._warming: Future[None] | None = None  # the launch `warm` started, while it runs
         # Touched on the browser thread only:
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
@@ -115,6 +116,22 @@ class BrowserSession:
         self._lost_reason: str | None = None
 
     # -- the browser thread ------------------------------------------------------------------
+
+    def warm(self) -> None:
+        """Start the browser now, in the background, on its thread: a first call waits for this
+        launch there rather than making another. Nothing once the session has used it."""
+        with self._lock:
+            if self._closed or self._executor is not None:
+                return
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="herald-browser")
+            self._warming = self._executor.submit(self._warm_here)
+
+    def _warm_here(self) -> None:
+        try:
+            self._ensure()  # bounded by browser.launch_timeout, as a call's launch is
+        except Exception as exc:  # the first call launches again and says what failed
+            if not self._closed:
+                log.warning("starting the browser ahead of its first call failed: %s", first_line(exc))
 
     def run(self, action: Callable[[Tab], Result]) -> Result:
         """Run `action` on the browser thread with a live page; reconnect once if it dropped."""
@@ -229,6 +246,8 @@ class BrowserSession:
             manager = sync_playwright()
             self._playwright = manager.start()
             self._driver_pid = driver_pid(manager)
+        if self._closed:  # closed while the driver started (a warm-up): launch nothing now
+            raise BrowserError("the browser session is closed (the Herald session ended).")
         if self._guard is None:
             self._guard, note = session_guard(self.settings.cdp_url, self.web_policy, self._refusals, self._dial)
             self._pending_note = self._pending_note or note
@@ -348,9 +367,12 @@ class BrowserSession:
             executor, self._executor = self._executor, None
         if executor is None:
             return
+        if self._warming is not None and not self._warming.done() and self._driver_pid is not None:
+            self._kill_driver()  # a launch nobody waits for: it fails at once, the shutdown follows
         done = executor.submit(self._shutdown)
         try:
-            # A running call finishes first, but not for long: its run is over.
+            # A running call finishes first, but not for long: its run is over. (A warm-up whose
+            # driver was still starting launches nothing once it has: `_connect`.)
             done.result(timeout=CLOSE_WAIT)
         except FutureTimeout:
             log.warning("a browser call was still running at close: killing the browser")

@@ -161,6 +161,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
                     runtime = Runtime(made, settings=settings, policy=policy)
             except (ValueError, SandboxStartError) as exc:  # unknown tool names; no python in the backend
                 raise UsageError(str(exc)) from None
+            runtime.dispatcher.warmer.script_starts(code)  # a browser it names starts while the backend connects
             backend = opening.take(max(0.0, deadline - time.monotonic()) + settings.sandbox.kill_grace)
         except ConnectTimeout:  # the run's time was up before the backend was connected
             from ..runtime.outcome import not_connected
@@ -244,8 +245,9 @@ def _summarise(result: ExecutionResult) -> None:
         err.print(escape(note), style="yellow" if result.ok else "red")
     style = "green" if result.ok else "red"
     profile = f" · profile {result.profile}" if result.profile and result.profile != "workspace-write" else ""
-    line = (f"[{style}]{result.status}[/]{profile} · exit {result.exit_code} · {result.tool_calls_made} tool call(s) · "
-            f"{result.duration_seconds:.2f} s")
+    refused = f" ([red]{result.refused_calls} refused[/])" if result.refused_calls else ""
+    line = (f"[{style}]{result.status}[/]{profile} · exit {result.exit_code} · {result.tool_calls_made} tool call(s)"
+            f"{refused} · {result.duration_seconds:.2f} s")
     if result.output_spill_path:
         line += f" · full output: {escape(result.output_spill_path)}"
     if result.error_spill_path:

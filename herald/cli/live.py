@@ -31,6 +31,7 @@ class LiveView:
         self._started = time.monotonic()
         self._calls = 0
         self._failed = 0
+        self._refused = 0  # not run at all: the call limit, a budget, the permission policy
         self._last_tool = ""
         self._status_line = status_line
         self._shown = False
@@ -90,10 +91,13 @@ class LiveView:
                     self._write(stream, data)
                 self._draw()
 
-    def tool_call(self, tool: str, ok: bool) -> None:
+    def tool_call(self, tool: str, error: str | None) -> None:
+        from ..runtime.scope import REFUSALS  # loaded by now: the runtime reports this call
+
         with self._lock:
             self._calls += 1
-            self._failed += not ok
+            self._refused += error in REFUSALS
+            self._failed += error is not None and error not in REFUSALS
             self._last_tool = tool
             self._draw()
 
@@ -119,8 +123,9 @@ class LiveView:
             return
         elapsed = time.monotonic() - self._started
         text = f"running{self._profile} · {self._calls} tool call(s)"
-        if self._failed:
-            text += f" ({self._failed} failed)"
+        trouble = [f"{n} {what}" for n, what in ((self._failed, "failed"), (self._refused, "refused")) if n]
+        if trouble:
+            text += f" ({', '.join(trouble)})"
         if self._last_tool:
             text += f" · last: {self._last_tool}"
         text += f" · {elapsed:.1f} s"
@@ -154,8 +159,11 @@ class EventStream:
     def output(self, stream: str, data: bytes) -> None:
         self.emit({"event": stream, "data": data.decode("utf-8", "replace")})
 
-    def tool_call(self, tool: str, ok: bool) -> None:
+    def tool_call(self, tool: str, error: str | None) -> None:
         with self._lock:
             self._calls += 1
             calls = self._calls
-        self.emit({"event": "tool_call", "tool": tool, "ok": ok, "calls": calls})
+        event: dict[str, Any] = {"event": "tool_call", "tool": tool, "ok": error is None, "calls": calls}
+        if error is not None:
+            event["error"] = error
+        self.emit(event)

@@ -71,6 +71,8 @@ def cmd_tools(args: argparse.Namespace) -> int:
     for tool, line in zip(script_tools, signatures(script_tools), strict=True):
         out.print(f"  [cyan]{escape(line)}[/]")
         out.print(f"      {escape(tool.description.splitlines()[0])}", style="dim")
+        if tool.returns_shape:
+            out.print(f"      returns {escape(tool.returns_shape)}", style="dim")
     if not script_tools:
         out.print("  (none enabled)")
     direct = [t.name for t in offer.tools if not t.sandbox]

@@ -33,7 +33,7 @@ MUST_BE_POSITIVE = frozenset({"sandbox.timeout", "terminal.timeout", "agent.requ
 @dataclass
 class SandboxSettings:
     timeout: float = 300.0
-    max_tool_calls: int = 50
+    max_tool_calls: int = 500  # README's loops fit with room: a 20-search browse loop 141 calls, a 200-file read+patch 402
     max_stdout_bytes: int = 50_000
     max_stderr_bytes: int = 10_000
     kill_grace: float = 5.0
@@ -58,6 +58,10 @@ class SandboxSettings:
     spill_retention: float = 7 * 24 * 3600.0  # seconds spill files are kept (swept when a Runtime starts); 0: forever
     # Per-script budgets beyond the call count, e.g. {web_calls = 20, reply_bytes = 5_000_000} (policy/budgets.py)
     budgets: dict[str, float] = field(default_factory=dict)
+    # When tools' warm-ups (Chromium's launch, ...) start ahead of their first call (runtime/offer.py):
+    # "auto": for tools the session's `tools` list names, and for those a script names, as it
+    # starts; "offered": every offered tool, when the session starts; "off": on the first call.
+    warm_tools: str = "auto"
 
 
 @dataclass

@@ -104,7 +104,7 @@ def build_server(runtime: Runtime, *, direct_tools: bool = False, approvals: App
     listing = [types.Tool(name=runtime.execute_tool.name, description=runtime.execute_tool.description,
                           input_schema=EXECUTE_PARAMETERS,
                           annotations=types.ToolAnnotations(read_only_hint=False, open_world_hint=True))]
-    listing += [types.Tool(name=t.name, description=t.description + (f"\nReturns: {t.returns}" if t.returns else ""),
+    listing += [types.Tool(name=t.name, description=t.description + (f"\nReturns: {t.returns_shape}" if t.returns_shape else ""),
                            input_schema=t.parameters, annotations=types.ToolAnnotations(read_only_hint=not t.mutates))
                 for t in offered]
     runs = asyncio.Lock()
@@ -141,6 +141,8 @@ def build_server(runtime: Runtime, *, direct_tools: bool = False, approvals: App
 async def _execute(runtime: Runtime, ctx: ServerRequestContext[Any], args: dict[str, Any]) -> CallToolResult:
     from mcp import types
 
+    from ..runtime.scope import REFUSALS
+
     code, session, reset = args.get("code"), args.get("session"), bool(args.get("reset", False))
     if not isinstance(code, str):
         return _text_result("execute_code needs code: the Python script to run, as a string.", error=True)
@@ -151,11 +153,11 @@ async def _execute(runtime: Runtime, ctx: ServerRequestContext[Any], args: dict[
     sent: list[Any] = []
     lock = threading.Lock()
 
-    def on_call(tool: str, ok: bool) -> None:  # on the dispatcher's threads
+    def on_call(tool: str, error: str | None) -> None:  # on the dispatcher's threads
         nonlocal calls
         with lock:
             calls += 1
-            message = f"{tool}" + ("" if ok else " (failed)")
+            message = tool + ("" if error is None else " (refused)" if error in REFUSALS else " (failed)")
             sent.append(asyncio.run_coroutine_threadsafe(ctx.session.report_progress(calls, None, message), loop))
 
     runtime.dispatcher.on_script_call = on_call

@@ -28,7 +28,7 @@ import re
 import secrets
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypedDict
 
 from ..backends.shell import current_cancel
 from ..capture import CappedCapture
@@ -198,7 +198,7 @@ def _tool(server: McpServerSettings, spec: dict[str, Any], name: str) -> Tool:
 
     return _scriptable(Tool(
         name=name, description=description, parameters=parameters, handler=handler,
-        returns=_returns(output), output_schema=output, sandbox=scriptable, mutates=not read_only,
+        returns=None if output else McpTextResult, output_schema=output, sandbox=scriptable, mutates=not read_only,
     ))
 
 
@@ -263,11 +263,15 @@ def _scriptable(tool: Tool) -> Tool:
     return tool
 
 
-def _returns(output: dict[str, Any] | None) -> str:
-    if output is None:
-        return "a dict: {text: the tool's text answer (often JSON: use json_parse)}"
-    keys = list((output.get("properties") or {}).keys())
-    return "a dict: {" + ", ".join(keys) + "}" if keys else "the tool's structured result"
+class McpTextResult(TypedDict):
+    """The answer of an MCP tool that declares no outputSchema."""
+
+    text: Annotated[str, "the tool's text answer, often JSON: use json_parse"]
+    content: NotRequired[Annotated[list[dict[str, Any]], "its other blocks (images, audio), data omitted"]]
+    truncated: NotRequired[Literal[True]]
+    bytes: NotRequired[int]
+    spill_path: NotRequired[str]
+    note: NotRequired[str]
 
 
 def _result(name: str, result: CallToolResult, note: str | None) -> Any:

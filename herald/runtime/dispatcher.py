@@ -64,8 +64,8 @@ from ..tools.arguments import bind_arguments
 from ..tools.registry import Registry, Tool, ToolContext, ToolError
 from ..tools.resources import KeyedLocks, Resource
 from ..transcript import Transcript, preview
-from .offer import offer_tools, warm_offered
-from .scope import CallScope
+from .offer import ToolWarmer, offer_tools
+from .scope import REFUSALS, CallScope
 
 log = logging.getLogger(__name__)
 
@@ -123,12 +123,15 @@ class Dispatcher:
         self.tools: list[Tool] = self.offer.tools  # what a model may call directly (execute_code aside)
         self.script_tools: list[Tool] = self.offer.script_tools
         self._allowed = {t.name: t for t in self.script_tools}
-        warm_offered(self.tools, ctx)  # imports a first call would wait for, in the background
         self._offered = {t.name: t for t in self.tools}
         self._locks = KeyedLocks()
         self._ids = itertools.count(1)
-        # Called after each script call with (tool name, succeeded): live progress for a UI.
-        self.on_script_call: Callable[[str, bool], None] | None = None
+        # The offered tools' warm-ups (a browser launched ahead of its first call): offer.py.
+        self.warmer = ToolWarmer(ctx, self.tools, ctx.settings.sandbox.warm_tools)
+        self.warmer.session_started(enabled)
+        # Called after each script call with (tool name, its error type or None): live progress
+        # for a UI, which can tell refused calls (scope.REFUSALS) from failed ones.
+        self.on_script_call: Callable[[str, str | None], None] | None = None
 
     def add_direct(self, tool: Tool) -> None:
         """Offer `tool` to direct calls too: a tool made after this dispatcher, such as the
@@ -202,10 +205,13 @@ class Dispatcher:
             if over is not None:
                 reply = _error("BudgetExhausted", over)
                 frame = reply_frame(message, reply, echo)
+        kind = str(reply["error"].get("type")) if "error" in reply else None
+        if tool is not None and kind in REFUSALS and kind != "ToolCallLimit":  # that one: `scope.take`
+            scope.count_refusal(kind)
         self._log(scope.run_id, "sandbox_tool_call", name, args, reply, len(frame) - HEADER.size, time.perf_counter() - started)
         if self.on_script_call is not None:
             try:
-                self.on_script_call(str(name), "error" not in reply)
+                self.on_script_call(str(name), kind)
             except Exception:  # a display problem must not fail the script's call
                 log.exception("on_script_call hook failed")
         return frame
@@ -225,7 +231,7 @@ class Dispatcher:
         self._log(scope.run_id, "sandbox_tool_call", name, args_preview, reply, size, seconds, where, previewed=True)
         if self.on_script_call is not None:
             try:
-                self.on_script_call(name, error is None)
+                self.on_script_call(name, None if error is None else str(error.get("type", "ToolError")))
             except Exception:  # a display problem must not fail the script's call
                 log.exception("on_script_call hook failed")
 

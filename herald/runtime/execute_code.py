@@ -36,7 +36,7 @@ def execute_code_description(script_tools: list[Tool], settings: Settings, polic
     lines = []
     for tool, signature in zip(script_tools, signatures(script_tools), strict=True):
         summary = tool.description.strip().splitlines()[0]
-        lines.append(f"  {signature}\n      {summary}" + (f" Returns {tool.returns}." if tool.returns else ""))
+        lines.append(f"  {signature}\n      {summary}" + (f" Returns {tool.returns_shape}." if tool.returns_shape else ""))
     stubs = "\n".join(lines) or "  (no tools are enabled for scripts in this session)"
     return (
         "Run a Python 3 script in a sandboxed interpreter. It imports Herald's tools as plain "
@@ -58,7 +58,8 @@ def execute_code_description(script_tools: list[Tool], settings: Settings, polic
         "to a file whose path is returned). Act on the workspace through these functions.\n"
         + (f"{policy} A refused call raises ToolError (type PolicyRefused) saying why.\n" if policy else "") +
         "Returns: {status: success|error|timeout|interrupted, output, error, exit_code, "
-        "tool_calls_made, duration_seconds, output_spill_path, ...}."
+        "tool_calls_made, refused_calls (calls refused by the call limit, a budget or the policy: the "
+        "script's work is incomplete when it is not 0), budget_exhausted, duration_seconds, output_spill_path, ...}."
     )
 
 

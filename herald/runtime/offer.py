@@ -4,22 +4,34 @@ A tool that cannot work with the session's settings (`Tool.unavailable_reason`) 
 unless the session named it in its enabled list, in which case it stays with the reason in its
 description. The agent's tool list, execute_code's description, the script stubs and
 `herald tools` all read that one answer.
+
+`ToolWarmer` runs the offered tools' `warm` hooks (Chromium's launch for the browser tools), so
+the first call does not wait for that work: each hook once per session, on a daemon thread, its
+errors logged. When (setting `sandbox.warm_tools`): "auto" warms the tools the session's list
+names when it starts, and those a script names when the script starts (a word of its source:
+an import or a call; reading the source here only decides what to prepare, never what may run);
+"offered" warms every offered tool when the session starts (a long-lived session where a model
+thinks first); "off" leaves the work to the first call. "auto" is the default because a session
+offers the browser whenever Chromium is installed: launching it for every script that never
+browses would cost each session ~1.3 s of CPU and ~380 MB (measured, headless Chromium).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ..config import Settings
 from ..tools.registry import Registry, Tool, ToolContext
 
-log = logging.getLogger(__name__)
-
 UNAVAILABLE_NOTE = "Unavailable in this session: "
+WARM_MODES = ("auto", "offered", "off")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -75,21 +87,46 @@ def _marked_unavailable(tool: Tool, reason: str) -> Tool:
     return dataclasses.replace(tool, description=f"{first.rstrip()} {note}{sep}{rest}")
 
 
-def warm_offered(tools: list[Tool], ctx: ToolContext) -> None:
-    """Run each offered tool's `warm` once for the session `ctx` is, each on a daemon thread of its
-    own (a slow one holds up no other), so a first call finds its imports done. A failure is
-    logged: the tool's first call meets it again and says what to do."""
-    hooks = list(dict.fromkeys(tool.warm for tool in tools if tool.warm is not None))
-    with ctx.cache_lock:
-        warmed: set[Any] = ctx.cache.setdefault("runtime.warmed", set())
-        hooks = [hook for hook in hooks if hook not in warmed]
-        warmed.update(hooks)
-    for hook in hooks:
-        threading.Thread(target=_warm, args=(hook, ctx), name="herald-warm", daemon=True).start()
+class ToolWarmer:
+    """One session's warm-ups of its offered tools (see the module docstring)."""
 
+    def __init__(self, ctx: ToolContext, tools: Iterable[Tool], mode: str) -> None:
+        if mode not in WARM_MODES:
+            raise ValueError(f"unknown sandbox.warm_tools {mode!r}: use one of {', '.join(WARM_MODES)}")
+        self._ctx = ctx
+        self._mode = mode
+        self._hooks: dict[str, Callable[[ToolContext], None]] = {t.name: t.warm for t in tools if t.warm is not None}
+        names = sorted(self._hooks, key=len, reverse=True)
+        self._named = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b") if names else None
+        self._started: set[Callable[[ToolContext], None]] = set()
+        self._lock = threading.Lock()
 
-def _warm(hook: Any, ctx: ToolContext) -> None:
-    try:
-        hook(ctx)
-    except Exception:
-        log.warning("warming up %s failed", getattr(hook, "__qualname__", hook), exc_info=True)
+    def session_started(self, enabled: Iterable[str] | None) -> None:
+        """The session begins, offering its tools; `enabled` is its own list of tools, if any."""
+        if self._mode == "offered":
+            self.warm(self._hooks)
+        elif self._mode == "auto" and enabled is not None:
+            self.warm(enabled)
+
+    def script_starts(self, code: str) -> None:
+        """A script is about to run: warm the tools its source names."""
+        if self._mode != "off" and self._named is not None and len(self._started) < len(set(self._hooks.values())):
+            self.warm({m.group(1) for m in self._named.finditer(code)})
+
+    def warm(self, names: Iterable[str]) -> None:
+        """Start the warm-up of each named tool that has one and has not started it yet."""
+        for name in names:
+            hook = self._hooks.get(name)
+            if hook is None:
+                continue
+            with self._lock:
+                if hook in self._started:
+                    continue
+                self._started.add(hook)
+            threading.Thread(target=self._run, args=(name, hook), name=f"herald-warm-{name}", daemon=True).start()
+
+    def _run(self, name: str, hook: Callable[[ToolContext], None]) -> None:
+        try:
+            hook(self._ctx)
+        except Exception:  # the tool's first call does the work then, and says what failed
+            log.warning("warming up %s failed; its first call will try again", name, exc_info=True)

@@ -100,10 +100,7 @@ def build_result(
         notes.append(f"Kernel session '{session}' was stopped: its state (variables, imports) is lost; the next run starts fresh.")
     elif session is not None and state_lost:
         notes.append(f"Kernel session '{session}' was restarted: earlier state is gone.")
-    if scope.refused:
-        notes.append(f"{scope.refused} tool call(s) were refused: the limit is {scope.max_calls} per run.")
-    if scope.budgets is not None and scope.budgets.exhausted():
-        notes.append(f"Budget(s) used up: {', '.join(scope.budgets.exhausted())}; later calls that needed them were refused.")
+    notes += _refusal_notes(scope)
     if scope.spill is not None and scope.spill.exhausted:
         notes.append(
             f"Spill files of this run reached their cap of {scope.spill.limit:,} bytes "
@@ -125,7 +122,28 @@ def build_result(
         state_lost=state_lost,
         notes=notes,
         budgets=scope.budgets.usage() if scope.budgets is not None else {},
+        refused_calls=scope.refused_calls,
+        budget_exhausted=bool(scope.refused or (scope.budgets is not None and scope.budgets.exhausted())),
     )
+
+
+def _refusal_notes(scope: CallScope) -> list[str]:
+    """What the run's refused calls mean for its result, one note per cause."""
+    notes: list[str] = []
+    if scope.refused:
+        notes.append(
+            f"{scope.refused} tool call(s) were refused: the limit is {scope.max_calls} per run "
+            "(sandbox.max_tool_calls, --max-tool-calls). The script's work is incomplete: run the rest "
+            "in another script, or raise the limit."
+        )
+    if scope.budgets is not None and scope.budgets.exhausted():
+        count = scope.refusals.get("BudgetExhausted", 0)
+        notes.append(f"Budget(s) used up: {', '.join(scope.budgets.exhausted())}; {count} call(s) that needed "
+                     "them were refused.")
+    if scope.refusals.get("PolicyRefused"):
+        notes.append(f"{scope.refusals['PolicyRefused']} tool call(s) were refused by the permission policy "
+                     "(each error names the rule or profile).")
+    return notes
 
 
 def unrunnable(code: str, session: str | None) -> ExecutionResult | None:

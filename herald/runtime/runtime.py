@@ -288,6 +288,7 @@ class Runtime:
         refused = unrunnable(code, session)
         if refused is not None:
             return refused
+        self.dispatcher.warmer.script_starts(code)  # a browser the script will use starts now
         with self._exec_lock:
             if self._closed:
                 raise RuntimeError("this Runtime is closed")

@@ -18,6 +18,8 @@ log = logging.getLogger(__name__)
 # How long the end of a run waits for its cancelled calls to return: those that honour their
 # cancel event or deadline (terminal, lock waits, MCP, ...) are gone within a poll or two.
 STOP_CALLS_SECONDS = 0.5
+# Error types of a script's calls that Herald refused to run (ExecutionResult.refused_calls).
+REFUSALS = frozenset({"ToolCallLimit", "BudgetExhausted", "PolicyRefused"})
 
 
 @dataclass
@@ -28,7 +30,10 @@ class CallScope:
     max_calls: int
     deadline: float | None = None  # time.monotonic() at which the run is stopped
     calls: int = 0
-    refused: int = 0
+    refused: int = 0  # calls refused past `max_calls`
+    # Calls refused for another reason, by error type (BudgetExhausted, PolicyRefused): the
+    # result says how many of the script's calls did not run, in a field it can check.
+    refusals: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     # Set when the run is over (interrupted, timed out): calls still running are asked to stop.
     cancel: threading.Event = field(default_factory=threading.Event)
@@ -55,6 +60,17 @@ class CallScope:
             self.calls += 1
             self.running += 1
             return True
+
+    def count_refusal(self, kind: str) -> None:
+        """A call of this run was refused (`kind`: its error type) after `take` let it through."""
+        with self.lock:
+            self.refusals[kind] = self.refusals.get(kind, 0) + 1
+
+    @property
+    def refused_calls(self) -> int:
+        """Every call of this run that Herald refused: past the call limit, a budget, the policy."""
+        with self.lock:
+            return self.refused + sum(self.refusals.values())
 
     def done(self) -> None:
         """A call `take` let through has ended (whatever it returned)."""

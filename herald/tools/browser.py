@@ -11,7 +11,7 @@ import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypedDict
 
 from ..backends.base import call_cwd
 from ..config import Settings
@@ -25,7 +25,56 @@ if TYPE_CHECKING:
 
 SESSION_KEY = "browser.session"
 Result = dict[str, Any]
-PAGE = "{'url': str, 'title': str"
+
+
+class PageResult(TypedDict):
+    """Where the page is now; `note` says what else happened (a reconnect, a new tab, a slow load)."""
+
+    url: str
+    title: str
+    note: NotRequired[str]  # what else happened: a reconnect, a new tab, a slow load
+
+
+class NavigateResult(PageResult):
+    status: Annotated[int | None, "HTTP status"]
+
+
+class SnapshotResult(PageResult):
+    snapshot: Annotated[str, "the accessibility tree; refs like @e3"]
+    refs: int
+    truncated: NotRequired[Literal[True]]
+    spill_path: NotRequired[Annotated[str, "the whole snapshot"]]
+
+
+class ClickResult(PageResult):
+    clicked: str
+
+
+class TypeResult(PageResult):
+    typed: str
+    submitted: bool
+
+
+class ScrollResult(PageResult):
+    scroll_y: int
+    page_height: int
+    viewport_height: int
+    at_top: bool
+    at_bottom: bool
+
+
+class PressResult(PageResult):
+    pressed: str
+
+
+class ScreenshotResult(PageResult):
+    path: str
+    bytes: int
+
+
+class CloseResult(TypedDict):
+    closed: bool
+    note: str
 
 
 def browser_session(ctx: ToolContext) -> BrowserSession:
@@ -33,6 +82,8 @@ def browser_session(ctx: ToolContext) -> BrowserSession:
     with ctx.cache_lock:
         session: BrowserSession | None = ctx.cache.get(SESSION_KEY)
         if session is None:
+            if ctx.closed:  # a browser made now would outlive the session
+                raise ToolError("the browser session is closed (the Herald session ended).", "BrowserUnavailable")
             try:
                 from ..browser.session import BrowserSession
             except ImportError:
@@ -45,6 +96,13 @@ def browser_session(ctx: ToolContext) -> BrowserSession:
             ctx.cache[SESSION_KEY] = session
             ctx.closers.append(session.close)
         return session
+
+
+def warm_browser(ctx: ToolContext) -> None:
+    """Launch (or attach to) the session's browser now, on its thread: the first call then finds
+    it running, or waits for this launch there (one launch, never two)."""
+    if installed("playwright"):
+        browser_session(ctx).warm()
 
 
 def _browser_call(tool: str, operation: Callable[[BrowserSession, Result], Result]) -> Callable[[Result, ToolContext], Result]:
@@ -109,15 +167,17 @@ TOOLS = [
     Tool(
         name="browser_navigate",
         description=(
-            "Open a URL in the session's browser tab and wait for it to load. The browser starts "
-            "on first use (local Chromium, or the browser at browser.cdp_url) and is reused. "
+            "Open a URL in the session's browser tab and wait for it to load. The browser (local "
+            "Chromium, or the one at browser.cdp_url) is started ahead when the session or a script "
+            "names a browser tool, else on first use, and is reused. "
             "Then call browser_snapshot() to read the page and get element refs."
         ),
         parameters=_schema({"url": {"type": "string", "description": "Full URL; 'example.com' means https://example.com."}}, ["url"]),
         handler=_browser_call("browser_navigate", lambda s, a: s.navigate(a["url"])),
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
-        returns=PAGE + ", 'status': int | None (HTTP status), 'note'?: str}",
+        warm=warm_browser,
+        returns=NavigateResult,
     ),
     Tool(
         name="browser_snapshot",
@@ -132,7 +192,8 @@ TOOLS = [
         handler=_browser_call("browser_snapshot", lambda s, a: s.snapshot(a["full"])),
         touches=fixed(BROWSER, shared=True),
         unavailable=browser_unavailable,
-        returns=PAGE + ", 'snapshot': str, 'refs': int, 'truncated'?: True, 'spill_path'?: str, 'note'?: str}",
+        warm=warm_browser,
+        returns=SnapshotResult,
     ),
     Tool(
         name="browser_click",
@@ -141,7 +202,8 @@ TOOLS = [
         handler=_browser_call("browser_click", lambda s, a: s.click(a["ref"])),
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
-        returns=PAGE + ", 'clicked': str, 'note'?: str}",
+        warm=warm_browser,
+        returns=ClickResult,
         mutates=True,
     ),
     Tool(
@@ -161,7 +223,8 @@ TOOLS = [
         handler=_browser_call("browser_type", lambda s, a: s.type(a["ref"], a["text"], a["submit"])),
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
-        returns=PAGE + ", 'typed': str, 'submitted': bool, 'note'?: str}",
+        warm=warm_browser,
+        returns=TypeResult,
         mutates=True,
     ),
     Tool(
@@ -171,7 +234,8 @@ TOOLS = [
         handler=_browser_call("browser_scroll", lambda s, a: s.scroll(a["direction"])),
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
-        returns=PAGE + ", 'scroll_y': int, 'page_height': int, 'viewport_height': int, 'at_top': bool, 'at_bottom': bool}",
+        warm=warm_browser,
+        returns=ScrollResult,
     ),
     Tool(
         name="browser_back",
@@ -180,7 +244,8 @@ TOOLS = [
         handler=_browser_call("browser_back", lambda s, a: s.back()),
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
-        returns=PAGE + ", 'note'?: str}",
+        warm=warm_browser,
+        returns=PageResult,
     ),
     Tool(
         name="browser_press",
@@ -192,7 +257,8 @@ TOOLS = [
         handler=_browser_call("browser_press", lambda s, a: s.press(a["key"])),
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
-        returns=PAGE + ", 'pressed': str, 'note'?: str}",
+        warm=warm_browser,
+        returns=PressResult,
         mutates=True,
     ),
     Tool(
@@ -207,7 +273,8 @@ TOOLS = [
         handler=browser_screenshot,
         touches=fixed(BROWSER, shared=True),
         unavailable=browser_unavailable,
-        returns=PAGE + ", 'path': str, 'bytes': int}",
+        warm=warm_browser,
+        returns=ScreenshotResult,
         sandbox=False,
         mutates=True,
     ),
@@ -218,7 +285,8 @@ TOOLS = [
         handler=browser_close,
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
-        returns="{'closed': bool, 'note': str}",
+        warm=warm_browser,
+        returns=CloseResult,
         sandbox=False,
         mutates=True,
     ),

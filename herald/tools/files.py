@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import posixpath
-from typing import Any
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from .._sandbox import textfiles
 from .._sandbox.textfiles import FileMissing, looks_binary, split_lines
@@ -100,6 +100,29 @@ def patch(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     return _run_core("patch", args, ctx)
 
 
+class ReadFileResult(TypedDict):
+    path: str
+    content: Annotated[str, "numbered lines, '     7|text'"]
+    total_lines: int
+    start_line: int
+    end_line: int
+    next_offset: NotRequired[Annotated[int, "there is more: pass it as offset"]]
+    hint: NotRequired[str]
+
+
+class WriteFileResult(TypedDict):
+    path: str
+    bytes_written: int
+    created: bool
+
+
+class PatchResult(TypedDict):
+    path: str
+    replacements: int
+    match: Literal["exact", "whitespace", "indentation", "collapsed-whitespace"]
+    diff: Annotated[str, "unified diff"]
+
+
 _PATH = {"type": "string", "description": "File path, relative to the current directory or absolute."}
 
 TOOLS = [
@@ -121,10 +144,7 @@ TOOLS = [
         },
         handler=read_file,
         touches=path_argument(shared=True),
-        returns=(
-            "{'path', 'content': numbered lines, 'total_lines', 'start_line', 'end_line', "
-            "'next_offset'?: int, 'hint'?: str}"
-        ),
+        returns=ReadFileResult,
     ),
     Tool(
         name="write_file",
@@ -135,7 +155,7 @@ TOOLS = [
             "required": ["path", "content"],
         },
         handler=write_file,
-        returns="{'path', 'bytes_written': int, 'created': bool}",
+        returns=WriteFileResult,
         touches=path_argument(),
         mutates=True,
     ),
@@ -145,7 +165,8 @@ TOOLS = [
             "Replace `old_string` with `new_string` in a file. old_string must match exactly one place "
             "unless replace_all=True; if the exact text is not found, a match ignoring trailing "
             "whitespace and indentation is tried (new_string is re-indented to fit). The file is left "
-            "untouched on any failure."
+            "untouched on any failure; when old_string is gone but new_string is there, the error "
+            "(AlreadyApplied) says the edit looks applied already."
         ),
         parameters={
             "type": "object",
@@ -158,7 +179,7 @@ TOOLS = [
             "required": ["path", "old_string", "new_string"],
         },
         handler=patch,
-        returns="{'path', 'replacements': int, 'match': 'exact'|'whitespace'|'indentation', 'diff': unified diff}",
+        returns=PatchResult,
         touches=path_argument(),
         mutates=True,
     ),

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .._sandbox.toolcore import ToolError as ToolError
 from ..config import Settings
 from .resources import ANY_FILE, Resource, ResourceFn
+from .returns import is_typed_dict, schema_shape, shape
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -40,6 +41,9 @@ class ToolContext:
     # (redirects, frames, subresources, resolved addresses): the Dispatcher fills it from its
     # policy; None checks nothing (the full profile, or no Dispatcher).
     web_policy: WebPolicy | None = None
+    # Set by `close`: a session object made after it (by a warm-up thread, say) would never be
+    # closed, so makers check it under `cache_lock` and refuse.
+    closed: bool = False
 
     @property
     def spill_dir(self) -> Path:
@@ -48,6 +52,7 @@ class ToolContext:
     def close(self) -> None:
         """Run the closers, newest first; one failing does not stop the others."""
         with self.cache_lock:
+            self.closed = True
             closers, self.closers = self.closers[::-1], []
         for close in closers:
             try:
@@ -65,7 +70,10 @@ class Tool:
     description: str
     parameters: dict[str, Any]  # JSON schema of an object
     handler: Handler
-    returns: str = ""  # one line on the shape of the result, for docstrings and schemas
+    # What a call returns: a TypedDict defined beside the tool (tools/returns.py renders it for
+    # the prompt, the schemas, `herald tools` and the stubs). A string is the transitional form
+    # of tools not converted yet (one line on the result's shape); None: the tool says nothing.
+    returns: type | str | None = None
     # JSON schema of the result when the tool declares one (MCP's outputSchema): the stub's return type.
     output_schema: dict[str, Any] | None = None
     sandbox: bool = True  # callable from execute_code scripts
@@ -88,8 +96,10 @@ class Tool:
     # Why this tool cannot work with these settings (no provider key, no browser), or None when it
     # can. An unavailable tool is not offered to the model unless the session names it explicitly.
     unavailable: Callable[[Settings], str | None] | None = None
-    # Readies what the tool's first call would wait for (imports, a browser), run once per session
-    # that offers the tool, on a daemon thread of its own; errors are logged (runtime/offer.py).
+    # Work the tool's first call would otherwise wait for (start a browser, import a stack), done
+    # ahead on a daemon thread once per session when the session is likely to call the tool
+    # (runtime/offer.py ToolWarmer says when); errors are logged, and the first call does the work.
+    # Tools sharing one hook share one warm-up.
     warm: Callable[[ToolContext], None] | None = None
 
     def unavailable_reason(self, settings: Settings) -> str | None:
@@ -112,6 +122,13 @@ class Tool:
             return [Resource(f"tool:{self.name}"), Resource(ANY_FILE)]
 
     @property
+    def returns_shape(self) -> str:
+        """One line on what a call returns ('' when the tool does not say)."""
+        if self.returns is not None:
+            return shape(self.returns)
+        return schema_shape(self.output_schema) if self.output_schema else ""
+
+    @property
     def read_only(self) -> bool:
         """A successful call changed nothing a later call sees: the loop guard may then count
         identical results of identical calls as no progress."""
@@ -123,6 +140,8 @@ class Tool:
         missing = set(self.parameters.get("required", [])) - set(self.properties)
         if missing:
             raise ValueError(f"tool {self.name}: required parameters {sorted(missing)} are not defined")
+        if self.returns is not None and not isinstance(self.returns, str) and not is_typed_dict(self.returns):
+            raise ValueError(f"tool {self.name}: returns must be a TypedDict class (or, for now, a line of text)")
         if self.runs_scripts and (self.sandbox or "code" not in self.required):
             # Caught here, at definition, rather than as a nested sandbox or a view without a script.
             raise ValueError(f"tool {self.name}: a tool that runs scripts needs sandbox=False and a required 'code'")
@@ -139,7 +158,7 @@ class Tool:
 
     def llm_schema(self) -> dict[str, Any]:
         """The OpenAI-style function schema the model sees."""
-        return function_schema(self.name, self.description, self.parameters, self.returns)
+        return function_schema(self.name, self.description, self.parameters, self.returns_shape)
 
 
 def function_schema(name: str, description: str, parameters: dict[str, Any], returns: str = "") -> dict[str, Any]:

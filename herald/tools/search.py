@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from .._sandbox import search as core
 from .._sandbox.confinement import call_confinement
@@ -22,6 +22,23 @@ from ..backends.shell import current_cancel
 from ..runtime.sandbox import spawner
 from .registry import Tool, ToolContext
 from .resources import path_argument
+
+
+class SearchMatch(TypedDict):
+    path: str
+    line: int
+    text: Annotated[str, "the matching line"]
+
+
+class SearchResult(TypedDict):
+    matches: NotRequired[Annotated[list[SearchMatch], "target='content'"]]
+    files: NotRequired[Annotated[list[str], "target='files'"]]
+    count: int
+    offset: int
+    has_more: bool
+    next_offset: NotRequired[int]
+    hint: NotRequired[str]
+    engine: Literal["ripgrep", "python"]
 
 
 class BackendPlace:
@@ -94,9 +111,6 @@ TOOLS = [
         },
         handler=search_files,
         touches=path_argument(shared=True, default="."),
-        returns=(
-            "{'matches': [{'path', 'line', 'text'}]} or {'files': [path]}, plus 'count', 'offset', "
-            "'has_more', 'next_offset'?, 'engine'"
-        ),
+        returns=SearchResult,
     )
 ]

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 from .._sandbox.localshell import EMPTY_COMMAND
 from ..backends.base import CONFINE_PREFERRED, BackendError, NoConfinement, call_confinement
 from ..backends.shell import INTERRUPTED_EXIT_CODE, current_cancel
 from .registry import Tool, ToolContext, ToolError
 from .resources import ANY_FILE, SHELL, fixed
+
+
+class TerminalResult(TypedDict):
+    output: str
+    exit_code: int
+    timed_out: NotRequired[Literal[True]]
+    interrupted: NotRequired[Literal[True]]
+    truncated: NotRequired[Literal[True]]
+    note: NotRequired[str]
+
 
 FOREGROUND_ONLY = (
     "scripts run commands in the foreground only, so '{arg}' is not supported inside "
@@ -87,10 +97,7 @@ TOOLS = [
             "required": ["command"],
         },
         handler=terminal,
-        returns=(
-            "{'output': str, 'exit_code': int, 'timed_out'?: True, 'interrupted'?: True, "
-            "'truncated'?: True, 'note'?: str}"
-        ),
+        returns=TerminalResult,
         # One persistent shell, and a command may change any file.
         touches=fixed(SHELL, ANY_FILE),
         mutates=True,

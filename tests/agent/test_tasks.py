@@ -136,7 +136,7 @@ def test_model_sees_execute_code_first_with_real_stubs_and_a_fixed_prompt(
     description = tools[0]["function"]["description"] if protocol == "openai" else tools[0]["description"]
     for line in signatures(agent.runtime.dispatcher.script_tools):
         assert line in description
-    assert "300 s per script" in description and "50 tool calls per script" in description
+    assert "300 s per script" in description and "500 tool calls per script" in description
     # Built once per session and sent unchanged with every request.
     assert len({r.system for r in llm.requests}) == 1 and "execute_code" in first.system
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import signal
 import subprocess
@@ -100,6 +101,33 @@ def _read_pty_until(master: int, wanted: bytes, seen: bytearray) -> None:
             except OSError:  # the other side closed
                 break
             seen += chunk
+
+
+def test_the_live_status_line_counts_refused_calls_apart_from_failed_ones(workspace: Path, home: Path) -> None:
+    """Past the call limit the script goes on (it catches the refusals): the line says so while
+    it runs, and the summary after it."""
+    script = workspace / "s.py"
+    script.write_text(
+        "from hermes_tools import terminal, read_file, ToolError\n"
+        "for call in [lambda: read_file('missing.txt')] + [lambda: terminal('true')] * 4:\n"
+        "    try:\n        call()\n    except ToolError:\n        pass\n"
+        + wait_for_file("go")
+    )
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([*HERALD, "exec", str(script), "--max-tool-calls", "2"], cwd=workspace,
+                            env=herald_env(home), stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
+    os.close(slave)
+    seen = bytearray()
+    try:
+        _read_pty_until(master, b"5 tool call(s) (1 failed, 3 refused)", seen)  # while the script waits
+        (workspace / "go").touch()
+        _read_pty_until(master, b"s\r\n", seen)
+        assert proc.wait(timeout=DEADLINE) == 0
+    finally:
+        proc.kill()
+        os.close(master)
+    plain = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", bytes(seen).decode())
+    assert "success · exit 0 · 2 tool call(s) (3 refused)" in plain
 
 
 def test_terminal_shows_a_live_status_line_with_the_tool_call_count(workspace: Path, home: Path) -> None:

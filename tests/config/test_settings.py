@@ -11,7 +11,7 @@ from herald.config import ConfigError, Settings, load_settings
 
 def test_defaults_match_the_documented_limits() -> None:
     s = Settings()
-    assert (s.sandbox.timeout, s.sandbox.max_tool_calls, s.sandbox.kill_grace) == (300.0, 50, 5.0)
+    assert (s.sandbox.timeout, s.sandbox.max_tool_calls, s.sandbox.kill_grace) == (300.0, 500, 5.0)
     assert (s.sandbox.max_stdout_bytes, s.sandbox.max_stderr_bytes) == (50_000, 10_000)
 
 

@@ -97,7 +97,8 @@ def test_call_budget_and_unknown_tools_answer_as_in_host_mode(backend_runtime: R
     assert lines[3].startswith("unknown: Unknown tool: 'no_such_tool'. Available in this script:")
     assert "read_file" in lines[3]
     assert result.tool_calls_made == 2
-    assert "1 tool call(s) were refused: the limit is 2 per run." in result.error
+    assert "1 tool call(s) were refused: the limit is 2 per run" in result.error
+    assert (result.refused_calls, result.budget_exhausted) == (1, True)
 
 
 def test_every_call_is_in_the_transcript(backend_runtime: RuntimeFactory, tmp_path: Path) -> None:

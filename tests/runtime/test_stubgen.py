@@ -151,7 +151,8 @@ print(json.dumps(out))
     assert info["herald_loaded"] == []
     assert info["error_is_exception"]
     read_file = info["tools"]["read_file"]
-    assert read_file["sig"] == "(path: str, offset: int = 1, limit: int = 500) -> Any"
+    assert read_file["sig"] == "(path: str, offset: int = 1, limit: int = 500) -> hermes_tools.ReadFileResult"
+    assert "Returns:\n    {'path': str, 'content': str (numbered lines" in read_file["doc"]
     assert "Args:\n    path: File path" in read_file["doc"]
     terminal = info["tools"]["terminal"]
     assert terminal["sig"].startswith(

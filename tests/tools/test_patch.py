@@ -125,6 +125,20 @@ def test_no_match_is_an_error_and_file_untouched(call: CallTool, workspace: Path
     assert "old_string was not found in app.py" in str(info.value)
 
 
+def test_an_edit_already_there_is_named_even_when_reindented(call: CallTool, workspace: Path) -> None:
+    """The applied edit is recognised as old_string would have been matched (indentation
+    aside); a deletion leaves nothing to recognise, so it gets the usual NoMatch."""
+    target = workspace / "app.py"
+    target.write_text("def main():\n    if ready:\n        return 2\n")
+    with untouched(target), pytest.raises(ToolError) as info:
+        call("patch", path="app.py", old_string="if ready:\n    return 1", new_string="if ready:\n    return 2")
+    assert info.value.error_type == "AlreadyApplied"
+    assert "(line 2)" in str(info.value)
+    with untouched(target), pytest.raises(ToolError) as deleted:
+        call("patch", path="app.py", old_string="    import os\n", new_string="")
+    assert deleted.value.error_type == "NoMatch"
+
+
 def test_identical_strings_are_an_error(call: CallTool, workspace: Path) -> None:
     target = workspace / "f.txt"
     target.write_text("abc\n")

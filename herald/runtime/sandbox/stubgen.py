@@ -23,14 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from ... import _sandbox
+from ...tools import returns as result_types
 from ...tools.registry import Tool
 
 HELPERS = ["parallel", "json_parse", "shell_quote", "retry"]
 RUNTIME_PACKAGE = "_hermes_runtime"
 # Names the generated module defines itself: a tool by one of these names would replace it.
 RESERVED = frozenset(
-    [*HELPERS, "ToolError", "ConnectionLost", "Any", "Dict", "List", "Optional", "Union", "_call", "_ELSEWHERE",
-     "_importing"]
+    [*HELPERS, "ToolError", "ConnectionLost", "Any", "Dict", "List", "Literal", "Optional", "TypedDict", "Union",
+     "_call", "_ELSEWHERE", "_importing"]
 )
 
 _PY_TYPES = {
@@ -101,18 +102,30 @@ def _docstring(tool: Tool) -> str:
         args.append(f"    {name}: {text}".rstrip())
     if args:
         parts.append("Args:\n" + "\n".join(args))
-    if tool.returns:
-        parts.append(f"Returns:\n    {tool.returns}")
+    if tool.returns_shape:
+        parts.append(f"Returns:\n    {tool.returns_shape}")
     parts.append("Raises ToolError with a message saying what went wrong and what to do next.")
     body = "\n\n".join(parts).replace('"""', "'''").replace("\\", "\\\\")
     return textwrap.indent(body, "    ")
+
+
+def _typed_returns(tool: Tool) -> type | None:
+    """The tool's result TypedDict, or None (no type, or the transitional string form)."""
+    return tool.returns if isinstance(tool.returns, type) else None
+
+
+def _return_annotation(tool: Tool) -> str:
+    typed = _typed_returns(tool)
+    if typed is not None:
+        return result_types.annotation(typed)
+    return _annotation(tool.output_schema) if tool.output_schema else "Any"
 
 
 def render_stub(tool: Tool) -> str:
     signature, names = _signature(tool)
     args = ", ".join(f"{n!r}: {n}" for n in names)
     extra = "\n    args.update(refused)" if tool.script_refused_args else ""
-    returns = _annotation(tool.output_schema) if tool.output_schema else "Any"
+    returns = _return_annotation(tool)
     return (
         f"def {tool.name}({signature}) -> {returns}:\n"
         f'    """\n{_docstring(tool)}\n    """\n'
@@ -161,7 +174,7 @@ def render_module(tools: Iterable[Tool], elsewhere: Mapping[str, str] | None = N
         f"Tools: {', '.join(t.name for t in tools) or '(none)'}\n"
         f"Helpers: {', '.join(HELPERS)}\n"
         '"""\n\n'
-        "from typing import Any, Dict, List, Optional, Union\n\n"
+        "from typing import Any, Dict, List, Literal, Optional, TypedDict, Union\n\n"
         f"from {RUNTIME_PACKAGE}.client import ConnectionLost, ToolError\n"
         f"from {RUNTIME_PACKAGE}.client import call as _call\n"
         f"from {RUNTIME_PACKAGE}.helpers import {', '.join(HELPERS)}\n\n"
@@ -172,13 +185,31 @@ def render_module(tools: Iterable[Tool], elsewhere: Mapping[str, str] | None = N
         tools=", ".join(t.name for t in tools) or "none",
         helpers=", ".join(HELPERS),
     )
-    return header + missing + "".join("\n\n" + render_stub(t) for t in tools)
+    return header + missing + result_classes(tools) + "".join("\n\n" + render_stub(t) for t in tools)
+
+
+def result_classes(tools: Iterable[Tool]) -> str:
+    """The TypedDicts the tools return, defined before the stubs that name them. A class named
+    like a tool or a name the module defines would replace it: an error, as for tools."""
+    typed = [t for t in (_typed_returns(tool) for tool in tools) if t is not None]
+    source = result_types.stub_classes(typed)
+    names = {tool.name for tool in tools} | RESERVED
+    for line in source.splitlines():
+        if line.startswith("class "):
+            name = line[len("class "):].split("(", 1)[0]
+            if name in names:
+                raise ValueError(f"a tool's result type is named {name}, which the stub module already uses: rename it")
+    return source
 
 
 def signatures(tools: Iterable[Tool]) -> list[str]:
-    """One `name(params)` line per tool (`-> type` when the tool declares its result's schema), as scripts see them (for prompts and the CLI)."""
-    return [f"{t.name}({_signature(t)[0]})" + (f" -> {_annotation(t.output_schema)}" if t.output_schema else "")
-            for t in tools]
+    """One `name(params) -> type` line per tool as scripts see them (for prompts and the CLI);
+    no `-> type` when the tool declares none."""
+    lines = []
+    for tool in tools:
+        annotation = _return_annotation(tool)
+        lines.append(f"{tool.name}({_signature(tool)[0]})" + (f" -> {annotation}" if annotation != "Any" else ""))
+    return lines
 
 
 def write_runtime_package(directory: Path) -> Path:

@@ -124,6 +124,22 @@ def test_patch_falls_back_to_indentation_insensitive_matching(call: CallTool, ba
     assert backend.read_bytes("f.py") == b"def f():\n    if y:\n        return 2\n"
 
 
+def test_patch_run_twice_says_the_edit_looks_applied(call: CallTool, backend: Backend) -> None:
+    """A script run again (or a retried call) finds its old_string gone because its own edit is
+    there: the error says so, by its own type, wherever the patch ran, and changes nothing."""
+    backend.write_bytes("cfg.py", b"a = 1\nDEBUG = False\nb = 2\n")
+    args = {"path": "cfg.py", "old_string": "DEBUG = False", "new_string": "DEBUG = True"}
+    assert call("patch", **args)["replacements"] == 1
+    with pytest.raises(ToolError) as info:
+        call("patch", **args)
+    assert info.value.error_type == "AlreadyApplied"
+    assert "new_string is there (line 2): the edit looks applied already" in str(info.value)
+    assert backend.read_bytes("cfg.py") == b"a = 1\nDEBUG = True\nb = 2\n"
+    with pytest.raises(ToolError) as gone:  # neither there: the usual advice
+        call("patch", path="cfg.py", old_string="VERBOSE = 0", new_string="VERBOSE = 1")
+    assert gone.value.error_type == "NoMatch"
+
+
 def test_patch_on_a_unicode_path(call: CallTool, backend: Backend) -> None:
     backend.write_bytes("dïr/ça ☃.txt", "héllo wörld\n".encode())
     assert call("patch", path="dïr/ça ☃.txt", old_string="wörld", new_string="☃")["replacements"] == 1
