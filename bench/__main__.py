@@ -13,6 +13,7 @@ from . import (
     runtime_bench,
     scale_bench,
     ssh_bench,
+    web_bench,
 )
 from .report import print_table
 
@@ -22,6 +23,7 @@ def main() -> None:
     print_table("Runtime core", runtime_bench.run())
     print_table("Scale: many Runtimes, many calls", scale_bench.run())
     print_table("Browser and web tools", browser_bench.run())
+    print_table("Web extraction", web_bench.run())
     print_table("SSH backend", ssh_bench.run())
     print_table("Docker backend", docker_bench.run())
     print_table("In-backend execution (exec_mode backend)", exec_mode_bench.run())

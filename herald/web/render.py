@@ -18,6 +18,7 @@ from .links import (
     base_url,
     collect_links,
     is_heading_anchor,
+    main_region,
     make_absolute,
     navigation_blocks,
 )
@@ -103,8 +104,12 @@ def _html_to_markdown(html: str | bytes, url: str) -> Rendered:
         tree, url=url, output_format="markdown", include_links=True, include_tables=True,
         include_comments=False, favor_recall=True,
     )
-    if not markdown or _is_hub(markdown, links):  # no main content: keep all its text, links included
-        markdown = plain_markdown(tree)
+    main = main_region(tree)
+    if not markdown or _lost_links(markdown, links, 1 if main is not None else HUB_MIN_LINKS):
+        # No main content found (a hub page: a list of links), or trafilatura flattened a short
+        # page and dropped its links: all the text of the page's main region (else of the page
+        # without its navigation), links kept.
+        markdown = plain_markdown(main if main is not None else tree)
     return Rendered(url, title, clean_text(markdown or ""), links)
 
 
@@ -112,11 +117,11 @@ HUB_MIN_LINKS = 5
 MARKDOWN_LINK_TARGET = re.compile(r"\]\(([^)\s]+)\)")
 
 
-def _is_hub(markdown: str, links: list[Link]) -> bool:
-    """A page that is mostly a list of links (an index, a table of contents): trafilatura's
-    text keeps under a third of its content links, which are what the page is for."""
+def _lost_links(markdown: str, links: list[Link], at_least: int) -> bool:
+    """trafilatura's text keeps under a third of the page's content links (when it has at least
+    `at_least`): on a page that is a list of links, what the page is for."""
     content = [link["url"] for link in links if not link["nav"]]
-    if len(content) < HUB_MIN_LINKS:
+    if len(content) < at_least:
         return False
     targets = set(MARKDOWN_LINK_TARGET.findall(markdown))
     kept = sum(url in targets for url in content)

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from herald._sandbox.procs import alive
 from herald.web.renderpool import RenderPool
 from tests.fixtures.users import REPO, User, nonroot  # noqa: F401  (fixture)
 
@@ -81,15 +82,6 @@ def pool_of(session: WebSession) -> RenderPool:
     pool = session.ctx.cache["web.render_pool"]
     assert isinstance(pool, RenderPool)
     return pool
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie, dead but not yet reaped, counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def wait_until(condition: Callable[[], bool], what: str) -> None:
