@@ -96,8 +96,7 @@ def _html_to_markdown(html: str | bytes, url: str) -> Rendered:
     make_absolute(tree, base_url(tree, url))
     navigation = navigation_blocks(tree)
     links = collect_links(tree, navigation)
-    metadata = trafilatura.extract_metadata(tree, default_url=url)
-    title = clean_text(metadata.title) if metadata is not None and metadata.title else ""
+    title = clean_text(_title(tree, url))
     for block in navigation:  # so that neither trafilatura nor the fallback keeps a menu
         block.drop_tree()
     markdown = trafilatura.extract(
@@ -111,6 +110,25 @@ def _html_to_markdown(html: str | bytes, url: str) -> Rendered:
         # without its navigation), links kept.
         markdown = plain_markdown(main if main is not None else tree)
     return Rendered(url, title, clean_text(markdown or ""), links)
+
+
+def _title(tree: HtmlElement, url: str) -> str:
+    """The page's title as trafilatura's metadata finds it (meta tags, JSON-LD, then <h1> and
+    <title>), without the rest of its metadata: dates and authors cost as much as the text."""
+    try:
+        from trafilatura.metadata import examine_meta, extract_meta_json, extract_title
+    except ImportError:  # a trafilatura that moved them: the whole metadata, slower
+        import trafilatura
+
+        metadata = trafilatura.extract_metadata(tree, default_url=url)
+        return (metadata.title if metadata is not None else "") or ""
+    metadata = examine_meta(tree)
+    if not metadata.title:
+        try:
+            metadata = extract_meta_json(tree, metadata)
+        except Exception:  # trafilatura's own JSON-LD parsing fails on some pages; it logs and goes on too
+            pass
+    return metadata.title or extract_title(tree) or ""
 
 
 HUB_MIN_LINKS = 5
