@@ -58,6 +58,7 @@ class _Worker:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._in = self.proc.stdin.fileno()
         self._out = self.proc.stdout.fileno()
+        os.set_blocking(self._in, False)  # a worker that stops reading cannot hold a call past its deadline
 
     @property
     def pid(self) -> int:
@@ -67,8 +68,7 @@ class _Worker:
         header = json.dumps({"url": page.url, "content_type": page.content_type, "charset": page.charset,
                              "size": len(page.body)}).encode("utf-8") + b"\n"
         try:
-            _write_all(self._in, header)
-            _write_all(self._in, page.body)
+            _write_all(self._in, header + page.body, deadline)
         except (BrokenPipeError, ConnectionResetError):
             raise WorkerGone from None
         buffer = bytearray()
@@ -128,10 +128,20 @@ def _import_path() -> list[str]:
     return [home, *(entry for entry in sys.path if entry and os.path.abspath(entry) not in (here, home))]
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes, deadline: float | None) -> None:
+    """`data` into the non-blocking pipe `fd`; TimeoutError once `deadline` passes."""
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise TimeoutError
+        _, ready, _ = select.select([], [fd], [], left)
+        if not ready:
+            raise TimeoutError
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            continue
 
 
 class RenderPool:

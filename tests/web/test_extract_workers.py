@@ -5,6 +5,7 @@ and the worker is replaced. Real pages from a real HTTP server on 127.0.0.1, rea
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -252,3 +253,20 @@ def test_a_page_that_outlasts_the_fetch_timeout_fails_alone(make_web: MakeWeb, s
     slow, fine = reply["results"]
     assert "extracting the page took more than 1 s (web.fetch_timeout)" in slow["error"]
     assert "marker2 sentence 1" in fine["content"]
+
+
+def test_a_worker_that_stops_reading_cannot_hold_the_call(make_web: MakeWeb, site: str) -> None:
+    """A stopped worker (SIGSTOP) takes no more of a page than the pipe holds: the page, larger
+    than that, fails at web.fetch_timeout and the worker is replaced."""
+    session = make_web({"web.extract_workers": 1, "web.fetch_timeout": 2})
+    session("web_extract", urls=[f"{site}/page/1"])
+    (pid,) = pool_of(session).pids()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        (page,) = session("web_extract", urls=[f"{site}/slow"])["results"]  # ~600 kB: more than a pipe holds
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # killed already, as it should be
+            os.kill(pid, signal.SIGCONT)
+    assert "took more than 2 s (web.fetch_timeout)" in page["error"]
+    wait_until(lambda: not alive(pid), "the stopped worker killed")
+    assert session("web_extract", urls=[f"{site}/page/2"])["failed"] == 0
