@@ -56,6 +56,20 @@ for url, body in pages:
     trafilatura.extract_metadata(body, default_url=url)
 print(time.perf_counter() - t)
 """
+# The same process running Herald's own render (what each worker runs: links, navigation, title
+# lookup, trafilatura on the parsed tree), page after page: what the workers divide among them.
+BARE_RENDER = """
+import json, sys, time
+from pathlib import Path
+from herald.web.fetch import Fetched
+from herald.web.render import render
+pages = [Fetched(url, "text/html", None, Path(path).read_bytes()) for url, path in json.loads(sys.argv[1])]
+render(pages[0])
+t = time.perf_counter()
+for page in pages:
+    render(page)
+print(time.perf_counter() - t)
+"""
 # A new Herald process: its session's first web_extract, then a second one.
 FIRST_CALL = """
 import json, sys
@@ -104,8 +118,8 @@ def _script(runtime: Runtime, urls: list[str]) -> float:
     return float(result.output.strip().splitlines()[-1])
 
 
-def _bare(pages: list[tuple[str, str]]) -> float:
-    done = subprocess.run([sys.executable, "-c", BARE, json.dumps(pages)], capture_output=True, text=True, check=True)
+def _bare(code: str, pages: list[tuple[str, str]]) -> float:
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(pages)], capture_output=True, text=True, check=True)
     return float(done.stdout.strip().splitlines()[-1])
 
 
@@ -114,7 +128,9 @@ def _forty_pages(work: Path, site: Path, url: str) -> list[Metric]:
     urls = [f"{url}/{f.name}" for f in files]
     pages = [(u, str(f)) for u, f in zip(urls, files, strict=True)]
     bare = Metric("one bare process: trafilatura, same options, 40 pages in a row", "s", None,
-                  note="imports not timed; no fetching")
+                  note="extract + extract_metadata, as web_extract did before; no fetching")
+    bare_render = Metric("one bare process: Herald's render, 40 pages in a row", "s", None,
+                         note="what the workers run; no fetching")
     rows = {workers: Metric(f"web_extract 40 pages, no delay, {workers} worker{'s' if workers > 1 else ''}", "s", None,
                             note="one call from a script; warm session") for workers in (2, 1)}
     with contextlib.ExitStack() as stack:
@@ -125,13 +141,14 @@ def _forty_pages(work: Path, site: Path, url: str) -> list[Metric]:
             runtimes[workers] = stack.enter_context(Runtime(backend, settings=settings))
             _script(runtimes[workers], urls)  # the pool started, its workers warm
         for _ in range(ROUNDS):  # interleaved: the machine's state moves all three alike
-            bare.samples.append(_bare(pages))
+            bare.samples.append(_bare(BARE, pages))
+            bare_render.samples.append(_bare(BARE_RENDER, pages))
             for workers, row in rows.items():
                 row.samples.append(_script(runtimes[workers], urls))
     default = rows[2]
     default.target = 0.75 * bare.median
     default.note += f"; target 0.75× the bare process ({bare.median:.3f} s)"
-    return [default, rows[1], bare]
+    return [default, rows[1], bare, bare_render]
 
 
 def _latency_first_call(work: Path, url: str) -> list[Metric]:

@@ -31,7 +31,8 @@ from .render import Rendered
 MIB = 1024 * 1024
 # How a worker is started: subprocess.Popen's signature (the tool passes Herald's spawner thread's).
 Popen = Callable[..., "subprocess.Popen[bytes]"]
-# -I: no user site, no PYTHON* variables; the parent's sys.path, so the worker imports the same Herald.
+# -I -S: no PYTHON* variables, no site (its .pth hooks cost a start-up); the parent's sys.path instead,
+# so the worker imports the same Herald and libraries.
 BOOT = ("import json, sys; sys.path[:0] = [p for p in json.loads(sys.argv[1]) if p not in sys.path]; "
         "from herald.web.renderworker import main; main()")
 READ_CHUNK = 1 << 20
@@ -51,7 +52,7 @@ class WorkerGone(Exception):
 
 class _Worker:
     def __init__(self, popen: Popen, memory_bytes: int, recycle_bytes: int) -> None:
-        argv = [sys.executable, "-I", "-c", BOOT, json.dumps(_import_path()), str(os.getpid()),
+        argv = [sys.executable, "-I", "-S", "-c", BOOT, json.dumps(_import_path()), str(os.getpid()),
                 str(memory_bytes), str(recycle_bytes)]
         self.proc = popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                           env={}, cwd="/", close_fds=True, start_new_session=True, bufsize=0)
