@@ -270,3 +270,23 @@ def test_a_worker_that_stops_reading_cannot_hold_the_call(make_web: MakeWeb, sit
     assert "took more than 2 s (web.fetch_timeout)" in page["error"]
     wait_until(lambda: not alive(pid), "the stopped worker killed")
     assert session("web_extract", urls=[f"{site}/page/2"])["failed"] == 0
+
+
+def test_concurrent_calls_share_the_pool_and_each_gets_its_own_pages(make_web: MakeWeb, site: str) -> None:
+    session = make_web({"web.extract_workers": 2})
+    replies: dict[int, dict[str, Any]] = {}
+
+    def call(n: int) -> None:
+        replies[n] = session("web_extract", urls=[f"{site}/page/{n * 10 + i}" for i in range(6)])
+
+    threads = [threading.Thread(target=call, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(DEADLINE)
+    assert sorted(replies) == list(range(6))
+    for n, reply in replies.items():
+        assert reply["failed"] == 0
+        for i, page in enumerate(reply["results"]):
+            assert page["title"] == f"marker{n * 10 + i}"
+    assert len(pool_of(session).pids()) == 2  # never more workers than the pool's size
