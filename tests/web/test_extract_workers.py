@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from herald._sandbox import seccomp
 from herald._sandbox.procs import alive
 from herald.web.renderpool import RenderPool
 from tests.fixtures.users import REPO, User, nonroot  # noqa: F401  (fixture)
@@ -125,7 +126,7 @@ def test_one_pool_per_session_reused_and_killed_with_it(make_web: MakeWeb, site:
     assert all(alive(pid) for pid in pool_of(other).pids())
 
 
-def test_workers_hold_no_environment_and_no_inherited_descriptors(
+def test_workers_hold_no_environment_no_inherited_descriptors_and_no_sockets(
     make_web: MakeWeb, site: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("HERALD_TEST_SECRET", "s3cr3t-value")
@@ -151,6 +152,9 @@ def test_workers_hold_no_environment_and_no_inherited_descriptors(
             assert str(secret_file) not in targets and not any(t.startswith("socket:") for t in targets), targets
             assert os.getsid(pid) == pid  # a session of its own: a Ctrl-C at Herald's terminal is Herald's
             assert os.readlink(f"/proc/{pid}/cwd") == "/"
+            status = Path(f"/proc/{pid}/status").read_text()
+            if seccomp.supported():  # it has answered a page: its socket filter is in place
+                assert "\nNoNewPrivs:\t1\n" in status and "\nSeccomp:\t2\n" in status, status
     finally:
         os.close(fd)
 
@@ -290,3 +294,32 @@ def test_concurrent_calls_share_the_pool_and_each_gets_its_own_pages(make_web: M
         for i, page in enumerate(reply["results"]):
             assert page["title"] == f"marker{n * 10 + i}"
     assert len(pool_of(session).pids()) == 2  # never more workers than the pool's size
+
+
+SOCKETS_AFTER_FILTER = """
+import socket, sys
+from herald.web.renderworker import refuse_sockets
+assert refuse_sockets()
+refused = []
+for family, kind in ((socket.AF_INET, socket.SOCK_STREAM), (socket.AF_INET6, socket.SOCK_DGRAM),
+                     (socket.AF_UNIX, socket.SOCK_STREAM), (socket.AF_NETLINK, socket.SOCK_RAW)):
+    try:
+        socket.socket(family, kind).close()
+    except PermissionError:
+        refused.append(True)
+try:
+    socket.socketpair()
+except PermissionError:
+    refused.append(True)
+print(len(refused))
+"""
+
+
+@pytest.mark.skipif(not seccomp.supported(), reason="no seccomp filter is written for this machine")
+def test_what_the_workers_filter_leaves_a_page_that_took_over_the_parser() -> None:
+    """The filter a worker installs once its libraries are loaded, applied to a process that then
+    tries what hijacked parser code would: TCP, UDP, a local daemon's unix socket, netlink."""
+    done = subprocess.run([sys.executable, "-c", SOCKETS_AFTER_FILTER], capture_output=True, text=True,
+                          timeout=60, cwd=str(REPO), env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "5"
