@@ -15,6 +15,7 @@ from . import (
     runtime_bench,
     scale_bench,
     ssh_bench,
+    web_bench,
 )
 from .report import print_table
 
@@ -24,6 +25,7 @@ def main() -> None:
     print_table("Runtime core", runtime_bench.run())
     print_table("Scale: many Runtimes, many calls", scale_bench.run())
     print_table("Browser and web tools", browser_bench.run())
+    print_table("Web extraction", web_bench.run())
     print_table("web_crawl", crawl_bench.run())
     print_table("Browser on a remote backend's network", browser_remote_bench.run())
     print_table("SSH backend", ssh_bench.run())

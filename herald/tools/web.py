@@ -1,5 +1,7 @@
 """`web_extract`: pages through Firecrawl when one is configured, else fetched here
-(herald/web/fetch.py) and made text here (herald/web/render.py).
+(herald/web/fetch.py, in this process's threads) and made text with their links
+(herald/web/render.py) in the session's extraction workers (herald/web/renderpool.py), results in
+the order of the URLs given.
 
 Several URLs are fetched at once (up to `web.max_concurrency`); each page is capped at
 `char_limit` (head + tail, full text spilled to a file), and a page that fails is reported in its

@@ -27,9 +27,11 @@ FOLLOWABLE_SCHEMES = ("http", "https")
 # Link text that only marks a heading's own anchor (`<a class="headerlink" href="#x">¶</a>`).
 ANCHOR_MARKS = frozenset({"¶", "#", "§", "🔗", "⚓"})
 ANCHOR_CLASSES = frozenset({"headerlink", "headeranchor", "anchor", "anchorjs-link", "header-anchor"})
-NAV_TAGS = frozenset({"nav", "aside"})
+NAV_TAGS = frozenset({"nav", "aside", "dialog"})
 PAGE_FRAME_TAGS = frozenset({"header", "footer"})  # the page's banner and footer, not an article's
-NAV_ROLES = frozenset({"navigation", "banner", "contentinfo", "complementary", "search", "menu", "menubar"})
+# Navigation and the page's frame; dialogs (a search box's modal) are no content either.
+NAV_ROLES = frozenset({"navigation", "banner", "contentinfo", "complementary", "search", "menu", "menubar",
+                       "dialog", "alertdialog"})
 # A class or id token naming a navigation block: nav, navbar, sphinxsidebar, md-header, breadcrumb ...
 NAV_TOKEN = re.compile(
     r"(?:^|[-_])(?:nav|navbar|navigation|menu|menubar|sidebar|sphinxsidebar|sphinxsidebarwrapper|"
@@ -64,6 +66,9 @@ def make_absolute(tree: HtmlElement, base: str) -> None:
     for anchor in tree.iter("a"):
         href = anchor.get("href")
         if href is None:
+            continue
+        if href.strip() in ("", "#"):  # a script's button dressed as a link: it goes nowhere
+            del anchor.attrib["href"]
             continue
         try:
             anchor.set("href", urljoin(base, href.strip()))
@@ -113,6 +118,18 @@ def navigation_blocks(tree: HtmlElement) -> list[HtmlElement]:
     return blocks
 
 
+def main_region(tree: HtmlElement) -> HtmlElement | None:
+    """The element the page declares its main content: `<main>`, role=main, or its only `<article>`."""
+    found = next(tree.iter("main"), None)
+    if found is not None:
+        return found
+    found = next((e for e in tree.iter() if (e.get("role") or "") == "main"), None)
+    if found is not None:
+        return found
+    articles = list(tree.iter("article"))
+    return articles[0] if len(articles) == 1 else None
+
+
 def _link_text(anchor: HtmlElement) -> str:
     text = SPACES.sub(" ", anchor.text_content() or "").strip()
     if text:
@@ -127,7 +144,7 @@ def _link_text(anchor: HtmlElement) -> str:
 def collect_links(tree: HtmlElement, nav_blocks: list[HtmlElement]) -> list[Link]:
     """The tree's http(s) links (already absolute) in page order, one entry per URL. A URL is
     navigation only if every link to it is in a navigation block; its text is the first
-    non-empty one."""
+    non-empty one of its content links, else of its navigation links."""
     in_nav = set(nav_blocks)
     found: dict[str, Link] = {}
     for anchor in tree.iter("a"):
@@ -139,9 +156,8 @@ def collect_links(tree: HtmlElement, nav_blocks: list[HtmlElement]) -> list[Link
         seen = found.get(url)
         if seen is None:
             found[url] = {"url": url, "text": text, "nav": nav}
-            continue
-        seen["nav"] = seen["nav"] and nav
-        if not seen["text"]:
-            seen["text"] = text
+        elif text and (not seen["text"] or (seen["nav"] and not nav)):
+            seen["text"] = text  # the text a content link gives it says more than a menu's
+        if seen is not None and not nav:
+            seen["nav"] = False
     return list(found.values())
-

@@ -18,6 +18,7 @@ from .links import (
     base_url,
     collect_links,
     is_heading_anchor,
+    main_region,
     make_absolute,
     navigation_blocks,
 )
@@ -95,28 +96,50 @@ def _html_to_markdown(html: str | bytes, url: str) -> Rendered:
     make_absolute(tree, base_url(tree, url))
     navigation = navigation_blocks(tree)
     links = collect_links(tree, navigation)
-    metadata = trafilatura.extract_metadata(tree, default_url=url)
-    title = clean_text(metadata.title) if metadata is not None and metadata.title else ""
+    title = clean_text(_title(tree, url))
     for block in navigation:  # so that neither trafilatura nor the fallback keeps a menu
         block.drop_tree()
     markdown = trafilatura.extract(
         tree, url=url, output_format="markdown", include_links=True, include_tables=True,
         include_comments=False, favor_recall=True,
     )
-    if not markdown or _is_hub(markdown, links):  # no main content: keep all its text, links included
-        markdown = plain_markdown(tree)
+    main = main_region(tree)
+    if not markdown or _lost_links(markdown, links, 1 if main is not None else HUB_MIN_LINKS):
+        # No main content found (a hub page: a list of links), or trafilatura flattened a short
+        # page and dropped its links: all the text of the page's main region (else of the page
+        # without its navigation), links kept.
+        markdown = plain_markdown(main if main is not None else tree)
     return Rendered(url, title, clean_text(markdown or ""), links)
+
+
+def _title(tree: HtmlElement, url: str) -> str:
+    """The page's title as trafilatura's metadata finds it (meta tags, JSON-LD, then <h1> and
+    <title>), without the rest of its metadata: dates and authors cost as much as the text."""
+    try:
+        from trafilatura.metadata import examine_meta, extract_meta_json, extract_title
+    except ImportError:  # a trafilatura that moved them: the whole metadata, slower
+        import trafilatura
+
+        metadata = trafilatura.extract_metadata(tree, default_url=url)
+        return (metadata.title if metadata is not None else "") or ""
+    metadata = examine_meta(tree)
+    if not metadata.title:
+        try:
+            metadata = extract_meta_json(tree, metadata)
+        except Exception:  # trafilatura's own JSON-LD parsing fails on some pages; it logs and goes on too
+            pass
+    return metadata.title or extract_title(tree) or ""
 
 
 HUB_MIN_LINKS = 5
 MARKDOWN_LINK_TARGET = re.compile(r"\]\(([^)\s]+)\)")
 
 
-def _is_hub(markdown: str, links: list[Link]) -> bool:
-    """A page that is mostly a list of links (an index, a table of contents): trafilatura's
-    text keeps under a third of its content links, which are what the page is for."""
+def _lost_links(markdown: str, links: list[Link], at_least: int) -> bool:
+    """trafilatura's text keeps under a third of the page's content links (when it has at least
+    `at_least`): on a page that is a list of links, what the page is for."""
     content = [link["url"] for link in links if not link["nav"]]
-    if len(content) < HUB_MIN_LINKS:
+    if len(content) < at_least:
         return False
     targets = set(MARKDOWN_LINK_TARGET.findall(markdown))
     kept = sum(url in targets for url in content)

@@ -31,7 +31,8 @@ from .render import Rendered
 MIB = 1024 * 1024
 # How a worker is started: subprocess.Popen's signature (the tool passes Herald's spawner thread's).
 Popen = Callable[..., "subprocess.Popen[bytes]"]
-# -I: no user site, no PYTHON* variables; the parent's sys.path, so the worker imports the same Herald.
+# -I -S: no PYTHON* variables, no site (its .pth hooks cost a start-up); the parent's sys.path instead,
+# so the worker imports the same Herald and libraries.
 BOOT = ("import json, sys; sys.path[:0] = [p for p in json.loads(sys.argv[1]) if p not in sys.path]; "
         "from herald.web.renderworker import main; main()")
 READ_CHUNK = 1 << 20
@@ -51,13 +52,14 @@ class WorkerGone(Exception):
 
 class _Worker:
     def __init__(self, popen: Popen, memory_bytes: int, recycle_bytes: int) -> None:
-        argv = [sys.executable, "-I", "-c", BOOT, json.dumps(_import_path()), str(os.getpid()),
+        argv = [sys.executable, "-I", "-S", "-c", BOOT, json.dumps(_import_path()), str(os.getpid()),
                 str(memory_bytes), str(recycle_bytes)]
         self.proc = popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                           env={}, cwd="/", close_fds=True, start_new_session=True, bufsize=0)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._in = self.proc.stdin.fileno()
         self._out = self.proc.stdout.fileno()
+        os.set_blocking(self._in, False)  # a worker that stops reading cannot hold a call past its deadline
 
     @property
     def pid(self) -> int:
@@ -67,8 +69,7 @@ class _Worker:
         header = json.dumps({"url": page.url, "content_type": page.content_type, "charset": page.charset,
                              "size": len(page.body)}).encode("utf-8") + b"\n"
         try:
-            _write_all(self._in, header)
-            _write_all(self._in, page.body)
+            _write_all(self._in, header + page.body, deadline)
         except (BrokenPipeError, ConnectionResetError):
             raise WorkerGone from None
         buffer = bytearray()
@@ -128,10 +129,20 @@ def _import_path() -> list[str]:
     return [home, *(entry for entry in sys.path if entry and os.path.abspath(entry) not in (here, home))]
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes, deadline: float | None) -> None:
+    """`data` into the non-blocking pipe `fd`; TimeoutError once `deadline` passes."""
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise TimeoutError
+        _, ready, _ = select.select([], [fd], [], left)
+        if not ready:
+            raise TimeoutError
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            continue
 
 
 class RenderPool:

@@ -6,6 +6,9 @@ stall every other thread (fetches, the RPC server, the run's timers). Here it ru
 page at a time, under an address-space limit (RLIMIT_AS), so a page that needs too much memory
 fails alone; a worker whose resident size has grown past the recycle bound exits after its
 reply, and the pool starts a fresh one. It dies with its parent: PR_SET_PDEATHSIG, and stdin's EOF.
+Once its libraries are loaded it creates no socket of any kind (no_new_privs and a seccomp
+filter, on x86_64 and aarch64): a page that took over the parser reaches neither the network
+nor a local daemon's unix socket; its pipes to Herald are all it has.
 
 Protocol (pipes; replies are JSON, never pickle: the worker parses untrusted pages):
     parent -> worker   a JSON line {"url", "content_type", "charset", "size"} + `size` body bytes
@@ -15,6 +18,8 @@ Protocol (pipes; replies are JSON, never pickle: the worker parses untrusted pag
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
 import resource
@@ -22,11 +27,16 @@ import signal
 import sys
 from typing import IO, Any
 
+from .._sandbox import seccomp
 from .._sandbox.procs import die_with_parent
 from .errors import PageError
 from .fetch import Fetched
 
 MIB = 1024 * 1024
+PR_SET_NO_NEW_PRIVS = 38
+# socket() and socketpair() of every family refused (and io_uring, which makes sockets without them).
+NO_SOCKETS = seccomp.Rules(errno=errno.EPERM, foreign_errno=None, refused=("io_uring_setup",),
+                           socket_calls=("socket", "socketpair"), families=(), other_families=False)
 NEAR_LIMIT = 0.75  # a peak address space past this share of the limit: allocations were being refused
 
 
@@ -75,6 +85,20 @@ def _answer(page: Fetched, memory_limit: int) -> dict[str, Any]:
     return {"url": rendered.url, "title": rendered.title, "text": rendered.text, "links": rendered.links}
 
 
+def refuse_sockets() -> bool:
+    """no_new_privs, then the NO_SOCKETS filter on this (single-threaded) process; False where
+    the machine has no filter or the kernel refuses it (the worker then runs unfiltered)."""
+    if not seccomp.supported():
+        return False
+    try:
+        if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            return False
+        seccomp.install(seccomp.program(os.uname().machine, NO_SOCKETS))
+    except OSError:
+        return False
+    return True
+
+
 def main() -> None:
     parent, memory_limit, recycle_at = (int(value) for value in sys.argv[-3:])
     die_with_parent(signal.SIGKILL)
@@ -92,6 +116,7 @@ def main() -> None:
     from . import render
 
     render.warm()  # the libraries' lazy parts loaded now, not on the first page
+    refuse_sockets()
     while True:
         header = stdin.readline()
         if not header:

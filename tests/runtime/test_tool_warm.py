@@ -5,13 +5,17 @@ every offered tool); a failing hook is logged and costs nothing else."""
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from herald import Runtime
 from herald.tools import Registry, Tool, ToolContext
+from tests.fixtures.users import REPO
 
 from ._helpers import run_ok, wait_for
 
@@ -96,3 +100,27 @@ def test_a_name_inside_a_longer_word_warms_nothing(make_runtime: MakeRuntime) ->
     runtime = make_runtime(registry=_registry(hook))
     run_ok(runtime, "cold_abc = 'cold_a_b'\nprint(cold_abc)")
     assert hook.calls == []
+
+WEB_WARMED = """
+import sys, threading
+from pathlib import Path
+from herald import Runtime, Settings
+settings = Settings(data_dir=Path(sys.argv[1]))
+with Runtime(settings=settings, tools=["web_extract"]) as runtime:
+    for thread in threading.enumerate():
+        if thread.name.startswith("herald-warm"):
+            thread.join(30)
+    ctx = runtime.dispatcher.ctx
+    print("httpx" in sys.modules, "herald.web.renderpool" in sys.modules, "trafilatura" in sys.modules,
+          "web.render_pool" in ctx.cache)
+"""
+
+
+def test_a_session_offering_web_extract_imports_its_parent_side_ahead(tmp_path: Any) -> None:
+    done = subprocess.run([sys.executable, "-c", WEB_WARMED, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120, cwd=str(REPO))
+    assert done.returncode == 0, done.stderr
+    httpx, renderpool, trafilatura, pool = done.stdout.split()
+    assert (httpx, renderpool) == ("True", "True")
+    assert trafilatura == "False"  # extraction happens in the workers only
+    assert pool == "False"  # no process is started before a call needs one

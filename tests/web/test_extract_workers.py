@@ -5,6 +5,7 @@ and the worker is replaced. Real pages from a real HTTP server on 127.0.0.1, rea
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -20,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from herald._sandbox import seccomp
+from herald._sandbox.procs import alive
 from herald.web.renderpool import RenderPool
 from tests.fixtures.users import REPO, User, nonroot  # noqa: F401  (fixture)
 
@@ -83,15 +86,6 @@ def pool_of(session: WebSession) -> RenderPool:
     return pool
 
 
-def alive(pid: int) -> bool:
-    """Running (a zombie, dead but not yet reaped, counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def wait_until(condition: Callable[[], bool], what: str) -> None:
     end = time.monotonic() + DEADLINE
     while not condition():
@@ -132,7 +126,7 @@ def test_one_pool_per_session_reused_and_killed_with_it(make_web: MakeWeb, site:
     assert all(alive(pid) for pid in pool_of(other).pids())
 
 
-def test_workers_hold_no_environment_and_no_inherited_descriptors(
+def test_workers_hold_no_environment_no_inherited_descriptors_and_no_sockets(
     make_web: MakeWeb, site: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("HERALD_TEST_SECRET", "s3cr3t-value")
@@ -158,6 +152,9 @@ def test_workers_hold_no_environment_and_no_inherited_descriptors(
             assert str(secret_file) not in targets and not any(t.startswith("socket:") for t in targets), targets
             assert os.getsid(pid) == pid  # a session of its own: a Ctrl-C at Herald's terminal is Herald's
             assert os.readlink(f"/proc/{pid}/cwd") == "/"
+            status = Path(f"/proc/{pid}/status").read_text()
+            if seccomp.supported():  # it has answered a page: its socket filter is in place
+                assert "\nNoNewPrivs:\t1\n" in status and "\nSeccomp:\t2\n" in status, status
     finally:
         os.close(fd)
 
@@ -260,3 +257,69 @@ def test_a_page_that_outlasts_the_fetch_timeout_fails_alone(make_web: MakeWeb, s
     slow, fine = reply["results"]
     assert "extracting the page took more than 1 s (web.fetch_timeout)" in slow["error"]
     assert "marker2 sentence 1" in fine["content"]
+
+
+def test_a_worker_that_stops_reading_cannot_hold_the_call(make_web: MakeWeb, site: str) -> None:
+    """A stopped worker (SIGSTOP) takes no more of a page than the pipe holds: the page, larger
+    than that, fails at web.fetch_timeout and the worker is replaced."""
+    session = make_web({"web.extract_workers": 1, "web.fetch_timeout": 2})
+    session("web_extract", urls=[f"{site}/page/1"])
+    (pid,) = pool_of(session).pids()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        (page,) = session("web_extract", urls=[f"{site}/slow"])["results"]  # ~600 kB: more than a pipe holds
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # killed already, as it should be
+            os.kill(pid, signal.SIGCONT)
+    assert "took more than 2 s (web.fetch_timeout)" in page["error"]
+    wait_until(lambda: not alive(pid), "the stopped worker killed")
+    assert session("web_extract", urls=[f"{site}/page/2"])["failed"] == 0
+
+
+def test_concurrent_calls_share_the_pool_and_each_gets_its_own_pages(make_web: MakeWeb, site: str) -> None:
+    session = make_web({"web.extract_workers": 2})
+    replies: dict[int, dict[str, Any]] = {}
+
+    def call(n: int) -> None:
+        replies[n] = session("web_extract", urls=[f"{site}/page/{n * 10 + i}" for i in range(6)])
+
+    threads = [threading.Thread(target=call, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(DEADLINE)
+    assert sorted(replies) == list(range(6))
+    for n, reply in replies.items():
+        assert reply["failed"] == 0
+        for i, page in enumerate(reply["results"]):
+            assert page["title"] == f"marker{n * 10 + i}"
+    assert len(pool_of(session).pids()) == 2  # never more workers than the pool's size
+
+
+SOCKETS_AFTER_FILTER = """
+import socket, sys
+from herald.web.renderworker import refuse_sockets
+assert refuse_sockets()
+refused = []
+for family, kind in ((socket.AF_INET, socket.SOCK_STREAM), (socket.AF_INET6, socket.SOCK_DGRAM),
+                     (socket.AF_UNIX, socket.SOCK_STREAM), (socket.AF_NETLINK, socket.SOCK_RAW)):
+    try:
+        socket.socket(family, kind).close()
+    except PermissionError:
+        refused.append(True)
+try:
+    socket.socketpair()
+except PermissionError:
+    refused.append(True)
+print(len(refused))
+"""
+
+
+@pytest.mark.skipif(not seccomp.supported(), reason="no seccomp filter is written for this machine")
+def test_what_the_workers_filter_leaves_a_page_that_took_over_the_parser() -> None:
+    """The filter a worker installs once its libraries are loaded, applied to a process that then
+    tries what hijacked parser code would: TCP, UDP, a local daemon's unix socket, netlink."""
+    done = subprocess.run([sys.executable, "-c", SOCKETS_AFTER_FILTER], capture_output=True, text=True,
+                          timeout=60, cwd=str(REPO), env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "5"

@@ -146,10 +146,10 @@ def test_links_are_unique_in_page_order_with_navigation_marked(make_web: MakeWeb
     assert page["links"] == [
         {"url": f"{site}/", "text": "Home", "nav": True},
         {"url": f"{site}/site/a.html", "text": "A", "nav": True},
-        # In the menu and in the text: a content link (its first text kept).
-        {"url": f"{site}/site/b.html", "text": "B", "nav": False},
+        # In the menu and in the text: a content link, with the text's words.
+        {"url": f"{site}/site/b.html", "text": "B again", "nav": False},
         {"url": f"{site}/site/c.html", "text": "C", "nav": True},
-        {"url": f"{site}/site/d.html", "text": "D", "nav": False},
+        {"url": f"{site}/site/d.html", "text": "D", "nav": False},  # the first text of two
         {"url": f"{site}/site/e.html", "text": "E", "nav": False},  # an image link: its alt text
         {"url": f"{site}/legal.html", "text": "Legal", "nav": True},
     ]
