@@ -71,9 +71,8 @@ class Tool:
     parameters: dict[str, Any]  # JSON schema of an object
     handler: Handler
     # What a call returns: a TypedDict defined beside the tool (tools/returns.py renders it for
-    # the prompt, the schemas, `herald tools` and the stubs). A string is the transitional form
-    # of tools not converted yet (one line on the result's shape); None: the tool says nothing.
-    returns: type | str | None = None
+    # the prompt, the schemas, `herald tools` and the stubs); None: the tool says nothing.
+    returns: type | None = None
     # JSON schema of the result when the tool declares one (MCP's outputSchema): the stub's return type.
     output_schema: dict[str, Any] | None = None
     sandbox: bool = True  # callable from execute_code scripts
@@ -140,8 +139,8 @@ class Tool:
         missing = set(self.parameters.get("required", [])) - set(self.properties)
         if missing:
             raise ValueError(f"tool {self.name}: required parameters {sorted(missing)} are not defined")
-        if self.returns is not None and not isinstance(self.returns, str) and not is_typed_dict(self.returns):
-            raise ValueError(f"tool {self.name}: returns must be a TypedDict class (or, for now, a line of text)")
+        if self.returns is not None and not is_typed_dict(self.returns):
+            raise ValueError(f"tool {self.name}: returns must be a TypedDict class")
         if self.runs_scripts and (self.sandbox or "code" not in self.required):
             # Caught here, at definition, rather than as a nested sandbox or a view without a script.
             raise ValueError(f"tool {self.name}: a tool that runs scripts needs sandbox=False and a required 'code'")

@@ -39,13 +39,9 @@ def fields(cls: type) -> list[tuple[str, Any, bool]]:
     return found
 
 
-def shape(returns: type | str | None) -> str:
+def shape(returns: type | None) -> str:
     """The one-line form of what a tool returns ('' when it says nothing)."""
-    if returns is None:
-        return ""
-    if isinstance(returns, str):  # transitional: a tool not converted yet says it in words
-        return returns
-    return _shape(returns)
+    return "" if returns is None else _shape(returns)
 
 
 def schema_shape(schema: dict[str, Any]) -> str:

@@ -18,7 +18,7 @@ import os
 import secrets
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypedDict
 
 from ..capture import CappedCapture
 from ..config import Settings
@@ -35,6 +35,34 @@ from .webpackages import DIRECT_PACKAGES, FIRECRAWL_PACKAGE, installed, needs_pa
 
 if TYPE_CHECKING:
     from firecrawl import Firecrawl
+
+class PageLink(TypedDict):
+    url: str
+    text: str
+    nav: Annotated[bool, "the page's navigation, not its content"]
+
+
+class WebPage(TypedDict):
+    url: str
+    final_url: NotRequired[Annotated[str, "after redirects"]]
+    title: str
+    content: Annotated[str, "markdown"]
+    chars: int
+    truncated: NotRequired[bool]
+    spill_path: NotRequired[Annotated[str, "the whole text"]]
+    links: list[PageLink]
+
+
+class WebPageFailed(TypedDict):
+    url: str
+    error: str
+
+
+class WebExtractResult(TypedDict):
+    results: list[WebPage | WebPageFailed]
+    source: Literal["firecrawl", "direct"]
+    failed: int
+
 
 MAX_URLS = 50
 FRESH_PARAMETER = {
@@ -91,7 +119,7 @@ def scraped(ctx: ToolContext, config: FirecrawlConfig, client: Firecrawl, url: s
     kept = None if fresh else recent.get((config, url))
     if isinstance(kept, Rendered):
         return kept
-    page = scrape(client, url, _limit(ctx.settings.web.fetch_timeout), fresh)
+    page = scrape(client, url, page_limit(ctx.settings.web.fetch_timeout), fresh)
     recent.put((config, url), page, rendered_size(page))
     return page
 
@@ -114,7 +142,7 @@ def render_pool(ctx: ToolContext) -> RenderPool:
     return pool
 
 
-def _limit(seconds: float) -> float:
+def page_limit(seconds: float) -> float:
     """`seconds`, cut to what the run has left (a page started just as the time ran out raises)."""
     left = time_left(seconds)
     assert left is not None
@@ -123,7 +151,7 @@ def _limit(seconds: float) -> float:
     return left
 
 
-def _run_limited(seconds: float) -> bool:
+def run_limited_by_deadline(seconds: float) -> bool:
     left = time_left(seconds)
     return left is not None and left < seconds
 
@@ -141,7 +169,7 @@ def _capped(text: str, limit: int, ctx: ToolContext) -> Page:
     return page
 
 
-def _page_result(url: str, page: Rendered, limit: int, ctx: ToolContext) -> Page:
+def page_result(url: str, page: Rendered, limit: int, ctx: ToolContext) -> Page:
     """A page's result: `final_url` only when redirects moved it; `links` always (empty for
     text that is not HTML)."""
     result: Page = {"url": url}
@@ -169,7 +197,7 @@ def _extract_with(fetch: Callable[[str], Rendered], urls: list[str], limit: int,
             raise
         except Exception as exc:  # one page's surprise must not cost the others their results
             return {"url": url, "error": f"{type(exc).__name__}: {exc}"}
-        return _page_result(url, page, limit, ctx)
+        return page_result(url, page, limit, ctx)
 
     workers = max(1, min(len(urls), ctx.settings.web.max_concurrency))
     # Each page runs under this call's context: its deadline (and cancel) reach the pool's threads.
@@ -221,8 +249,8 @@ def web_extract(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             pool, fetcher, policy = render_pool(ctx), session_fetcher(ctx), ctx.web_policy
 
             def fetch_and_render(url: str) -> Rendered:
-                fetched = fetcher.fetch(url, policy, _limit(web.fetch_timeout), _run_limited(web.fetch_timeout), fresh)
-                return pool.render(fetched, _limit(web.fetch_timeout), _run_limited(web.fetch_timeout))
+                fetched = fetcher.fetch(url, policy, page_limit(web.fetch_timeout), run_limited_by_deadline(web.fetch_timeout), fresh)
+                return pool.render(fetched, page_limit(web.fetch_timeout), run_limited_by_deadline(web.fetch_timeout))
 
             pages = _extract_with(fetch_and_render, unique, limit, ctx)
             source = "direct"
@@ -303,11 +331,7 @@ TOOLS = [
             "required": ["urls"],
         },
         handler=web_extract,
-        returns=(
-            "{'results': [{'url': str, 'final_url'?: str, 'title': str, 'content': str, 'chars': int, "
-            "'truncated'?: True, 'spill_path'?: str, 'links': [{'url': str, 'text': str, 'nav': bool}]} "
-            "or {'url': str, 'error': str}], 'source': 'firecrawl' | 'direct', 'failed': int}"
-        ),
+        returns=WebExtractResult,
         unavailable=extract_unavailable,
         warm=warm_web_extract,
     ),

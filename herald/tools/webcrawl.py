@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 from urllib.parse import urldefrag, urlsplit
 
 from ..backends.shell import current_cancel
@@ -42,13 +42,15 @@ from .registry import Tool, ToolContext, ToolError
 from .web import (
     FRESH_PARAMETER,
     MAX_URLS,
-    _limit,
-    _page_result,
-    _run_limited,
+    WebPage,
+    WebPageFailed,
     extract_unavailable,
     firecrawl_client,
+    page_limit,
+    page_result,
     recent_scrapes,
     rendered_size,
+    run_limited_by_deadline,
     session_fetcher,
     warm_web_extract,
     web_extract,
@@ -58,6 +60,31 @@ if TYPE_CHECKING:
     from firecrawl import Firecrawl
 
 MAX_PAGES = 200
+
+
+class CrawledPage(WebPage):
+    depth: int
+
+
+class CrawledPageFailed(WebPageFailed):
+    depth: int
+
+
+class CrawlSkipped(TypedDict, total=False):
+    off_site: int
+    excluded: int
+    refused: int
+    robots: int
+    over_max_pages: int
+
+
+class WebCrawlResult(TypedDict):
+    results: list[CrawledPage | CrawledPageFailed]
+    source: Literal["firecrawl", "direct"]
+    pages: int
+    failed: int
+    skipped: CrawlSkipped
+
 STOPPED = ("web_crawl stopped: the run's time limit was reached while pages were still being fetched. Crawl "
            "fewer pages (max_pages) or narrow it (include=...).")
 DEFAULT_PAGES = 25
@@ -99,7 +126,7 @@ class _RobotsRules:
     def _load(self, url: str) -> Robots:
         timeout = self.ctx.settings.web.fetch_timeout
         try:
-            fetched = session_fetcher(self.ctx).fetch(url, self.ctx.web_policy, _limit(timeout), _run_limited(timeout))
+            fetched = session_fetcher(self.ctx).fetch(url, self.ctx.web_policy, page_limit(timeout), run_limited_by_deadline(timeout))
         except StatusError as exc:  # RFC 9309 2.3.1: 4xx, no rules; 5xx, the site is off limits
             return ALLOW_ALL if exc.status < 500 else DISALLOW_ALL
         except RunTimeUp:
@@ -219,7 +246,7 @@ def _crawl_firecrawl(config: FirecrawlConfig, start: str, max_pages: int, same_s
             found = [{"url": link, "text": "", "nav": False} for link in dict.fromkeys(document.links or [])]
             page = Rendered(final, getattr(metadata, "title", None) or "", document.markdown or "", found)  # type: ignore[arg-type]
             recent.put((config, url), page, rendered_size(page))  # a later web_extract of it costs no credit
-            pages[url] = _page_result(url, page, char_limit, ctx)
+            pages[url] = page_result(url, page, char_limit, ctx)
             links[url] = [_normal(link) for link in document.links or []]
     results = [{"url": url, "depth": depth, **{k: v for k, v in pages[url].items() if k != "url"}}
                for url, depth in _breadth_first(_normal(start), list(pages), links)]
@@ -339,12 +366,7 @@ TOOLS = [
             "required": ["url"],
         },
         handler=web_crawl,
-        returns=(
-            "{'results': [{'url': str, 'depth': int, 'title': str, 'content': str, 'chars': int, 'links': [...], "
-            "'final_url'?: str, 'truncated'?: True, 'spill_path'?: str} or {'url': str, 'depth': int, 'error': str}], "
-            "'source': 'firecrawl' | 'direct', 'pages': int, 'failed': int, 'skipped': {'off_site'?: int, "
-            "'excluded'?: int, 'refused'?: int, 'robots'?: int, 'over_max_pages'?: int}}"
-        ),
+        returns=WebCrawlResult,
         unavailable=extract_unavailable,
         warm=warm_web_extract,
     ),

@@ -17,7 +17,7 @@ import contextvars
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from ..backends.shell import current_cancel
 from ..config import Settings
@@ -40,6 +40,20 @@ if TYPE_CHECKING:
     import httpx
 
 HTTPX = {"httpx": "httpx"}
+
+
+class WebSearchHit(TypedDict):
+    url: str
+    title: str
+    description: str
+
+
+class WebSearchResult(TypedDict):
+    query: str
+    provider: str
+    results: list[WebSearchHit]
+    note: NotRequired[str]
+
 POLL_SECONDS = 0.1  # how soon a cancelled call notices
 
 
@@ -162,8 +176,7 @@ TOOLS = [
             "required": ["query"],
         },
         handler=web_search,
-        returns=("{'query': str, 'provider': str, 'results': [{'url': str, 'title': str, 'description': str}], "
-                 "'note'?: str}"),
+        returns=WebSearchResult,
         unavailable=search_unavailable,
     ),
 ]

@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
@@ -27,6 +27,10 @@ from herald.tools import Registry, Tool, default_registry
 
 def noop(args: dict[str, Any], ctx: Any) -> Any:
     return None
+
+
+class TrickyResult(TypedDict):
+    ok: bool
 
 
 TRICKY = Tool(
@@ -52,7 +56,7 @@ TRICKY = Tool(
         "required": ["name"],
     },
     handler=noop,
-    returns="{'ok': bool}",
+    returns=TrickyResult,
 )
 
 

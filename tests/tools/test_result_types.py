@@ -22,13 +22,8 @@ from tests.fixtures.shapes import mismatches
 CallTool = Callable[..., Any]  # the `call` fixture of tests/tools/conftest.py
 
 # Tools whose result is still a line of text: the web tools, rewritten elsewhere (transitional).
-TRANSITIONAL = {"web_extract", "web_search"}
-
-
-def test_every_tool_declares_a_typed_result_except_the_transitional_ones() -> None:
+def test_every_tool_declares_a_typed_result() -> None:
     for tool in default_registry():
-        if tool.name in TRANSITIONAL:
-            continue
         assert isinstance(tool.returns, type), f"{tool.name} declares no TypedDict result"
         assert inspect.getmodule(tool.returns) is inspect.getmodule(tool.handler), (
             f"{tool.name}: its result type is not defined beside it"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
@@ -35,9 +35,13 @@ def test_read_only_is_neither_a_mutation_nor_a_change_of_agent_state() -> None:
     assert registry.get("read_file").read_only and not registry.get("terminal").read_only  # type: ignore[union-attr]
 
 
+class PeekResult(TypedDict):
+    text: str
+
+
 def test_the_schema_of_a_tool() -> None:
-    tool = Tool("peek", "Reads.", CODE, _noop, returns="{'text'}")
+    tool = Tool("peek", "Reads.", CODE, _noop, returns=PeekResult)
     assert tool.llm_schema() == {
         "type": "function",
-        "function": {"name": "peek", "description": "Reads.\nReturns: {'text'}", "parameters": CODE},
+        "function": {"name": "peek", "description": "Reads.\nReturns: {'text': str}", "parameters": CODE},
     }

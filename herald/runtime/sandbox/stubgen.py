@@ -109,13 +109,8 @@ def _docstring(tool: Tool) -> str:
     return textwrap.indent(body, "    ")
 
 
-def _typed_returns(tool: Tool) -> type | None:
-    """The tool's result TypedDict, or None (no type, or the transitional string form)."""
-    return tool.returns if isinstance(tool.returns, type) else None
-
-
 def _return_annotation(tool: Tool) -> str:
-    typed = _typed_returns(tool)
+    typed = tool.returns
     if typed is not None:
         return result_types.annotation(typed)
     return _annotation(tool.output_schema) if tool.output_schema else "Any"
@@ -191,7 +186,7 @@ def render_module(tools: Iterable[Tool], elsewhere: Mapping[str, str] | None = N
 def result_classes(tools: Iterable[Tool]) -> str:
     """The TypedDicts the tools return, defined before the stubs that name them. A class named
     like a tool or a name the module defines would replace it: an error, as for tools."""
-    typed = [t for t in (_typed_returns(tool) for tool in tools) if t is not None]
+    typed = [tool.returns for tool in tools if tool.returns is not None]
     source = result_types.stub_classes(typed)
     names = {tool.name for tool in tools} | RESERVED
     for line in source.splitlines():
