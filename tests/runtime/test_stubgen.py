@@ -166,7 +166,7 @@ print(json.dumps(out))
     assert tricky["sig"] == (
         "(name: str, mode: str = 'fast', items: Optional[List[Any]] = None, "
         "options: Optional[Dict[str, Any]] = None, ratio: Optional[float] = None, count: int = 3, "
-        "flag: bool = False, anything: Any = None) -> Any"
+        "flag: bool = False, anything: Any = None) -> hermes_tools.TrickyResult"
     )
     assert "One of: 'fast', 'slow'." in tricky["doc"]
     assert "a backslash \\ and \\n" in tricky["doc"]
@@ -228,7 +228,7 @@ def test_signatures_for_prompts() -> None:
     assert lines == [
         "tricky(name: str, mode: str = 'fast', items: Optional[List[Any]] = None, "
         "options: Optional[Dict[str, Any]] = None, ratio: Optional[float] = None, count: int = 3, "
-        "flag: bool = False, anything: Any = None)"
+        "flag: bool = False, anything: Any = None) -> TrickyResult"
     ]
 
 
