@@ -152,6 +152,7 @@ class Agent:
                 transcript=self.session.transcript, policy=policy,
             )
             undo.callback(self.runtime.close)
+            self.runtime.dispatcher.warmer.model_session_started()  # Chromium, web workers: ahead of the model's first call
             direct_tools = self.runtime.dispatcher.tools  # without tools that cannot work here
             execute_tool = self.runtime.execute_tool  # runs scripts on this session's Runtime
             self.tool_schemas = [execute_tool.llm_schema(), *(t.llm_schema() for t in direct_tools)]

@@ -59,8 +59,9 @@ class SandboxSettings:
     # Per-script budgets beyond the call count, e.g. {web_calls = 20, reply_bytes = 5_000_000} (policy/budgets.py)
     budgets: dict[str, float] = field(default_factory=dict)
     # When tools' warm-ups (Chromium's launch, ...) start ahead of their first call (runtime/offer.py):
-    # "auto": for tools the session's `tools` list names, and for those a script names, as it
-    # starts; "offered": every offered tool, when the session starts; "off": on the first call.
+    # "auto": every offered tool when a model's session starts (herald run), else the tools the
+    # session's `tools` list names and those a script names as it starts; "named": only those;
+    # "offered": every offered tool when any session starts; "off": on the first call.
     warm_tools: str = "auto"
 
 

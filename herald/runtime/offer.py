@@ -5,15 +5,21 @@ unless the session named it in its enabled list, in which case it stays with the
 description. The agent's tool list, execute_code's description, the script stubs and
 `herald tools` all read that one answer.
 
-`ToolWarmer` runs the offered tools' `warm` hooks (Chromium's launch for the browser tools), so
-the first call does not wait for that work: each hook once per session, on a daemon thread, its
-errors logged. When (setting `sandbox.warm_tools`): "auto" warms the tools the session's list
-names when it starts, and those a script names when the script starts (a word of its source:
-an import or a call; reading the source here only decides what to prepare, never what may run);
-"offered" warms every offered tool when the session starts (a long-lived session where a model
-thinks first); "off" leaves the work to the first call. "auto" is the default because a session
-offers the browser whenever Chromium is installed: launching it for every script that never
-browses would cost each session ~1.3 s of CPU and ~380 MB (measured, headless Chromium).
+`ToolWarmer` runs the offered tools' `warm` hooks (Chromium's launch for the browser tools, the
+web stack's extraction workers), so the first call does not wait for that work: each hook once
+per session, on a daemon thread, its errors logged. When (setting `sandbox.warm_tools`):
+- "auto" (default): a session with a model (`herald run`, the service: the agent calls
+  `model_session_started`) warms every offered tool when it starts, since the model thinks for
+  seconds before its first script; a script run on its own (`herald exec`, a Runtime used as a
+  library) warms the tools the session's list names, and those its source names as it starts
+  (a word of its source: an import or a call; reading the source here only decides what to
+  prepare, never what may run).
+- "named": only the session's list and the script's words, model or not.
+- "offered": every offered tool when any session starts.
+- "off": the first call does the work.
+A script run on its own does not warm every offered tool because a session offers the browser
+whenever Chromium is installed: launching it for every script that never browses would cost
+each ~1.3 s of CPU and ~380 MB (measured, headless Chromium).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from ..config import Settings
 from ..tools.registry import Registry, Tool, ToolContext
 
 UNAVAILABLE_NOTE = "Unavailable in this session: "
-WARM_MODES = ("auto", "offered", "off")
+WARM_MODES = ("auto", "named", "offered", "off")
 log = logging.getLogger(__name__)
 
 
@@ -105,8 +111,13 @@ class ToolWarmer:
         """The session begins, offering its tools; `enabled` is its own list of tools, if any."""
         if self._mode == "offered":
             self.warm(self._hooks)
-        elif self._mode == "auto" and enabled is not None:
+        elif self._mode in ("auto", "named") and enabled is not None:
             self.warm(enabled)
+
+    def model_session_started(self) -> None:
+        """A model is offered these tools (the agent's session): in "auto", warm them all now."""
+        if self._mode == "auto":
+            self.warm(self._hooks)
 
     def script_starts(self, code: str) -> None:
         """A script is about to run: warm the tools its source names."""
@@ -123,7 +134,7 @@ class ToolWarmer:
                 if hook in self._started:
                     continue
                 self._started.add(hook)
-            threading.Thread(target=self._run, args=(name, hook), name=f"herald-warm-{name}", daemon=True).start()
+            threading.Thread(target=self._run, args=(name, hook), name=f"herald-tool-warm-{name}", daemon=True).start()
 
     def _run(self, name: str, hook: Callable[[ToolContext], None]) -> None:
         try:

@@ -95,6 +95,8 @@ def session_fetcher(ctx: ToolContext) -> Fetcher:
     with ctx.cache_lock:
         fetcher: Fetcher | None = ctx.cache.get("web.fetcher")
         if fetcher is None:
+            if ctx.closed:  # a client made now would never be closed
+                raise ToolError("web_extract: the session has ended.", "SessionClosed")
             fetcher = ctx.cache["web.fetcher"] = Fetcher(ctx.settings.web, backend_open_tcp(ctx))
             ctx.closers.append(fetcher.close)
         return fetcher
@@ -131,6 +133,8 @@ def render_pool(ctx: ToolContext) -> RenderPool:
         pool = ctx.cache.get("web.render_pool")
         if isinstance(pool, RenderPool):
             return pool
+        if ctx.closed:  # workers started now would outlive the session
+            raise ToolError("web_extract: the session has ended.", "SessionClosed")
         from ..runtime.sandbox import spawner
 
         web = ctx.settings.web
@@ -264,11 +268,14 @@ def web_extract(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
 
 def warm_web_extract(ctx: ToolContext) -> None:
-    """What a session's first keyless web_extract would import, imported ahead (Tool.warm)."""
+    """What a session's first keyless web_extract would wait for, made ahead (Tool.warm): the
+    imports, the session's fetcher and its extraction workers (each imports trafilatura)."""
     if ctx.settings.web.extract == "direct" or firecrawl_config_from(ctx.settings) is None:
         import httpx  # noqa: F401
 
-        from ..web import renderpool  # noqa: F401
+        session_fetcher(ctx)
+        if not not_installed(DIRECT_PACKAGES):
+            render_pool(ctx)
 
 
 # -- availability (Tool.unavailable): cheap, nothing imported or fetched ------------------------

@@ -40,8 +40,10 @@ def make_agent(llm: FakeLLMServer, protocol: Protocol, settings: Settings, works
     made: list[Agent] = []
 
     def factory(*, overrides: dict[str, Any] | None = None, **kwargs: Any) -> Agent:
+        # "named": a model's session would warm every offered tool (Chromium, ~1.3 s of CPU) in
+        # every agent test; test_agent_warm.py checks that default itself.
         tuned = settings.with_overrides({"agent.retry_base_delay": 0.01, "agent.retry_max_delay": 0.05,
-                                         **(overrides or {})})
+                                         "sandbox.warm_tools": "named", **(overrides or {})})
         events: list[AgentEvent] = []
         kwargs.setdefault("provider", PROVIDER_OF[protocol])
         kwargs.setdefault("model", f"scripted-{protocol}")

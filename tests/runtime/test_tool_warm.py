@@ -108,7 +108,7 @@ from herald import Runtime, Settings
 settings = Settings(data_dir=Path(sys.argv[1]))
 with Runtime(settings=settings, tools=["web_extract"]) as runtime:
     for thread in threading.enumerate():
-        if thread.name.startswith("herald-warm"):
+        if thread.name.startswith("herald-tool-warm"):
             thread.join(30)
     ctx = runtime.dispatcher.ctx
     print("httpx" in sys.modules, "herald.web.renderpool" in sys.modules, "trafilatura" in sys.modules,
@@ -116,11 +116,11 @@ with Runtime(settings=settings, tools=["web_extract"]) as runtime:
 """
 
 
-def test_a_session_offering_web_extract_imports_its_parent_side_ahead(tmp_path: Any) -> None:
+def test_a_session_naming_web_extract_readies_it_ahead(tmp_path: Any) -> None:
     done = subprocess.run([sys.executable, "-c", WEB_WARMED, str(tmp_path)], capture_output=True, text=True,
                           timeout=120, cwd=str(REPO))
     assert done.returncode == 0, done.stderr
     httpx, renderpool, trafilatura, pool = done.stdout.split()
     assert (httpx, renderpool) == ("True", "True")
     assert trafilatura == "False"  # extraction happens in the workers only
-    assert pool == "False"  # no process is started before a call needs one
+    assert pool == "True"  # the session names web_extract: its workers start ahead of the first call
