@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+import secrets
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from .._sandbox.localshell import EMPTY_COMMAND
 from ..backends.base import CONFINE_PREFERRED, BackendError, NoConfinement, call_confinement
@@ -18,13 +19,15 @@ class TerminalResult(TypedDict):
     interrupted: NotRequired[Literal[True]]
     truncated: NotRequired[Literal[True]]
     note: NotRequired[str]
+    pid: NotRequired[Annotated[int, "background=True: the started process"]]
+    log: NotRequired[Annotated[str, "background=True: where its output goes, on the backend"]]
 
 
 FOREGROUND_ONLY = (
     "scripts run commands in the foreground only, so '{arg}' is not supported inside "
     "execute_code. Run the command without it (it returns when the command ends). To keep a "
-    "server running, start it with a direct terminal call (not from a script) ending in '&', "
-    "e.g. terminal('python3 app.py > app.log 2>&1 &'): a direct call's jobs live on with the session."
+    "server running, start it with a direct terminal call (not from a script) with background=True, "
+    "e.g. terminal('python3 app.py', background=True): it lives on with the session."
 )
 
 
@@ -32,6 +35,8 @@ def terminal(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     command: str = args["command"]
     if not command.strip():
         raise ToolError(EMPTY_COMMAND)
+    if args.get("background"):
+        return _start_in_background(command, args, ctx)
     # The dispatcher runs a cancellable call (a model's direct call that an interrupt may stop)
     # inside `cancellable(event)`; the backend's persistent shell honours that event itself.
     cancel = current_cancel()
@@ -65,6 +70,35 @@ def terminal(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     return reply
 
 
+def _start_in_background(command: str, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    """Start `command` as a job of the session's shell, its output to a log file on the backend,
+    and return at once: the job lives as long as the session (a server that later runs use).
+    The command sits on lines of its own inside a brace group, so its own `&`, `;` or a trailing
+    comment cannot change what is redirected or put in the background."""
+    if call_confinement() is not None:
+        raise ToolError(
+            "terminal: background=True starts a process that outlives the call, and the read-only profile "
+            "confines each command to the call. Use --profile workspace-write (setting policy.profile) to "
+            "start a server.", "PolicyRefused")
+    log = f"/tmp/herald-background-{secrets.token_hex(4)}.log"
+    wrapped = f"{{\n{command}\n}} > {log} 2>&1 < /dev/null &\necho \"$!\""
+    try:
+        result = ctx.backend.run(wrapped, timeout=args["timeout"], workdir=args["workdir"])
+    except BackendError as exc:
+        raise ToolError(f"terminal: the {ctx.backend.name} backend failed: {exc}", "BackendError") from None
+    pid_text = result.output.strip().splitlines()[-1:] or [""]
+    if result.exit_code != 0 or not pid_text[0].isdigit():
+        raise ToolError(f"terminal: could not start it in the background (exit {result.exit_code}): "
+                        f"{result.output.strip()[:500]}", "CommandFailed")
+    pid = int(pid_text[0])
+    return {
+        "output": f"Started in the background as pid {pid}; its output goes to {log} (read it with "
+                  f"terminal('tail -n 50 {log}')). It runs until it exits or the session ends; stop it "
+                  f"with terminal('kill {pid}').",
+        "exit_code": 0, "pid": pid, "log": log,
+    }
+
+
 def _first_word(command: str) -> str:
     words = command.split()
     return words[0] if words else "COMMAND"
@@ -78,7 +112,7 @@ TOOLS = [
             "carry over between calls) on the active backend. stdout and stderr are merged. "
             "A command that runs past `timeout` seconds is killed with everything it started. "
             "From execute_code, a command's background jobs (`&`) end when it returns; start a "
-            "long-lived server with a direct call instead."
+            "long-lived server with a direct call with background=True instead."
         ),
         parameters={
             "type": "object",
@@ -92,6 +126,15 @@ TOOLS = [
                 "workdir": {
                     "type": ["string", "null"],
                     "description": "Run this one command in this directory without moving the session.",
+                },
+                "background": {
+                    "type": "boolean",
+                    "default": False,
+                    "description": (
+                        "Start the command and return at once (a server for later runs, e.g. "
+                        "'python3 -m http.server 8000'): its pid and a log file on the backend come back. "
+                        "Direct calls only; it lives until it exits or the session ends."
+                    ),
                 },
             },
             "required": ["command"],

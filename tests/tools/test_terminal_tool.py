@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from herald.backends.local import LocalBackend
+from herald.runtime.sandbox.stubgen import signatures
 from herald.tools import ToolError, default_registry
 from herald.tools.arguments import bind_arguments
 
@@ -92,3 +93,38 @@ def test_backend_failure_is_a_tool_error(make_call: Callable[..., CallTool], wor
     closed.close()
     with pytest.raises(ToolError, match="the local backend failed: the local backend is closed"):
         make_call(backend=closed)("terminal", command="echo hi")
+
+
+# -- background=True: a server for later runs ----------------------------------------------------
+
+
+def _alive(call: CallTool, pid: int) -> bool:
+    return call("terminal", command=f"kill -0 {pid} && echo alive || echo gone")["output"] == "alive"
+
+
+def test_background_starts_and_returns_with_pid_and_log(call: CallTool, workspace: Path) -> None:
+    # Its own `&`, a `;` and a trailing comment stay inside what is started.
+    started = call("terminal", command="echo first; sleep 300 & echo second; wait # comment", background=True)
+    assert started["exit_code"] == 0 and started["pid"] > 0
+    log = started["log"]
+    assert log in started["output"] and f"kill {started['pid']}" in started["output"]
+    tail = call("terminal", command=f"for i in $(seq 100); do grep -q second {log} && break; sleep 0.1; done; cat {log}")
+    assert tail["output"] == "first\nsecond"
+    assert _alive(call, started["pid"])  # still running after later calls of the session
+    call("terminal", command=f"pkill -P {started['pid']}; kill {started['pid']}")
+
+
+def test_background_is_not_in_the_script_stub() -> None:
+    """Scripts cannot pass it (refused with the reason), so their signature does not offer it."""
+    terminal = default_registry().get("terminal")
+    assert terminal is not None
+    [signature] = signatures([terminal])
+    assert signature.startswith("terminal(command: str") and "background" not in signature
+
+
+def test_background_is_refused_under_the_read_only_profile(make_runtime: Callable[..., Any]) -> None:
+    """A rule may lift the allow-list; a process outliving the call is still not started."""
+    runtime = make_runtime(overrides={"policy.profile": "read-only", "policy.rules": ["allow terminal command=sleep"]})
+    reply = runtime.dispatcher.call_direct("terminal", {"command": "sleep 300", "background": True})
+    assert reply["error"]["type"] == "PolicyRefused", reply
+    assert "background=True" in reply["error"]["message"]

@@ -70,7 +70,8 @@ def _signature(tool: Tool) -> tuple[str, list[str]]:
         )
     params: list[str] = []
     names: list[str] = []
-    props = tool.properties
+    # What scripts may not pass is not in their signature: it reaches `**refused` and is refused.
+    props = {name: schema for name, schema in tool.properties.items() if name not in tool.script_refused_args}
     ordered = [n for n in props if n in tool.required] + [n for n in props if n not in tool.required]
     for name in ordered:
         if not name.isidentifier() or keyword.iskeyword(name):
@@ -96,6 +97,8 @@ def _docstring(tool: Tool) -> str:
     parts = [tool.description.strip()]
     args = []
     for name, schema in tool.properties.items():
+        if name in tool.script_refused_args:
+            continue
         text = schema.get("description", "")
         if "enum" in schema:
             text = (text + " " if text else "") + "One of: " + ", ".join(map(repr, schema["enum"])) + "."
