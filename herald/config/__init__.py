@@ -151,7 +151,10 @@ class WebSettings:
     tavily_api_url: str = ""  # empty: https://api.tavily.com
     exa_api_key: str = ""  # else $EXA_API_KEY
     exa_api_url: str = ""  # empty: https://api.exa.ai
-    max_per_host: int = 6  # requests in flight to one host, across all calls of a session
+    # Requests in flight to one host, across all calls of a session: as many as one call fetches at
+    # once (web.max_concurrency), so a call to one site is not held back, while parallel() of many
+    # calls cannot multiply what one site sees.
+    max_per_host: int = 10
     user_agent: str = ""  # the User-Agent of fetches made here; "" = Herald's own (web/fetch.py)
     cache_max_bytes: int = 64 * 1024 * 1024  # the session's page cache (least recently used out)
     cache_ttl: float = 3600.0  # seconds a page with no caching headers counts as fresh (0: refetch)
