@@ -10,7 +10,7 @@ from typing import Any
 
 from herald.agent.events import InnerToolCall, ToolFinished, ToolStarted
 from herald.agent.view import AgentView, make_console
-from herald.tools.registry import Registry, Tool, default_registry
+from herald.tools.registry import Registry, Tool, ToolContext, default_registry
 from herald.transcript import read_transcript
 from tests.fakes.llm_server import FakeLLMServer, call, calls, reply
 
@@ -58,10 +58,14 @@ def test_a_custom_script_tool_is_counted_summarised_and_fails_with_its_script(
 def test_a_tool_that_changes_agent_state_is_not_a_repeated_read(make_agent: MakeAgent, llm: FakeLLMServer) -> None:
     notes: list[str] = []
     params = {"type": "object", "properties": {}}
+
+    def tally(args: dict[str, Any], ctx: ToolContext) -> str:
+        notes.append("x")
+        return "same"
+
     tools = [
         Tool("peek", "Test tool: reads.", params, lambda args, ctx: "same"),
-        Tool("tally", "Test tool: keeps a tally.", params, lambda args, ctx: notes.append("x") or "same",
-             changes_agent_state=True),
+        Tool("tally", "Test tool: keeps a tally.", params, tally, changes_agent_state=True),
     ]
     llm.script(*[calls(call("tally")) for _ in range(3)], *[calls(call("peek")) for _ in range(2)], reply("ok"))
     result = make_agent(registry=Registry([*default_registry(), *tools])).run("go")

@@ -8,6 +8,7 @@ import itertools
 import json
 import socket
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from herald.agent.budget import IterationBudget
 from herald.agent.compression import compress, estimate_tokens, prune_tool_results
 from herald.agent.guardrails import LoopGuard
 from herald.agent.jsonrepair import repair_arguments
-from herald.agent.providers.base import ModelRequest, ProviderConfig
+from herald.agent.providers.base import ApiMode, ModelRequest, ProviderConfig
 from herald.agent.providers.errors import (
     FailoverReason,
     classify,
@@ -94,16 +95,16 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def error_server() -> FakeLLMServer:
+def error_server() -> Iterator[FakeLLMServer]:
     server = FakeLLMServer()
-    yield server  # type: ignore[misc]
+    yield server
     server.close()
 
 
 @pytest.mark.parametrize("protocol", ["openai", "anthropic"])
 @pytest.mark.parametrize(("status", "message", "reason"), CASES)
 def test_classification_of_real_sdk_errors(error_server: FakeLLMServer, protocol: Protocol, status: int, message: str, reason: FailoverReason) -> None:
-    mode = "chat_completions" if protocol == "openai" else "anthropic_messages"
+    mode: ApiMode = "chat_completions" if protocol == "openai" else "anthropic_messages"
     provider = make_provider(ProviderConfig("custom", "m", mode, base_url=error_server.base_url(protocol), api_key="k"))
     error_server.script(error(status, message))
     with pytest.raises(Exception) as caught:
@@ -276,14 +277,14 @@ def _history(turns: int, size: int) -> list[dict[str, object]]:
 
 def test_pruning_keeps_the_latest_turn_whole() -> None:
     messages = _history(3, 500)
-    pruned = prune_tool_results(messages)  # type: ignore[arg-type]
+    pruned = prune_tool_results(messages)
     assert pruned[2]["content"].startswith("[compacted: result of read_file")
     assert pruned[-1] == messages[-1] and pruned[0] == messages[0]
 
 
 def test_compress_drops_the_middle_but_keeps_task_pairs_and_todo() -> None:
     messages = _history(12, 50)
-    result = compress(messages, target_tokens=100, todo_text=lambda: "[x] 1. read files")  # type: ignore[arg-type]
+    result = compress(messages, target_tokens=100, todo_text=lambda: "[x] 1. read files")
     assert result.effective and result.after_tokens < result.before_tokens
     head, *rest = result.messages
     assert head["role"] == "user" and head["content"].startswith("the task")

@@ -14,7 +14,9 @@ import time
 import pytest
 
 from herald.backends import Backend, BackendError
+from herald.backends.base import Channel
 from herald.backends.docker import DockerBackend, engine
+from herald.backends.docker.channel import ExecChannel
 from tests.fixtures.dockerd import MakeDockerBackend
 
 # Capability bits (linux/capability.h) of the default docker.cap_add.
@@ -149,13 +151,19 @@ def test_list_dir_shows_hidden_unicode_and_links(docker_backend: DockerBackend) 
     assert entries["späce ü.txt"].is_file and not entries["dangling"].is_file and entries["dangling"].is_symlink
 
 
+def exit_status(channel: Channel) -> int | None:
+    """The exit status of a docker exec channel's process (None while it runs)."""
+    assert isinstance(channel, ExecChannel), channel
+    return channel.returncode
+
+
 def test_open_channel_runs_a_process_and_kills_its_tree(docker_backend: DockerBackend) -> None:
     channel = docker_backend.open_channel(["python3", "-c", "import sys; print(input()[::-1]); sys.exit(3)"])
     channel.send(b"olleh\n")
     output = b""
     while (chunk := channel.recv(60)) not in (b"", None):
         output += chunk
-    assert output == b"hello\n" and channel.returncode == 3
+    assert output == b"hello\n" and exit_status(channel) == 3
     channel.close()
 
     runaway = docker_backend.open_channel(["sh", "-c", "sleep 500 & sleep 501 & echo started; wait"], cwd="/tmp")
@@ -170,7 +178,7 @@ def test_channel_for_a_missing_program_reports_it(docker_backend: DockerBackend)
     output = b""
     while (chunk := channel.recv(60)) not in (b"", None):
         output += chunk
-    assert b"no-such-program" in output and channel.returncode == 127
+    assert b"no-such-program" in output and exit_status(channel) == 127
 
 
 def test_close_removes_the_container(make_docker_backend: MakeDockerBackend) -> None:

@@ -19,6 +19,7 @@ from herald import Runtime, Settings
 from herald.backends.local import LocalBackend
 from herald.mcp.serve import Approvals, build_server
 from herald.tools.registry import Registry, Tool, ToolContext, default_registry
+from tests.mcp.fakeservers import first_text
 
 
 class Ask:
@@ -77,7 +78,7 @@ def test_a_client_without_elicitation_gets_the_reason(workspace: Path, settings:
         async with Client(server, mode="legacy") as client:
             result = await client.call_tool("deploy", {"target": "prod"})
             assert result.is_error
-            assert "does not support elicitation" in result.content[0].text
+            assert "does not support elicitation" in first_text(result)
 
     try:
         anyio.run(main)

@@ -174,7 +174,8 @@ def _attempts(runtime: Runtime, commands: list[str]) -> list[list[Any]]:
                      ["ran", reply["result"]["exit_code"], reply["result"]["output"][-300:]])
     result = runtime.execute(_script(commands), timeout=120)
     assert result.status == "success", result
-    return found + json.loads(result.output)
+    ran_in_script: list[list[Any]] = json.loads(result.output)
+    return found + ran_in_script
 
 
 def _assert_ran(found: list[list[Any]], commands: list[str]) -> None:
@@ -234,7 +235,8 @@ def test_cd_carries_over_and_the_session_environment_carries_in(targets: Targets
             def run(command: str, **more: Any) -> dict[str, Any]:
                 reply = runtime.dispatcher.call_direct("terminal", {"command": command, **more})
                 assert "result" in reply, reply
-                return reply["result"]
+                result: dict[str, Any] = reply["result"]
+                return result
 
             assert run("printenv HERALD_RO_VAR")["output"] == "kept"
             assert run("cd 'sub dir'")["exit_code"] == 0

@@ -75,14 +75,14 @@ def test_shape_and_stub_of_a_result_with_nested_optional_and_literal_keys() -> N
 
 
 def test_two_result_types_of_one_name_are_refused() -> None:
-    first = TypedDict("Result", {"a": int})  # type: ignore[operator]  # noqa: UP013 (two classes, one name)
-    second = TypedDict("Result", {"b": str})  # type: ignore[operator]  # noqa: UP013
+    first = TypedDict("Result", {"a": int})  # type: ignore[name-match]  # noqa: UP013 (two classes, one name)
+    second = TypedDict("Result", {"b": str})  # type: ignore[name-match]  # noqa: UP013
     with pytest.raises(ValueError, match="two result types are named Result"):
         stub_classes([first, second])
 
 
 def test_a_result_type_named_like_a_tool_or_a_helper_is_refused() -> None:
-    clash = TypedDict("parallel", {"a": int})  # type: ignore[operator]  # noqa: UP013 (a lower-case name)
+    clash = TypedDict("parallel", {"a": int})  # type: ignore[name-match]  # noqa: UP013 (a lower-case name)
     tool = Tool(name="clashing", description="d", parameters={"type": "object", "properties": {}},
                 handler=lambda args, ctx: {"a": 1}, returns=clash)
     with pytest.raises(ValueError, match="named parallel"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ def search(make_call: Callable[..., CallTool], local_backend: LocalBackend, engi
     return searcher(make_call({"files.search": ENGINES[engine]}, backend=local_backend), engine)
 
 
-def write(root: Path, files: dict[str, str | bytes]) -> None:
+def write(root: Path, files: Mapping[str, str | bytes]) -> None:
     for name, content in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -285,7 +285,7 @@ def test_engines_agree(make_call: Callable[..., CallTool], local_backend: LocalB
     if shutil.which("rg") is None:
         pytest.skip("ripgrep (rg) is not installed")
     write(project, {"dos.txt": b"TODO\r\n", "odd/ünï.py": "x = 'TODO'\n", "bin.dat": b"\0TODO", "node_modules/a.py": "TODO\n"})
-    calls = [
+    calls: list[dict[str, Any]] = [
         {"pattern": "TODO"},
         {"pattern": "TODO", "limit": 2, "offset": 1},
         {"pattern": "t", "file_glob": "*.py"},

@@ -19,6 +19,7 @@ from herald.tools import ToolError, default_registry
 from tests.fakes.firecrawl import FakeFirecrawl
 from tests.fakes.search_apis import FakeSearchAPI
 from tests.fixtures.browsers import free_port
+from tests.tools.conftest import registered
 
 from .conftest import API_KEY as FIRECRAWL_KEY
 from .conftest import CallTool, star_url
@@ -27,7 +28,7 @@ from .search_setup import KEY, api, make_api, no_search_keys_in_environment, set
 __all__ = ["api", "make_api", "no_search_keys_in_environment"]  # fixtures used here
 
 MakeWeb = Callable[..., CallTool]
-TOOL = default_registry().get("web_search")
+TOOL = registered(default_registry(), "web_search")
 
 
 def search_error(call: CallTool, **args: Any) -> ToolError:
@@ -232,7 +233,11 @@ def test_a_cancelled_call_stops_waiting(make_web: MakeWeb, make_api: Any) -> Non
     brave.stall()
     call = make_web(settings_for(brave))
     cancel = threading.Event()
-    brave_asked = threading.Thread(target=lambda: brave.stalled.wait(60) and cancel.set(), daemon=True)
+    def cancel_once_brave_is_asked() -> None:
+        if brave.stalled.wait(60):
+            cancel.set()
+
+    brave_asked = threading.Thread(target=cancel_once_brave_is_asked, daemon=True)
     brave_asked.start()
     started = time.monotonic()
     with cancellable(cancel):
@@ -314,7 +319,7 @@ def test_doctor_names_the_provider_in_force_and_the_others(tmp_path: Any) -> Non
     from tests.cli._herald import run
 
     def web_row(**env: str) -> dict[str, str]:
-        proc = run(["doctor", "--json"], tmp_path, tmp_path, **env)
+        proc = run(["doctor", "--json"], tmp_path, tmp_path, None, 120, **env)
         return next(r for r in json.loads(proc.stdout) if r["check"] == "web")
 
     row = web_row(HERALD_WEB_SEARXNG_URL="http://searx.lan:8080", BRAVE_API_KEY="bk-1", TAVILY_API_KEY="tvly-1")
