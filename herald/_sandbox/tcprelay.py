@@ -97,11 +97,11 @@ class Stream:
                         pass
                     return
                 try:
-                    self._sock.sendall(item)  # type: ignore[arg-type]
+                    self._sock.sendall(item)  # type: ignore[arg-type]  # bytes: the markers are gone
                 except OSError:
                     self._stop(tell=True)
                     return
-                self._mux.send(ACK, self.cid, COUNT.pack(len(item)))  # type: ignore[arg-type]
+                self._mux.send(ACK, self.cid, COUNT.pack(len(item)))  # type: ignore[arg-type]  # bytes, as above
         finally:
             self._ended()
 

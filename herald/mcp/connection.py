@@ -146,7 +146,7 @@ class McpConnection:
             command=self.server.command, args=list(self.server.args), env=dict(self.server.env) or None,
             cwd=os.path.expanduser(self.server.cwd) if self.server.cwd else None,
         )
-        return stdio_client(params, errlog=self._errlog)  # type: ignore[arg-type]
+        return stdio_client(params, errlog=self._errlog)  # type: ignore[arg-type]  # the server's stderr: any file
 
     def stderr_tail(self) -> str:
         errlog = self._errlog

@@ -41,7 +41,7 @@ def check_budgets(limits: Mapping[str, Any]) -> dict[str, float]:
 
 def _drives_browser(tool: Tool) -> bool:
     try:
-        return any(r.key == BROWSER for r in tool.resources({}, None))  # type: ignore[arg-type]
+        return any(r.key == BROWSER for r in tool.resources({}, None))  # type: ignore[arg-type]  # probed without a context
     except Exception:
         return False
 

@@ -244,7 +244,7 @@ def _crawl_firecrawl(config: FirecrawlConfig, start: str, max_pages: int, same_s
         else:
             final = getattr(metadata, "url", None) or url
             found = [{"url": link, "text": "", "nav": False} for link in dict.fromkeys(document.links or [])]
-            page = Rendered(final, getattr(metadata, "title", None) or "", document.markdown or "", found)  # type: ignore[arg-type]
+            page = Rendered(final, getattr(metadata, "title", None) or "", document.markdown or "", found)  # type: ignore[arg-type]  # Links
             recent.put((config, url), page, rendered_size(page))  # a later web_extract of it costs no credit
             pages[url] = page_result(url, page, char_limit, ctx)
             links[url] = [_normal(link) for link in document.links or []]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from herald import Agent
 from herald.agent.events import AgentEvent, InnerToolCall, ModelCallStarted
 from herald.agent.providers.base import TextDelta
 from tests.fakes.llm_server import (
@@ -115,11 +116,11 @@ def test_interrupt_mid_script(make_agent: MakeAgent, llm: FakeLLMServer, workspa
         "time.sleep(60)\nterminal('echo finished > finished.txt')\n"
     )
     llm.script(calls(call("execute_code", code=script)))
-    holder: dict[str, object] = {}
+    holder: dict[str, Agent] = {}
 
     def on_event(event: AgentEvent) -> None:
         if isinstance(event, InnerToolCall):  # the script is running: stop everything
-            threading.Thread(target=holder["agent"].interrupt).start()  # type: ignore[attr-defined]
+            threading.Thread(target=holder["agent"].interrupt).start()
 
     agent = make_agent(on_event=on_event)
     holder["agent"] = agent
@@ -136,13 +137,13 @@ def test_interrupt_mid_script(make_agent: MakeAgent, llm: FakeLLMServer, workspa
 @pytest.mark.timeout(120)
 def test_interrupt_mid_model_call(make_agent: MakeAgent, llm: FakeLLMServer) -> None:
     llm.script(Turn(text="this answer arrives far too late", delay=60))
-    holder: dict[str, object] = {}
+    holder: dict[str, Agent] = {}
 
     def on_event(event: AgentEvent) -> None:
         if isinstance(event, ModelCallStarted):
             def stop() -> None:
                 llm.wait_for_requests(1)
-                holder["agent"].interrupt()  # type: ignore[attr-defined]
+                holder["agent"].interrupt()
             threading.Thread(target=stop).start()
 
     agent = make_agent(on_event=on_event)
@@ -157,12 +158,13 @@ def test_interrupt_mid_model_call(make_agent: MakeAgent, llm: FakeLLMServer) -> 
 @pytest.mark.timeout(120)
 def test_interrupt_while_streaming(make_agent: MakeAgent, llm: FakeLLMServer) -> None:
     llm.script(Turn(text="first words then a long stall before the rest of the answer", stall=60))
-    holder: dict[str, object] = {}
+    holder: dict[str, Agent] = {}
+    fired = threading.Event()
 
     def on_event(event: AgentEvent) -> None:
-        if isinstance(event, TextDelta) and not holder.get("fired"):
-            holder["fired"] = True
-            threading.Thread(target=holder["agent"].interrupt).start()  # type: ignore[attr-defined]
+        if isinstance(event, TextDelta) and not fired.is_set():
+            fired.set()
+            threading.Thread(target=holder["agent"].interrupt).start()
 
     agent = make_agent(on_event=on_event)
     holder["agent"] = agent

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from herald.agent.events import Notice
 from herald.agent.sessions import read_session
@@ -13,7 +14,7 @@ from tests.fakes.llm_server import FakeLLMServer, Protocol, call, calls, error, 
 from .conftest import MakeAgent
 
 
-def _records(agent_path: Path, kind: str) -> list[dict[str, object]]:
+def _records(agent_path: Path, kind: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in agent_path.read_text().splitlines() if json.loads(line)["type"] == kind]
 
 
@@ -95,7 +96,7 @@ def test_context_overflow_compresses_then_succeeds(make_agent: MakeAgent, llm: F
     assert "alpha alpha" in rejected.raw.decode() and "alpha alpha" not in retried.raw.decode()
     assert "beta beta" in retried.raw.decode()  # the latest turn is kept whole
     [compaction] = _records(agent.session.path, "compaction")
-    assert compaction["after_tokens"] < compaction["before_tokens"]  # type: ignore[operator]
+    assert compaction["after_tokens"] < compaction["before_tokens"]
     [failure] = _records(agent.session.path, "model_error")
     assert failure["reason"] == "context_overflow" and failure["action"] == "compress"
     # The compacted history is what a resume sees.

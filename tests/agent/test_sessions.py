@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from herald import Settings
+from herald import Agent, Settings
 from herald.agent.events import AgentEvent, InnerToolCall
 from herald.agent.sessions import SessionNotFound, find_session, list_sessions, read_session
 from tests.fakes.llm_server import FakeLLMServer, call, calls, reply
@@ -67,11 +67,11 @@ def test_resume_continues_the_conversation(make_agent: MakeAgent, llm: FakeLLMSe
 
 def test_resume_after_an_interrupt_continues_without_a_new_task(make_agent: MakeAgent, llm: FakeLLMServer) -> None:
     llm.script(calls(call("execute_code", code="import time\nfrom hermes_tools import terminal\nterminal('true')\ntime.sleep(60)")))
-    holder: dict[str, object] = {}
+    holder: dict[str, Agent] = {}
 
     def on_event(event: AgentEvent) -> None:
         if isinstance(event, InnerToolCall):
-            threading.Thread(target=holder["agent"].interrupt).start()  # type: ignore[attr-defined]
+            threading.Thread(target=holder["agent"].interrupt).start()
 
     agent = make_agent(on_event=on_event)
     holder["agent"] = agent

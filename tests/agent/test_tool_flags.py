@@ -8,6 +8,7 @@ import io
 import json
 from typing import Any
 
+from herald import Agent
 from herald.agent.events import InnerToolCall, ToolFinished, ToolStarted
 from herald.agent.view import AgentView, make_console
 from herald.tools.registry import Registry, Tool, ToolContext, default_registry
@@ -21,7 +22,8 @@ CODE = {"type": "object", "properties": {"code": {"type": "string"}}, "required"
 
 def _script_tool(holder: dict[str, Any]) -> Tool:
     def handler(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
-        return holder["agent"].runtime.execute(args["code"]).to_dict()  # type: ignore[no-any-return]
+        agent: Agent = holder["agent"]
+        return agent.runtime.execute(args["code"]).to_dict()
 
     return Tool("run_python", "Test tool: runs a script as execute_code does.", CODE, handler,
                 sandbox=False, runs_scripts=True)

@@ -17,7 +17,7 @@ from herald.agent.budget import IterationBudget
 from herald.agent.compression import compress, estimate_tokens, prune_tool_results
 from herald.agent.guardrails import LoopGuard
 from herald.agent.jsonrepair import repair_arguments
-from herald.agent.providers.base import ApiMode, ModelRequest, ProviderConfig
+from herald.agent.providers.base import ApiMode, Message, ModelRequest, ProviderConfig
 from herald.agent.providers.errors import (
     FailoverReason,
     classify,
@@ -266,8 +266,8 @@ def test_guard_blocks_read_only_no_progress_until_something_changes() -> None:
 # -- compression -----------------------------------------------------------------------------------
 
 
-def _history(turns: int, size: int) -> list[dict[str, object]]:
-    messages: list[dict[str, object]] = [{"role": "user", "content": "the task"}]
+def _history(turns: int, size: int) -> list[Message]:
+    messages: list[Message] = [{"role": "user", "content": "the task"}]
     for i in range(turns):
         call = {"id": f"c{i}", "type": "function", "function": {"name": "read_file", "arguments": json.dumps({"path": f"f{i}"})}}
         messages.append({"role": "assistant", "content": f"step {i}", "tool_calls": [call]})
@@ -296,8 +296,8 @@ def test_compress_drops_the_middle_but_keeps_task_pairs_and_todo() -> None:
 
 
 def test_compress_keeps_the_last_user_message() -> None:
-    messages = [*_history(4, 200), {"role": "user", "content": "a follow-up question"}]
-    result = compress(messages, target_tokens=10)  # type: ignore[arg-type]
+    messages: list[Message] = [*_history(4, 200), {"role": "user", "content": "a follow-up question"}]
+    result = compress(messages, target_tokens=10)
     assert result.messages[-1]["content"].endswith("a follow-up question")
     roles = [m["role"] for m in result.messages]
     assert all(not (a == b == "user") for a, b in itertools.pairwise(roles))

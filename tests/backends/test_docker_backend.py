@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -23,9 +24,10 @@ from tests.fixtures.dockerd import MakeDockerBackend
 CHOWN, DAC_OVERRIDE, FOWNER = 1 << 0, 1 << 1, 1 << 3
 
 
-def inspect(backend: DockerBackend) -> dict:  # type: ignore[type-arg]
+def inspect(backend: DockerBackend) -> dict[str, Any]:
     backend.run("true")  # the container exists from the first call on
-    return backend._api.inspect_container(backend.container_id)  # type: ignore[no-any-return]
+    found: dict[str, Any] = backend._api.inspect_container(backend.container_id)
+    return found
 
 
 def test_is_a_backend_starting_in_workdir(docker_backend: DockerBackend) -> None:

@@ -21,6 +21,7 @@ import pytest
 from herald import Runtime, Settings
 from herald._sandbox.procs import alive
 from herald.backends import Backend, BackendError
+from herald.backends.base import Channel
 from herald.backends.factory import BackendSpecError, open_backend
 from herald.backends.ssh import SSHBackend, SSHTarget, parse_ssh_spec
 from herald.cli import main as herald_main
@@ -137,11 +138,11 @@ def test_home_paths(ssh_backend: SSHBackend, sshd: SSHServer) -> None:
 # -- channels ---------------------------------------------------------------------------------
 
 
-def read_until(channel: object, wanted: bytes, timeout: float = 60) -> bytes:
+def read_until(channel: Channel, wanted: bytes, timeout: float = 60) -> bytes:
     data = b""
     deadline = time.monotonic() + timeout
     while wanted not in data and time.monotonic() < deadline:
-        chunk = channel.recv(deadline - time.monotonic())  # type: ignore[attr-defined]
+        chunk = channel.recv(deadline - time.monotonic())
         if chunk == b"":
             break
         data += chunk or b""

@@ -52,7 +52,7 @@ def proxied(sshd: SSHServer, settings: Settings) -> Iterator[tuple[LatencyProxy,
     sshd.remove_workspace(workspace)
 
 
-def _dark_when_ready(proxy: LatencyProxy) -> object:
+def _dark_when_ready(proxy: LatencyProxy) -> Callable[[str, bytes], None]:
     def on_output(stream: str, data: bytes) -> None:
         if b"ready" in data:
             proxy.blackhole()
@@ -71,7 +71,7 @@ def test_a_black_holed_link_keeps_the_timeout_and_the_next_run_reconnects(
     try:
         assert runtime.execute("print('warm')").ok
         started = time.monotonic()
-        result = runtime.execute(BUSY, timeout=TIMEOUT, on_output=_dark_when_ready(proxy))  # type: ignore[arg-type]
+        result = runtime.execute(BUSY, timeout=TIMEOUT, on_output=_dark_when_ready(proxy))
         elapsed = time.monotonic() - started
         assert result.status in ("timeout", "error"), (result.status, result.error)  # found dark, or timed out
         assert elapsed < TIMEOUT + GRACE + 3 + SLACK, elapsed

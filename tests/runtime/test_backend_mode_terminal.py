@@ -71,7 +71,8 @@ def test_the_script_shell_and_the_session_shell_are_one(
     _direct(runtime, "cd .. && export HERALD_X=2")
     again = run_ok(runtime, "from hermes_tools import terminal\nprint(terminal('echo $HERALD_X; pwd')['output'])")
     assert again.output == f"2\n{home}/{name}\n"
-    runtime.transcript.flush()  # type: ignore[union-attr]
+    assert runtime.transcript is not None
+    runtime.transcript.flush()
     assert _terminal_records(transcript) == [True, True, True]  # the script's calls ran in the backend
     _direct(runtime, f"cd {home} && rm -rf {name}; unset HERALD_X HERALD_FROM")
 

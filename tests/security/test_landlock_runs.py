@@ -61,12 +61,12 @@ def _script(udp: socket.socket, tcp_port: int, secret_dir: str) -> str:
     return f"UDP_PORT = {udp.getsockname()[1]}\nTCP_PORT = {tcp_port}\nSECRET_DIR = {secret_dir!r}\n" + SCRIPT
 
 
-def _assert_held(found: dict[str, object], udp: socket.socket) -> None:
+def _assert_held(found: dict[str, Any], udp: socket.socket) -> None:
     assert found["write"] == ["ok", 13]
     assert found["rpc"] == ["ok", "called"], found["rpc"]
     assert found["parallel"] == ["ok", [1, 1]], found["parallel"]
     for attack in ("udp", "tcp", "shadow", "secret_dir"):
-        assert found[attack][0] == "refused", (attack, found[attack])  # type: ignore[index]
+        assert found[attack][0] == "refused", (attack, found[attack])
     assert found["caps"] == ["0000000000000000"]
     with pytest.raises(BlockingIOError):
         udp.recv(64)

@@ -100,7 +100,7 @@ def host_outside(sshd: SSHServer) -> Iterator[Outside]:
     root.mkdir(mode=0o700)
     os.chown(root, entry.pw_uid, entry.pw_gid)
     try:
-        yield Outside(root / "o", owner=SimpleNamespace(uid=entry.pw_uid, gid=entry.pw_gid))  # type: ignore[arg-type]
+        yield Outside(root / "o", owner=SimpleNamespace(uid=entry.pw_uid, gid=entry.pw_gid))  # type: ignore[arg-type]  # only uid, gid read
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

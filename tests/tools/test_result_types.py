@@ -70,8 +70,8 @@ def test_shape_and_stub_of_a_result_with_nested_optional_and_literal_keys() -> N
     assert annotation(_Page) == "_Page"
     namespace: dict[str, object] = {}
     exec("from typing import Any, Dict, List, Literal, Optional, TypedDict, Union\n" + source, namespace)
-    made = namespace["_Page"]
-    assert made.__required_keys__ == {"items", "total"} and made.__optional_keys__ == {"cursor", "extra"}  # type: ignore[attr-defined]
+    made: Any = namespace["_Page"]  # a TypedDict class, made at run time
+    assert made.__required_keys__ == {"items", "total"} and made.__optional_keys__ == {"cursor", "extra"}
 
 
 def test_two_result_types_of_one_name_are_refused() -> None:

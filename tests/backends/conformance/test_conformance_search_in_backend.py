@@ -90,7 +90,8 @@ def test_search_in_the_supervisor_answers_as_herald_does(
     runtime = Runtime(backend, settings=in_backend_settings(tuned), exec_mode="backend", transcript=transcript, policy="full")
     try:
         in_backend = _answers(script_caller(runtime), backend.cwd)
-        runtime.transcript.flush()  # type: ignore[union-attr]
+        assert runtime.transcript is not None
+        runtime.transcript.flush()
     finally:
         runtime.close()
     for args, got, want in zip(CALLS, in_backend, direct, strict=True):
@@ -136,7 +137,8 @@ def test_search_in_the_supervisor_keeps_the_policy_and_the_call_budget(
     runtime = Runtime(backend, settings=in_backend_settings(settings), exec_mode="backend", transcript=transcript, policy=profile)
     try:
         result = runtime.execute(POLICY_SCRIPT, max_tool_calls=6, timeout=120)
-        runtime.transcript.flush()  # type: ignore[union-attr]
+        assert runtime.transcript is not None
+        runtime.transcript.flush()
     finally:
         runtime.close()
     assert result.status == "success", result
