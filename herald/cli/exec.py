@@ -49,7 +49,9 @@ if TYPE_CHECKING:
 EXIT_CODES = {"success": 0, "error": 1, "timeout": 124, "interrupted": 130}
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: list[argparse.ArgumentParser]) -> None:
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: list[argparse.ArgumentParser]
+) -> None:
     p = sub.add_parser("exec", parents=parents, help="run a Python script that calls Herald's tools")
     p.add_argument("script", help="path of the script, or - for stdin")
     add_runtime_options(p)

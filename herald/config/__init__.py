@@ -33,7 +33,9 @@ MUST_BE_POSITIVE = frozenset({"sandbox.timeout", "terminal.timeout", "agent.requ
 @dataclass
 class SandboxSettings:
     timeout: float = 300.0
-    max_tool_calls: int = 500  # README's loops fit with room: a 20-search browse loop 141 calls, a 200-file read+patch 402
+    max_tool_calls: int = (
+        500  # README's loops fit with room: a 20-search browse loop 141 calls, a 200-file read+patch 402
+    )
     max_stdout_bytes: int = 50_000
     max_stderr_bytes: int = 10_000
     kill_grace: float = 5.0
@@ -131,7 +133,9 @@ class BrowserSettings:
     action_timeout: float = 10.0  # seconds for a click or typing to find its element ready
     snapshot_max_bytes: int = 40_000  # longer snapshots are cut (head + tail) and spilled to a file
     extra_args: list[str] = field(default_factory=list)  # more Chromium command-line flags
-    network: str = "backend"  # backend: the browser and web_extract connect from the backend (its localhost) | local: from here
+    network: str = (
+        "backend"  # backend: the browser and web_extract connect from the backend (its localhost) | local: from here
+    )
 
 
 @dataclass

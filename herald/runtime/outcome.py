@@ -97,7 +97,10 @@ def build_result(
         elif not stderr.total:
             notes.append(f"The script exited with status {code}.")
     if session is not None and state_lost and collected.reason != "done":
-        notes.append(f"Kernel session '{session}' was stopped: its state (variables, imports) is lost; the next run starts fresh.")
+        notes.append(
+            f"Kernel session '{session}' was stopped: its state (variables, imports) is lost; "
+            "the next run starts fresh."
+        )
     elif session is not None and state_lost:
         notes.append(f"Kernel session '{session}' was restarted: earlier state is gone.")
     notes += _refusal_notes(scope)

@@ -242,7 +242,9 @@ def _through_cache(client: httpx.Client, url: str, policy: WebPolicy | None, lim
         else:
             validators = stored.validators() if stored is not None else {}
             # fresh: no proxy's copy either
-            reply = _request(client, url, limit, hops.hosts, {"Cache-Control": "no-cache"} if hops.fresh else validators)
+            reply = _request(
+                client, url, limit, hops.hosts, {"Cache-Control": "no-cache"} if hops.fresh else validators
+            )
             if reply.status == 304 and stored is not None and validators:
                 stored = cache.refreshed(stored, reply.headers)
             else:
@@ -304,7 +306,9 @@ def _read_page(response: httpx.Response) -> Fetched:
     for chunk in response.iter_bytes():
         body += chunk
         if len(body) > MAX_DOWNLOAD_BYTES:
-            raise PageError(f"the page is larger than {MAX_DOWNLOAD_BYTES:,} bytes; download it with terminal('curl ...') instead")
+            raise PageError(
+                f"the page is larger than {MAX_DOWNLOAD_BYTES:,} bytes; download it with terminal('curl ...') instead"
+            )
     kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
     # only what the Content-Type header says
     return Fetched(str(response.url), kind, response.charset_encoding, bytes(body))

@@ -28,7 +28,9 @@ def _tool_choice(request: RecordedRequest) -> str:
     return choice["type"] if isinstance(choice, dict) else str(choice)
 
 
-def test_budget_exhaustion_grace_call_then_forced_summary(make_agent: MakeAgent, llm: FakeLLMServer, workspace: Path) -> None:
+def test_budget_exhaustion_grace_call_then_forced_summary(
+    make_agent: MakeAgent, llm: FakeLLMServer, workspace: Path
+) -> None:
     (workspace / "a.txt").write_text("a\n")
     counter = iter(range(1000))
 
@@ -94,7 +96,9 @@ def test_repeated_failing_call_is_warned_then_blocked(make_agent: MakeAgent, llm
     assert [c.blocked for c in result.tool_calls] == [False, False, False, True]
 
 
-def test_read_only_call_with_the_same_result_is_warned_then_blocked(make_agent: MakeAgent, llm: FakeLLMServer, workspace: Path) -> None:
+def test_read_only_call_with_the_same_result_is_warned_then_blocked(
+    make_agent: MakeAgent, llm: FakeLLMServer, workspace: Path
+) -> None:
     (workspace / "status.txt").write_text("still pending\n")
     llm.script(*[calls(call("read_file", path="status.txt")) for _ in range(4)],
                calls(call("write_file", path="status.txt", content="done\n")),
@@ -103,7 +107,9 @@ def test_read_only_call_with_the_same_result_is_warned_then_blocked(make_agent: 
     results = [r.tool_results()[0][1] for r in llm.requests[1:7]]
     assert "[Herald:" not in results[0]
     assert "returned exactly the same result 2 times in a row" in results[1]
-    assert results[3].startswith("Blocked: read_file with these exact arguments already returned the same result 3 times")
+    assert results[3].startswith(
+        "Blocked: read_file with these exact arguments already returned the same result 3 times"
+    )
     assert "done" in results[5] and "Blocked" not in results[5]  # a new result: allowed again
     assert result.status == "completed"
 

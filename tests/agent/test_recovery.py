@@ -53,7 +53,9 @@ def test_retries_run_out_then_the_run_ends_with_an_error_text(make_agent: MakeAg
     assert result.final_text.startswith("Stopped: the model call failed: server_error (HTTP 500")
 
 
-def test_auth_error_falls_back_to_the_next_provider(make_agent: MakeAgent, llm: FakeLLMServer, protocol: Protocol) -> None:
+def test_auth_error_falls_back_to_the_next_provider(
+    make_agent: MakeAgent, llm: FakeLLMServer, protocol: Protocol
+) -> None:
     other: Protocol = "anthropic" if protocol == "openai" else "openai"
     fallback = f"{other}:backup-model@{llm.base_url(other)}"
     llm.script(error(401, "Incorrect API key provided"), calls(call("terminal", command="echo on backup")),
@@ -77,7 +79,9 @@ def test_auth_error_without_fallback_says_what_to_check(make_agent: MakeAgent, l
     assert len(llm.requests) == 1
 
 
-def test_context_overflow_compresses_then_succeeds(make_agent: MakeAgent, llm: FakeLLMServer, workspace: Path, protocol: Protocol) -> None:
+def test_context_overflow_compresses_then_succeeds(
+    make_agent: MakeAgent, llm: FakeLLMServer, workspace: Path, protocol: Protocol
+) -> None:
     (workspace / "big1.txt").write_text(("alpha " * 10 + "\n") * 400)
     (workspace / "big2.txt").write_text(("beta " * 10 + "\n") * 400)
     overflow = ("This model's maximum context length is 8192 tokens. However, your messages resulted in 20000 tokens."

@@ -90,5 +90,7 @@ def test_the_view_shows_a_script_tool_by_its_script_and_inner_calls() -> None:
     view.handle(ToolStarted("c2", "lookup", {"code": "E501"}))
     view.handle(ToolFinished("c2", "lookup", True, 0.1, "line too long"))
     lines = out.getvalue().splitlines()
-    assert "→ run_python(3 line script)" in lines and any(line.startswith("✓ run_python · 1 inner call(s)") for line in lines)
+    assert "→ run_python(3 line script)" in lines and any(
+        line.startswith("✓ run_python · 1 inner call(s)") for line in lines
+    )
     assert '→ lookup(code="E501")' in lines and any(line.startswith("✓ lookup · 0.10 s") for line in lines)

@@ -61,7 +61,9 @@ def test_container_has_secure_defaults(docker_backend: DockerBackend) -> None:
 
 
 def test_limits_and_capabilities_are_settings(make_docker_backend: MakeDockerBackend) -> None:
-    backend = make_docker_backend(**{"docker.cap_add": [], "docker.pids_limit": 64, "docker.memory": "256m", "docker.cpus": 0.5})
+    backend = make_docker_backend(
+        **{"docker.cap_add": [], "docker.pids_limit": 64, "docker.memory": "256m", "docker.cpus": 0.5}
+    )
     host = inspect(backend)["HostConfig"]
     assert not host["CapAdd"] and host["PidsLimit"] == 64 and host["Memory"] == 256 * 1024**2
     assert host["NanoCpus"] == 500_000_000
@@ -86,7 +88,9 @@ def test_timeout_kills_the_command_tree_and_keeps_the_session(docker_backend: Do
     docker_backend.run("cd /tmp && export KEPT=yes")
     result = docker_backend.run("sleep 300 & sleep 301; echo never", timeout=1)
     assert result.timed_out and result.exit_code == 124 and "never" not in result.output
-    left = docker_backend.run("for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null | tr '\\0' ' '; echo; done | grep -c '^sleep 30[01]'")
+    left = docker_backend.run(
+        "for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null | tr '\\0' ' '; echo; done | grep -c '^sleep 30[01]'"
+    )
     assert left.output == "0"
     assert docker_backend.run('echo "$KEPT $PWD"').output == "yes /tmp"
 
@@ -119,7 +123,9 @@ def test_large_files_round_trip(docker_backend: DockerBackend) -> None:
 
 
 def test_write_keeps_mode_and_owner_and_follows_symlinks(docker_backend: DockerBackend) -> None:
-    docker_backend.run("printf old > script.sh && chmod 750 script.sh && chown 1234:4321 script.sh && ln -s script.sh link")
+    docker_backend.run(
+        "printf old > script.sh && chmod 750 script.sh && chown 1234:4321 script.sh && ln -s script.sh link"
+    )
     docker_backend.write_bytes("link", b"new")
     assert docker_backend.run("stat -c '%a %u:%g %F' script.sh; test -L link && cat link").output == (
         "750 1234:4321 regular file\nnew"
@@ -215,7 +221,9 @@ def test_reaper_removes_containers_whose_owner_died(docker_backend: DockerBacken
     dead = ":".join([*owner[:2], "999999999", "1"])  # this machine and boot, a process that is gone
     labels = {engine.MANAGED: "1", engine.KEEP: "0", engine.OWNER: dead}
     orphan = api.create_container(docker_test_image, command=["true"], labels=labels)["Id"]
-    foreign = api.create_container(docker_test_image, command=["true"], labels={**labels, engine.OWNER: "elsewhere:x:1:1"})["Id"]
+    foreign = api.create_container(
+        docker_test_image, command=["true"], labels={**labels, engine.OWNER: "elsewhere:x:1:1"}
+    )["Id"]
     try:
         removed = engine.reap_orphans(api)
         assert orphan in removed and foreign not in removed

@@ -56,8 +56,10 @@ def echo(any_backend: Backend) -> tuple[Backend, int, str]:
     tag = uuid.uuid4().hex[:8]
     port = free_port()  # free here; the SSH and local backends share this machine's loopback
     backend.write_bytes(f"echo-{tag}.py", ECHO_SOURCE.encode())
-    started = backend.run(f"python3 echo-{tag}.py {port} echo-{tag}.log > echo-{tag}.out 2>&1 & "
-                          f"for i in $(seq 300); do grep -qs listening echo-{tag}.out && break; sleep 0.1; done; cat echo-{tag}.out")
+    started = backend.run(
+        f"python3 echo-{tag}.py {port} echo-{tag}.log > echo-{tag}.out 2>&1 & "
+        f"for i in $(seq 300); do grep -qs listening echo-{tag}.out && break; sleep 0.1; done; cat echo-{tag}.out"
+    )
     assert started.output == "listening", started
     return backend, port, f"echo-{tag}.log"
 

@@ -53,7 +53,9 @@ def test_backend_file_calls_take_at_most_two_round_trips(backend: SSHBackend) ->
     assert counted(backend, lambda: backend.read_bytes("small.txt"))[1] == 2  # looks first when it saw nothing
     # write: lstat + temp open + write + close, then chmod + rename (+ an lstat of the result)
     assert counted(backend, lambda: backend.write_bytes("small.txt", b"changed\n"))[1] == 2
-    assert counted(backend, lambda: backend.write_bytes("new/dir/file.txt", b"new\n"))[1] <= 8  # parents looked for and made
+    assert (
+        counted(backend, lambda: backend.write_bytes("new/dir/file.txt", b"new\n"))[1] <= 8
+    )  # parents looked for and made
     assert counted(backend, lambda: backend.write_bytes("new/dir/other.txt", b"new\n"))[1] == 2
     assert backend.read_bytes("new/dir/file.txt") == b"new\n"
 

@@ -42,7 +42,9 @@ class Installed:
 
 
 def _root() -> Path:
-    key = hashlib.sha256(repr((sorted(PYPI.items()), sorted(NPM.items()), sys.version_info[:2])).encode()).hexdigest()[:12]
+    key = hashlib.sha256(repr((sorted(PYPI.items()), sorted(NPM.items()), sys.version_info[:2])).encode()).hexdigest()[
+        :12
+    ]
     return CACHE / f"mcp-servers-{key}"
 
 

@@ -37,7 +37,9 @@ def _runtime(workspace: Path, settings: Settings, approvals: Approvals) -> tuple
     tool = Tool(name="deploy", description="Deploy (asks first).", handler=Ask(approvals),
                 parameters={"type": "object", "properties": {"target": {"type": "string"}}, "required": ["target"]})
     backend = LocalBackend(str(workspace), settings=settings)
-    return backend, Runtime(backend, settings=settings, registry=Registry([*default_registry(), tool]), transcript=False)
+    return backend, Runtime(
+        backend, settings=settings, registry=Registry([*default_registry(), tool]), transcript=False
+    )
 
 
 SCRIPT = "from hermes_tools import deploy\nprint(deploy('prod'))"

@@ -86,7 +86,10 @@ class Targets:
         pairs = [
             (f"find . -maxdepth 0 $'-exec' sh -c '{write}' \\;", f"find . -maxdepth 0 -exec sh -c '{write}' \\;"),
             ("rg $'--pre=sh' -e . evil.sh", "rg --pre=sh -e . evil.sh"),
-            ("git grep --open-files-in-pag='sh evil-pager.sh' -e pwn", "git grep --open-files-in-pager='sh evil-pager.sh' -e pwn"),
+            (
+                "git grep --open-files-in-pag='sh evil-pager.sh' -e pwn",
+                "git grep --open-files-in-pager='sh evil-pager.sh' -e pwn",
+            ),
             ("file -kC -m magic", "file -C -m magic"),
             (f"date --s=@{int(time.time())}", f"date --set=@{int(time.time())}"),
         ]
@@ -117,7 +120,9 @@ class Targets:
             subprocess.run(argv, cwd=work, env=env, check=True, capture_output=True)
 
     def assert_nothing_escaped(self) -> None:
-        written = [p for tag in ("find", "rg", "git", "sort", "touch", "sh") for p in self.paths(tag) if os.path.lexists(p)]
+        written = [
+            p for tag in ("find", "rg", "git", "sort", "touch", "sh") for p in self.paths(tag) if os.path.lexists(p)
+        ]
         written += [str(p) for p in Path(self.workspace).glob("*.mgc")]
         assert not written, f"a confined command wrote {written}"
         for server in (self.tcp, self.unix):

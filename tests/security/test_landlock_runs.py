@@ -102,7 +102,9 @@ def test_herald_data_inside_the_workspace_stays_out_of_reach(
                                       "data_dir": str(data)})
     run_ok(runtime, "print(1)")  # a transcript now exists in the data dir
     assert any(data.rglob("*.jsonl"))
-    result = run_ok(runtime, """
+    result = run_ok(
+        runtime,
+        """
         import json, os
         from hermes_tools import write_file
         found = {}
@@ -112,14 +114,16 @@ def test_herald_data_inside_the_workspace_stays_out_of_reach(
             except Exception as exc:
                 found[name] = ["refused", type(exc).__name__]
         attempt("list_data", lambda: os.listdir(".herald-data"))
-        attempt("read_transcript", lambda: [open(os.path.join(d, f)).read() for d, _, fs in os.walk(".herald-data") for f in fs])
+        attempt("read_transcript",
+                lambda: [open(os.path.join(d, f)).read() for d, _, fs in os.walk(".herald-data") for f in fs])
         attempt("plant_in_data", lambda: open(".herald-data/planted", "w").write("x"))
         attempt("subdir", lambda: open("src/new.py", "w").write("x = 1"))
         attempt("existing", lambda: open("notes.txt", "w").write("new"))
         attempt("top_level", lambda: open("top.txt", "w").write("x"))
         attempt("tool_top_level", lambda: write_file("top-by-tool.txt", "x") and "called")
         print(json.dumps(found))
-    """)
+    """,
+    )
     found = json.loads(result.output)
     # Listing is granted to the workspace and so beneath it: the names show, never the contents.
     for attack in ("read_transcript", "plant_in_data"):

@@ -175,8 +175,9 @@ class ContainerOutside(Outside):
         self._before = self.digest()
 
     def digest(self) -> str:
-        said = self.backend.run(f"cat {self.file} {self.dir}/inner.txt | sha256sum; ls -A {self.dir} {self.file.parent}",
-                                timeout=30)
+        said = self.backend.run(
+            f"cat {self.file} {self.dir}/inner.txt | sha256sum; ls -A {self.dir} {self.file.parent}", timeout=30
+        )
         return str(said.output)
 
     def assert_untouched(self) -> None:

@@ -80,7 +80,9 @@ def test_nothing_the_script_started_outlives_the_run(
         timer = threading.Thread(target=interrupt_once_started, daemon=True)
         timer.start()
     result = runtime.execute(code, timeout=3 if ending == "timeout" else 120)
-    assert result.status == ending + ("ed" if ending == "interrupt" else "") if ending != "success" else result.ok, result
+    assert result.status == ending + ("ed" if ending == "interrupt" else "") if ending != "success" else result.ok, (
+        result
+    )
     assert wait_for(lambda: not _alive_with(marker), timeout=30), \
         f"left running after {ending}: {_alive_with(marker)} ({result.isolation})"
 

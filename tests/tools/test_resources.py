@@ -47,7 +47,9 @@ def test_tools_declare_what_their_arguments_touch(runtime: Runtime, workspace: P
     read = registered(registry, "read_file").resources({"path": "a.py"}, ctx)
     assert read == [Resource(f"file:{workspace}/a.py", shared=True)]
     assert registered(registry, "patch").resources({"path": "sub/../a.py"}, ctx) == [Resource(f"file:{workspace}/a.py")]
-    assert registered(registry, "search_files").resources({"pattern": "x"}, ctx) == [Resource(f"file:{workspace}", shared=True)]
+    assert registered(registry, "search_files").resources({"pattern": "x"}, ctx) == [
+        Resource(f"file:{workspace}", shared=True)
+    ]
     assert {r.key for r in registered(registry, "terminal").resources({"command": "ls"}, ctx)} == {SHELL, ANY_FILE}
     assert registered(registry, "web_extract").resources({"urls": ["http://x"]}, ctx) == []
 

@@ -62,7 +62,10 @@ class _Page(TypedDict):
 
 
 def test_shape_and_stub_of_a_result_with_nested_optional_and_literal_keys() -> None:
-    assert shape(_Page) == "{'items': [{'name': str, 'kind': 'a'|'b'}], 'total': int, 'cursor'?: str | None, 'extra'?: {str: float}}"
+    assert (
+        shape(_Page)
+        == "{'items': [{'name': str, 'kind': 'a'|'b'}], 'total': int, 'cursor'?: str | None, 'extra'?: {str: float}}"
+    )
     source = stub_classes([_Page])
     assert source.index("class _Item(TypedDict)") < source.index("class _Page(__PageKeys, total=False)")
     assert "    items: List[_Item]\n" in source and "    cursor: Optional[str]\n" in source
@@ -107,7 +110,9 @@ def test_a_script_sees_the_result_types_in_the_stub_module(tmp_path: Path) -> No
         "print(typing.get_type_hints(result)['matches'])\n"
         "print(sorted(typing.get_type_hints(h.SearchMatch)))\n"
     )
-    done = subprocess.run([sys.executable, "-I", "-B", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-I", "-B", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         "SearchResult ['count', 'engine', 'has_more', 'offset'] ['files', 'hint', 'matches', 'next_offset']",

@@ -63,7 +63,9 @@ class FileCalls:
                         raise
                     raise BackendError(f"SFTP on {self._target} failed: {type(exc).__name__}: {exc}") from None
                 if attempt == 2:
-                    raise BackendError(f"the SSH connection to {self._target} dropped twice during a file operation") from None
+                    raise BackendError(
+                        f"the SSH connection to {self._target} dropped twice during a file operation"
+                    ) from None
         raise AssertionError("unreachable")
 
     def realpath(self, target: str) -> str:

@@ -221,10 +221,14 @@ def read_bytes(s: SFTPSession, path: str, max_bytes: int, known: Attrs | None = 
         if exc.filename == path:
             raise
         found = None if exc.errno is not None else _stat(s, path)
-        raise (_error(errno.EISDIR, path) if found and st_mod.S_ISDIR(found.st_mode) else _with_path(exc, path)) from None
+        raise (
+            _error(errno.EISDIR, path) if found and st_mod.S_ISDIR(found.st_mode) else _with_path(exc, path)
+        ) from None
 
 
-def _collect(s: SFTPSession, handle: bytes, plan: list[tuple[int, int]], chunks: list[Reply], size: int, limit: int) -> bytes:
+def _collect(
+    s: SFTPSession, handle: bytes, plan: list[tuple[int, int]], chunks: list[Reply], size: int, limit: int
+) -> bytes:
     """The file's bytes from the answers to `plan`, asking for more while the end is not seen."""
     out = bytearray()
     while True:
@@ -259,7 +263,9 @@ def list_dir(s: SFTPSession, path: str) -> list[DirEntry]:
             raise _error(errno.ENOTDIR, path) from None
         raise _with_path(exc, path) from None
     # Listings describe a link itself; say what it points to, as scandir does (one batch).
-    links = {name: s.send_path(STAT, posixpath.join(path, name)) for name, attrs in listing if st_mod.S_ISLNK(attrs.st_mode)}
+    links = {
+        name: s.send_path(STAT, posixpath.join(path, name)) for name, attrs in listing if st_mod.S_ISLNK(attrs.st_mode)
+    }
     targets = dict(zip(links, s.wait(*links.values()), strict=True))
     entries = []
     for name, attrs in listing:

@@ -12,7 +12,8 @@ Policy:
   supervisor.py). The directory is removed when the Runtime closes, or by a later session's
   setup once its owner is gone.
 - Per run, `BackendChild` opens one exec channel (`Backend.open_channel`, in a background thread,
-  so a warm successor costs the run that spawns it nothing; the first run's is the setup's) running the supervisor, which
+  so a warm successor costs the run that spawns it nothing; the first run's is the setup's)
+  running the supervisor, which
   starts the host mode's child bootstrap in its own process group: forked by the Runtime's
   zygote in the backend (backend_zygote.py) when there is one, else spawned (see
   herald/_sandbox/supervisor.py for the frames). Tool calls, output, control and exit all travel
@@ -197,7 +198,9 @@ class BackendChild(Generic[S]):
         while not self.ready:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise SandboxStartError(f"the sandbox interpreter on {self._where} did not start within {timeout:.0f} s")
+                raise SandboxStartError(
+                    f"the sandbox interpreter on {self._where} did not start within {timeout:.0f} s"
+                )
             self._backlog.extend(m for m in self._read(min(remaining, 0.25)) if m.get("type") != frames.READY)
             if self._open_error:
                 raise SandboxStartError(self._open_error)
@@ -230,7 +233,9 @@ class BackendChild(Generic[S]):
                 raise BrokenPipeError(f"the exec channel to {self._where} is gone")
         else:
             cell: frames.CodeFrame = {
-                "type": frames.CODE, "code": message.get("code", ""), "line_buffered": bool(message.get("line_buffered"))
+                "type": frames.CODE,
+                "code": message.get("code", ""),
+                "line_buffered": bool(message.get("line_buffered")),
             }
             self._add_grant(cell)
             self._send(encode_frame(cell))
@@ -327,13 +332,18 @@ class BackendChild(Generic[S]):
 
     def _serve_call(self, session: S | None, message: dict[str, Any]) -> None:
         if session is None:
-            self._reply(message, {"error": {"type": "ConnectionLost", "message": "This run is over; its tool calls are closed."}})
+            self._reply(
+                message,
+                {"error": {"type": "ConnectionLost", "message": "This run is over; its tool calls are closed."}},
+            )
         elif isinstance(message.get("ran"), dict) and message.get("tool") == "terminal" and self._tools is not None:
             try:
                 reply = reply_frame(message, self._tools.ran(session, message), echo=CALL_KEYS)
             except (KeyError, TypeError, ValueError) as exc:
                 log.warning("a malformed terminal output from the backend's supervisor: %s", exc)
-                self._reply(message, {"error": {"type": "ConnectionLost", "message": "The supervisor's answer was malformed."}})
+                self._reply(
+                    message, {"error": {"type": "ConnectionLost", "message": "The supervisor's answer was malformed."}}
+                )
                 return
             self._cwd_sent = self._tools.cwd()
             self._send(reply)

@@ -311,7 +311,9 @@ class ChildProcess:
         return known
 
     @staticmethod
-    def _pump(stream: OutputStream, poller: Any, *, drain: bool = False, first: Callable[[], None] | None = None) -> None:
+    def _pump(
+        stream: OutputStream, poller: Any, *, drain: bool = False, first: Callable[[], None] | None = None
+    ) -> None:
         """Feed what `stream` holds to its capture; `first`, if given, runs before each piece is fed."""
         while stream.open:
             try:
