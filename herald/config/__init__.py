@@ -13,7 +13,7 @@ import math
 import os
 import sys
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -351,6 +351,14 @@ def _budgets(value: Any, bad: Any) -> dict[str, float]:
         raise bad(f"a table of budgets: {exc}") from None
 
 
+Bad = Callable[[str], ConfigError]  # what a setting must be -> the error that says so
+_CHOICES = {
+    "browser.network": ("backend", "local"),
+    "policy.profile": ("read-only", "workspace-write", "full"),
+    "web.search_provider": SEARCH_PROVIDERS,
+}
+
+
 def _coerce(key: str, value: Any, current: Any, source: str) -> Any:
     def bad(expected: str) -> ConfigError:
         return ConfigError(f"{source}: setting '{key}' must be {expected}, got {value!r}")
@@ -360,43 +368,56 @@ def _coerce(key: str, value: Any, current: Any, source: str) -> Any:
     if key == "mcp_servers":
         return parse_mcp_servers(value, source)
     if key == "tools":
-        if isinstance(value, str):
-            return [t.strip() for t in value.split(",") if t.strip()]
-        if isinstance(value, list | tuple) and all(isinstance(t, str) for t in value):
-            return list(value)
-        raise bad("a list of tool names")
+        return _tool_names(value, bad)
     if isinstance(current, bool):
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in {"1", "true", "yes", "on", "0", "false", "no", "off"}:
-            return value.lower() in {"1", "true", "yes", "on"}
-        raise bad("true or false")
+        return _boolean(value, bad)
     if isinstance(current, int | float):
-        try:
-            number = float(value) if isinstance(current, float) else int(value)
-        except (TypeError, ValueError):
-            raise bad("a number") from None
-        if not math.isfinite(number):
-            raise bad("a finite number")
-        if key in MUST_BE_POSITIVE and number <= 0:
-            raise bad("a number above 0")
-        if number < 0:
-            raise bad("zero or more")
-        return number
+        return _number(key, value, float if isinstance(current, float) else int, bad)
     if isinstance(current, Path):
         return Path(str(value)).expanduser()
     if isinstance(current, list):
-        if isinstance(value, str):
-            return [v.strip() for v in value.split(",") if v.strip()]
-        if isinstance(value, list):
-            return [str(v) for v in value]
-        raise bad("a list")
-    if key == "browser.network" and value not in ("backend", "local"):
-        raise bad('one of "backend", "local"')
-    if key == "policy.profile" and value not in ("read-only", "workspace-write", "full"):
-        raise bad('one of "read-only", "workspace-write", "full"')
-    if key == "web.search_provider" and value not in SEARCH_PROVIDERS:
-        raise bad("one of " + ", ".join(f'"{name}"' for name in SEARCH_PROVIDERS))
+        return _strings(value, bad)
+    choices = _CHOICES.get(key)
+    if choices is not None and value not in choices:
+        raise bad("one of " + ", ".join(f'"{choice}"' for choice in choices))
     if isinstance(value, str):
         return value
     raise bad("a string")
+
+
+def _tool_names(value: Any, bad: Bad) -> list[str]:
+    if isinstance(value, str):
+        return [t.strip() for t in value.split(",") if t.strip()]
+    if isinstance(value, list | tuple) and all(isinstance(t, str) for t in value):
+        return list(value)
+    raise bad("a list of tool names")
+
+
+def _boolean(value: Any, bad: Bad) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in {"1", "true", "yes", "on", "0", "false", "no", "off"}:
+        return value.lower() in {"1", "true", "yes", "on"}
+    raise bad("true or false")
+
+
+def _number(key: str, value: Any, kind: type[int] | type[float], bad: Bad) -> int | float:
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise bad("a number") from None
+    if not math.isfinite(number):
+        raise bad("a finite number")
+    if key in MUST_BE_POSITIVE and number <= 0:
+        raise bad("a number above 0")
+    if number < 0:
+        raise bad("zero or more")
+    return number
+
+
+def _strings(value: Any, bad: Bad) -> list[str]:
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    raise bad("a list")
