@@ -268,18 +268,9 @@ class BackendChild(Generic[S]):
         done, done_status = False, None
         messages, self._backlog = self._backlog, []
         while True:
-            for message in messages:
-                kind = message.get("type")
-                if kind in (frames.OUT, frames.ERR):
-                    streams[kind].feed(str(message.get("data", "")).encode("latin-1", "replace"))
-                elif kind is None and "tool" in message:
-                    self._dispatch(message)
-                elif kind == frames.RECORD and self._tools is not None and self._session is not None:
-                    self._tools.record(self._session, message)
-                    if isinstance(message.get("cwd"), str):
-                        self._cwd_sent = message["cwd"]  # the supervisor's own move: no CWD frame back
-                elif kind == frames.DONE:
-                    done, done_status = True, _int(message.get("exit_code"))
+            cells_done = self._take_frames(messages, streams)
+            if cells_done:
+                done, done_status = True, cells_done[-1]
             if self.exit_code is not None or self.gone:
                 break
             if done and clock.reason is None and all(s.seen for s in streams.values()):
@@ -293,9 +284,31 @@ class BackendChild(Generic[S]):
                 break
             wake = clock.wait(now)
             messages = self._read(min(POLL_SECONDS, wake if wake is not None else POLL_SECONDS))
-        killing = cast("Reason | None", clock.reason)
         for stream in streams.values():
             stream.finish()
+        return self._outcome(cast("Reason | None", clock.reason), done, done_status, stderr)
+
+    def _take_frames(self, messages: list[dict[str, Any]], streams: dict[str, OutputStream]) -> list[int | None]:
+        """Feed output to the captures, serve tool calls, count the supervisor's records: the exit
+        statuses of the kernel cells these frames say are done."""
+        cells_done: list[int | None] = []
+        for message in messages:
+            kind = message.get("type")
+            if kind in (frames.OUT, frames.ERR):
+                streams[kind].feed(str(message.get("data", "")).encode("latin-1", "replace"))
+            elif kind is None and "tool" in message:
+                self._dispatch(message)
+            elif kind == frames.RECORD and self._tools is not None and self._session is not None:
+                self._tools.record(self._session, message)
+                if isinstance(message.get("cwd"), str):
+                    self._cwd_sent = message["cwd"]  # the supervisor's own move: no CWD frame back
+            elif kind == frames.DONE:
+                cells_done.append(_int(message.get("exit_code")))
+        return cells_done
+
+    def _outcome(self, killing: Reason | None, done: bool, done_status: int | None,
+                 stderr: CappedCapture) -> Collected:
+        """How the run ended; a link that broke or a supervisor that failed is said in stderr."""
         if killing is None and self.exit_code is None:
             reason = self.failure or "the exec channel closed without an exit status"
             stderr.feed(f"\nThe sandbox on {self._where} stopped unexpectedly: {reason}\n".encode())
