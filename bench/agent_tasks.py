@@ -39,7 +39,8 @@ def setup_bulk(root: Path) -> None:
             f"    subtotal = sum(values) * {i + 1}\n    return legacy_round(subtotal)\n"
         )
     (root / "check.py").write_text(
-        "import pathlib, sys\nleft = [p.name for p in pathlib.Path('ledger').glob('*.py') if 'legacy_round' in p.read_text()]\n"
+        "import pathlib, sys\n"
+        "left = [p.name for p in pathlib.Path('ledger').glob('*.py') if 'legacy_round' in p.read_text()]\n"
         "print('legacy_round left in', len(left), 'files')\nsys.exit(1 if left else 0)\n"
     )
 
@@ -189,7 +190,10 @@ PAGE_SIZE = 25  # 20 pages of results
 def setup_todos(root: Path) -> None:
     (root / "src").mkdir()
     for f in range(100):
-        lines = [f"def handler_{f}_{k}():\n    # TODO({OWNERS[(f * 5 + k) % 5]}): handle case {k}\n    pass\n" for k in range(5)]
+        lines = [
+            f"def handler_{f}_{k}():\n    # TODO({OWNERS[(f * 5 + k) % 5]}): handle case {k}\n    pass\n"
+            for k in range(5)
+        ]
         (root / "src" / f"mod_{f:03d}.py").write_text("\n".join(lines))
 
 
@@ -261,10 +265,28 @@ class Task:
 
 
 TASKS = [
-    Task("bulk patch of 200 files", "Replace legacy_round with round_money in ledger/ and verify with check.py.",
-         setup_bulk, verify_bulk, bulk_code_model, bulk_direct_model),
-    Task("cross-reference 10 local pages", "Starting at pages/index.md, follow the Next links and list which pages mention each project.",
-         setup_pages, verify_pages, pages_code_model, pages_direct_model),
-    Task("page through 20 result pages", "Count the TODO(owner) comments in src/ per owner.",
-         setup_todos, verify_todos, todos_code_model, todos_direct_model),
+    Task(
+        "bulk patch of 200 files",
+        "Replace legacy_round with round_money in ledger/ and verify with check.py.",
+        setup_bulk,
+        verify_bulk,
+        bulk_code_model,
+        bulk_direct_model,
+    ),
+    Task(
+        "cross-reference 10 local pages",
+        "Starting at pages/index.md, follow the Next links and list which pages mention each project.",
+        setup_pages,
+        verify_pages,
+        pages_code_model,
+        pages_direct_model,
+    ),
+    Task(
+        "page through 20 result pages",
+        "Count the TODO(owner) comments in src/ per owner.",
+        setup_todos,
+        verify_todos,
+        todos_code_model,
+        todos_direct_model,
+    ),
 ]

@@ -177,7 +177,10 @@ def _first_navigation(work: Path, app: LocalWebApp) -> list[Metric]:
 def playwright_mcp() -> str | None:
     """The path of @playwright/mcp's command, installed once into the test cache; None when npm
     cannot install it (the rows are then skipped, saying so)."""
-    prefix = Path(os.environ.get("HERALD_TEST_CACHE", Path.home() / ".cache" / "herald-tests")) / f"playwright-mcp-{PLAYWRIGHT_MCP}"
+    prefix = (
+        Path(os.environ.get("HERALD_TEST_CACHE", Path.home() / ".cache" / "herald-tests"))
+        / f"playwright-mcp-{PLAYWRIGHT_MCP}"
+    )
     command = prefix / "node_modules" / ".bin" / "playwright-mcp"
     if not command.exists():
         if shutil.which("npm") is None:
@@ -197,7 +200,9 @@ def _mcp_ref(snapshot: str, role: str, name: str) -> str:
     return found.group(1)
 
 
-async def _mcp_session(command: str, app: LocalWebApp, work: Path, extra: list[str]) -> tuple[float, dict[str, list[float]]]:
+async def _mcp_session(
+    command: str, app: LocalWebApp, work: Path, extra: list[str]
+) -> tuple[float, dict[str, list[float]]]:
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -226,7 +231,9 @@ async def _mcp_session(command: str, app: LocalWebApp, work: Path, extra: list[s
         for i in range(ROUNDS):
             await call("navigate", "browser_navigate", {"url": f"{app.url}/results?page={i % 18 + 1}"})
             page = await call("snapshot", "browser_snapshot", {})
-            await call("click", "browser_click", {"element": "Next page", "target": _mcp_ref(page, "link", "Next page")})
+            await call(
+                "click", "browser_click", {"element": "Next page", "target": _mcp_ref(page, "link", "Next page")}
+            )
             await call("back", "browser_navigate_back", {})
             await call(None, "browser_navigate", {"url": app.url + "/form"})
             box = _mcp_ref(await call(None, "browser_snapshot", {}), "searchbox", "Search products")
@@ -246,9 +253,14 @@ def _mcp_metrics(app: LocalWebApp, work: Path) -> list[Metric]:
     # action alone, as Herald's (which waits for a navigation's load, as both do).
     for label, extra in (("", []), (", settle 0", ["--timeout-settle", "0"])):
         first, samples = asyncio.run(_mcp_session(command, app, work, extra))
-        rows += [Metric(f"@playwright/mcp {step}{label}", "ms", None, samples[step], note=NOTES[step] + "; MCP SDK client")
-                 for step in STEPS if not label or step in ("click", "type", "type+submit")]
-        rows.append(Metric(f"@playwright/mcp first browser_navigate{label}", "ms", None, [first], note="after initialize"))
+        rows += [
+            Metric(f"@playwright/mcp {step}{label}", "ms", None, samples[step], note=NOTES[step] + "; MCP SDK client")
+            for step in STEPS
+            if not label or step in ("click", "type", "type+submit")
+        ]
+        rows.append(
+            Metric(f"@playwright/mcp first browser_navigate{label}", "ms", None, [first], note="after initialize")
+        )
     return rows
 
 
@@ -261,8 +273,13 @@ def _extract_metrics(work: Path, app: LocalWebApp) -> list[Metric]:
     with LocalBackend(str(work), settings=settings) as backend, Runtime(backend, settings=settings) as rt:
         for _ in range(7):
             keyless.samples.append(_run(rt, EXTRACT_ONE_CALL, URLS=urls))
-    firecrawl_row = Metric("web_extract 10 pages × 200 ms, Firecrawl", "s", 0.5, note="parallel() of 10 calls; local v2 server")
-    docs = [FakeDocument(f"https://pages.example.org/{n}", f"Page {n}", f"# Page {n}\n\n" + "text " * 2000) for n in range(10)]
+    firecrawl_row = Metric(
+        "web_extract 10 pages × 200 ms, Firecrawl", "s", 0.5, note="parallel() of 10 calls; local v2 server"
+    )
+    docs = [
+        FakeDocument(f"https://pages.example.org/{n}", f"Page {n}", f"# Page {n}\n\n" + "text " * 2000)
+        for n in range(10)
+    ]
     with FakeFirecrawl(docs, api_key="fc-bench", latency=0.2) as firecrawl:
         tuned = settings.with_overrides({"web.firecrawl_api_url": firecrawl.url, "web.firecrawl_api_key": "fc-bench"})
         with LocalBackend(str(work), settings=tuned) as backend, Runtime(backend, settings=tuned) as rt:

@@ -57,8 +57,12 @@ def _steps(backend: Backend, settings: Settings, label: str) -> tuple[list[Metri
     """Start the app on `backend`, time the steps from scripts; the rows, and the app's port
     (the app stays up with the backend's session)."""
     rows = {
-        "navigate": Metric(f"{label}: browser_navigate + browser_snapshot", "ms", None, note="app on the backend's 127.0.0.1"),
-        "click": Metric(f"{label}: browser_click (link) -> browser_snapshot", "ms", None, note="a new page from the app"),
+        "navigate": Metric(
+            f"{label}: browser_navigate + browser_snapshot", "ms", None, note="app on the backend's 127.0.0.1"
+        ),
+        "click": Metric(
+            f"{label}: browser_click (link) -> browser_snapshot", "ms", None, note="a new page from the app"
+        ),
         "type": Metric(f"{label}: browser_type -> browser_snapshot", "ms", None, note="a text field"),
     }
     with Runtime(backend, settings=settings) as runtime:

@@ -112,7 +112,9 @@ def run(before: str, after: str, rtt: float, runs: int, in_process: bool = False
                 child.communicate(timeout=60)
             server.remove_workspace(workspace)
             shutil.rmtree(home, ignore_errors=True)
-        what = "new Runtime + print(1) + close (herald exec's settings)" if in_process or local else "herald exec print(1)"
+        what = (
+            "new Runtime + print(1) + close (herald exec's settings)" if in_process or local else "herald exec print(1)"
+        )
         print(f"{what}, {'local backend' if local else f'RTT {rtt * 1000:.0f} ms'}; before = {before}, after = {after}")
         for name, samples in series.items():
             print(_series_line(name, samples))

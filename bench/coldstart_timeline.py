@@ -151,8 +151,14 @@ def child_main(argv: list[str]) -> None:
     import herald.cli
 
     code = herald.cli.main(argv)
-    _note("main returned; threads left: " + ", ".join(
-        f"{t.name}{'' if t.daemon else ' (not daemon)'}" for t in threading.enumerate() if t is not threading.current_thread()))
+    _note(
+        "main returned; threads left: "
+        + ", ".join(
+            f"{t.name}{'' if t.daemon else ' (not daemon)'}"
+            for t in threading.enumerate()
+            if t is not threading.current_thread()
+        )
+    )
     with open(os.environ[OUT_ENV], "w") as out:
         json.dump(_events, out)
     getattr(herald.cli, "leave", sys.exit)(code)  # as `python -m herald` ends (an older checkout: sys.exit)

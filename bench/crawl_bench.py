@@ -57,7 +57,9 @@ def _crawl(runtime: Runtime, start: str, fresh: bool) -> float:
 def run() -> list[Metric]:
     cold = Metric("web_crawl 50 pages, first call", "s", None, note="new session each; local docs site, no delay")
     cached = Metric("web_crawl 50 pages again", "s", None, note="same session: no request, every page extracted again")
-    slow = Metric("web_crawl 50 pages × 50 ms each way", "s", None, note="fresh=True; latency proxy; web.max_per_host 10")
+    slow = Metric(
+        "web_crawl 50 pages × 50 ms each way", "s", None, note="fresh=True; latency proxy; web.max_per_host 10"
+    )
     work = Path(tempfile.mkdtemp(prefix="herald-bench-crawl-"))
     site = docs_site()
     try:

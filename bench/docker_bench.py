@@ -54,11 +54,15 @@ def _measure(settings: Settings) -> list[Metric]:
     round_trip = Metric("command round trip, open session", "ms", 5.0, note="backend.run('true'), 500 per run")
     read = Metric("read_bytes (small file)", "ms", None, note="through the file shell, 200 per run")
     write = Metric("write_bytes (small file, atomic)", "ms", None, note="temp file + rename, 200 per run")
-    realpath = Metric("realpath (the workspace check's resolution)", "ms", None, note="readlink -f in the file shell, 200 per run")
+    realpath = Metric(
+        "realpath (the workspace check's resolution)", "ms", None, note="readlink -f in the file shell, 200 per run"
+    )
     checked = {
         profile: Metric(f"read_file from a script, profile {profile}", "ms", None, note=note)
-        for profile, note in (("workspace-write", "path resolved in the container, then stat + read; per call, 200 per run"),
-                              ("full", "no workspace check: stat + read; per call, 200 per run"))
+        for profile, note in (
+            ("workspace-write", "path resolved in the container, then stat + read; per call, 200 per run"),
+            ("full", "no workspace check: stat + read; per call, 200 per run"),
+        )
     }
     with DockerBackend(settings=settings) as backend:
         backend.run("true")

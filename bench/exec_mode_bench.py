@@ -222,15 +222,24 @@ def _ssh_at_rtt(settings: Settings) -> list[Metric]:
                     with Runtime(backend, settings=tuned.with_overrides({"sandbox.backend_tools": in_backend}),
                                  exec_mode="backend") as runtime:
                         for _ in range(3):
-                            seconds = _in_script(runtime, (
-                                "import time\nfrom hermes_tools import terminal\nterminal('true')\nt = time.perf_counter()\n"
-                                f"for _ in range({calls}): terminal('true')\nprint(time.perf_counter() - t)"
-                            ))
+                            seconds = _in_script(
+                                runtime,
+                                (
+                                    "import time\nfrom hermes_tools import terminal\n"
+                                    "terminal('true')\nt = time.perf_counter()\n"
+                                    f"for _ in range({calls}): terminal('true')\nprint(time.perf_counter() - t)"
+                                ),
+                            )
                             metric.samples.append(seconds * 1000 / calls)
                     metrics.append(metric)
                 kind = f"ssh, {RTT * 1000:.0f} ms RTT"
-                metrics += [_echo_floor(kind, backend), _warm(kind, backend, tuned, runs=30), _cold(kind, backend, tuned),
-                            *_edit_loop(kind, backend, tuned, modes=(True,)), *_search(kind, backend, tuned)]
+                metrics += [
+                    _echo_floor(kind, backend),
+                    _warm(kind, backend, tuned, runs=30),
+                    _cold(kind, backend, tuned),
+                    *_edit_loop(kind, backend, tuned, modes=(True,)),
+                    *_search(kind, backend, tuned),
+                ]
             metrics += [_cli("ssh", server.spec, workspace, server.overrides()),
                         _cli(f"ssh, {RTT * 1000:.0f} ms RTT", spec, workspace, overrides)]
         finally:
@@ -289,7 +298,19 @@ def _cli(kind: str, spec: str, workspace: str, overrides: dict[str, Any], runs: 
     metric = Metric(f"in-backend ({kind}): herald exec --exec-mode backend print(1)", "ms", CLI_TARGET_MS,
                     note="a new process, end to end")
     home, env = cli_environment("herald-bench-cli-", overrides)
-    argv = [sys.executable, "-m", "herald", "exec", "-", "--backend", spec, "--cwd", workspace, "--exec-mode", "backend"]
+    argv = [
+        sys.executable,
+        "-m",
+        "herald",
+        "exec",
+        "-",
+        "--backend",
+        spec,
+        "--cwd",
+        workspace,
+        "--exec-mode",
+        "backend",
+    ]
     try:
         for _ in range(runs + 1):
             started = time.perf_counter()

@@ -49,7 +49,9 @@ def _in_script(runtime: Runtime, code: str) -> float:
 def _policy_cost(runtime: Runtime, calls: int = 20_000) -> Metric:
     """What the policy adds to one small read_file, on the path every call takes: the check of
     the default profile (workspace-write: the path resolved, symlinks followed, confined)."""
-    metric = Metric("policy check per read_file (small)", "ms", 0.010, note=f"workspace-write, {calls} checks per sample")
+    metric = Metric(
+        "policy check per read_file (small)", "ms", 0.010, note=f"workspace-write, {calls} checks per sample"
+    )
     dispatcher = runtime.dispatcher
     tool = dispatcher.registry.get("read_file")
     assert tool is not None

@@ -64,7 +64,9 @@ def _many_runtimes(settings: Settings, work: Path) -> tuple[float, float]:
     def one() -> None:
         try:
             with LocalBackend(str(work), settings=settings) as backend, Runtime(backend, settings=settings) as runtime:
-                result = runtime.execute("from hermes_tools import read_file\nprint(read_file('small.txt')['total_lines'])")
+                result = runtime.execute(
+                    "from hermes_tools import read_file\nprint(read_file('small.txt')['total_lines'])"
+                )
                 if not result.ok:
                     errors.append(result.error)
                 ready.wait(120)  # all 64 are open and have run: the wall time ends here

@@ -53,7 +53,9 @@ def run() -> list[Metric]:
 
 
 def _measure(spec: str, workspace: str, settings: Settings) -> list[Metric]:
-    connect = Metric("connect + first command", "ms", None, note="TCP, handshake, auth, session setup, shell start, `true`")
+    connect = Metric(
+        "connect + first command", "ms", None, note="TCP, handshake, auth, session setup, shell start, `true`"
+    )
     for _ in range(5):
         t = time.perf_counter()
         with SSHBackend(spec, cwd=workspace, settings=settings) as backend:
@@ -61,8 +63,15 @@ def _measure(spec: str, workspace: str, settings: Settings) -> list[Metric]:
             connect.samples.append(_ms(t))
 
     round_trip = Metric("command round trip, open session", "ms", 3.0, note="backend.run('true'), 1000 calls")
-    read = Metric("read_bytes (small file)", "ms", None, note="SFTP open + fstat + read pipelined, close not awaited: 1 round trip, 300 calls")
-    write = Metric("write_bytes (small file, atomic)", "ms", None, note="SFTP temp file + posix-rename: 2 round trips, 300 calls")
+    read = Metric(
+        "read_bytes (small file)",
+        "ms",
+        None,
+        note="SFTP open + fstat + read pipelined, close not awaited: 1 round trip, 300 calls",
+    )
+    write = Metric(
+        "write_bytes (small file, atomic)", "ms", None, note="SFTP temp file + posix-rename: 2 round trips, 300 calls"
+    )
     stat = Metric("stat (a path not seen before)", "ms", None, note="one SFTP round trip, 300 calls")
     script = Metric("terminal('true') from a script (host mode)", "ms", None, note="per call, 500 calls per run")
     with SSHBackend(spec, cwd=workspace, settings=settings) as backend:
@@ -108,8 +117,12 @@ def _measure_rtt(server: SSHServer, workspace: str, data: Path, rtt: float) -> l
                   note="host mode, per call, 200 calls per run")
     bulk = Metric(f"read → patch → verify, {FILES} files, {label}", "s", 15.0 if rtt else None,
                   note="host mode, one script, 600 tool calls")
-    par = Metric(f"parallel() of 32 read_file, {label}", "ms", None,
-                 note=f"host mode, wall time; one after another: 32 × 2 round trips ({64 * rtt * 1000:.0f} ms of waiting)")
+    par = Metric(
+        f"parallel() of 32 read_file, {label}",
+        "ms",
+        None,
+        note=f"host mode, wall time; one after another: 32 × 2 round trips ({64 * rtt * 1000:.0f} ms of waiting)",
+    )
     with proxy_process((server.host, server.port), rtt) as port:
         spec, overrides = server.through(port) if rtt else (server.spec, server.overrides())
         settings = Settings(data_dir=data).with_overrides(overrides)

@@ -20,7 +20,9 @@ def main(root: Path) -> int:
     project = build(root)
     script = (HERE / "read_patch_verify.py").read_text()
     console.print(f"[bold]Sample project[/] {project} — 40 report modules call the deprecated legacy_round()")
-    console.print(f"[bold]Script[/] examples/read_patch_verify.py ({len(script.splitlines())} lines), one execute_code run\n")
+    console.print(
+        f"[bold]Script[/] examples/read_patch_verify.py ({len(script.splitlines())} lines), one execute_code run\n"
+    )
     settings = load_settings()
     with LocalBackend(str(project), settings=settings) as backend, Runtime(backend, settings=settings) as runtime:
         result = runtime.execute(script)  # 83 calls, within the default budget

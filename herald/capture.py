@@ -125,5 +125,9 @@ class CappedCapture:
         tail = bytes(self._tail[-self.tail_size :]) if self.tail_size else b""
         where = f"; full {what} in {self.spill_path}" if self.spill_path else ""
         if self.spill_truncated:
-            where += f" (spill file cut at {self._spilled:,} bytes)" if self.spill_path else "; not spilled: the run's spill cap is reached"
+            where += (
+                f" (spill file cut at {self._spilled:,} bytes)"
+                if self.spill_path
+                else "; not spilled: the run's spill cap is reached"
+            )
         return cut_text(self._head, tail, self.total, self.head_size, self.tail_size, what, where)

@@ -73,7 +73,9 @@ def resolve(host: str, port: int, timeout: float | None) -> list[tuple[int, Sock
     return [(family, sockaddr) for family, _, _, _, sockaddr in answer["infos"]]
 
 
-def checked_addresses(host: str, port: int, policy: WebPolicy | None, timeout: float | None) -> list[tuple[int, SockAddr]]:
+def checked_addresses(
+    host: str, port: int, policy: WebPolicy | None, timeout: float | None
+) -> list[tuple[int, SockAddr]]:
     """The addresses of `host` that a connection may use; Refused when any of them is one the
     policy never allows (a name that also resolves to a metadata address is refused whole)."""
     found = resolve(host, port, timeout)

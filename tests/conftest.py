@@ -12,7 +12,13 @@ from herald import Runtime, Settings
 from herald.backends.local import LocalBackend
 
 # Real services, one module each; a module owns its fixtures and their skips.
-pytest_plugins = ["tests.fixtures.sshd", "tests.fixtures.netns_sshd", "tests.fixtures.dockerd", "tests.fixtures.browsers", "tests.fixtures.users"]
+pytest_plugins = [
+    "tests.fixtures.sshd",
+    "tests.fixtures.netns_sshd",
+    "tests.fixtures.dockerd",
+    "tests.fixtures.browsers",
+    "tests.fixtures.users",
+]
 
 
 @pytest.fixture

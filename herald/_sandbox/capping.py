@@ -27,7 +27,15 @@ def capped_text(data: bytes, limit: int, what: str, where: str) -> str:
         return data.decode("utf-8", "replace")
     head_size = int(limit * HEAD_SHARE)
     tail_size = limit - head_size
-    return cut_text(data[:head_size], data[len(data) - tail_size :] if tail_size else b"", len(data), head_size, tail_size, what, where)
+    return cut_text(
+        data[:head_size],
+        data[len(data) - tail_size :] if tail_size else b"",
+        len(data),
+        head_size,
+        tail_size,
+        what,
+        where,
+    )
 
 
 def cut_utf8(data: bytes, size: int, from_end: bool) -> bytes:

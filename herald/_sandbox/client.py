@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 # A run's grant as its start frame (or kernel cell) offers it: (grant, schemas, control pipe fd).
 Offer = Tuple[Any, Any, int]
+_Queued = Tuple[int, str, int, bytes]  # (index in the calls, tool, call id, frame)
 # Where a call goes, by SelfServe.take: answered here if it can be, to Herald, or to Herald marked
 # as past the run's budget by this process's count.
 HERE, HERALD, PAST_BUDGET = "here", "herald", "past budget"
@@ -123,20 +124,9 @@ class RpcClient:
         connection than on a call). Each outcome is the call's result or the exception call()
         would have raised."""
         outcomes: List[Any] = [None] * len(calls)
-        queued: List[Tuple[int, str, int, bytes]] = []  # for Herald, last first
-        for index, (tool, args) in enumerate(calls):
-            try:
-                call_id, frame, answered = self._outgoing(tool, args)
-            except Exception as exc:  # arguments that cannot be sent (ProtocolError): this call's outcome
-                outcomes[index] = exc
-                continue
-            if answered is not None:
-                outcomes[index] = answered[0]
-            else:
-                queued.append((index, tool, call_id, frame))
+        queued = self._queue(calls, outcomes)
         if not queued:
             return outcomes
-        queued.reverse()
         flying: Dict[Any, Tuple[int, str]] = {}  # call id -> (index, tool)
         try:
             link = self._take(queued[-1][1])
@@ -145,25 +135,7 @@ class RpcClient:
                 outcomes[index] = ConnectionLost(str(exc), "ConnectionLost", tool)
             return outcomes
         try:
-            while queued or flying:
-                sending = []
-                while queued and len(flying) < limit:
-                    index, tool, call_id, frame = queued.pop()
-                    flying[call_id] = (index, tool)
-                    sending.append(frame)
-                if sending:
-                    link.sock.sendall(b"".join(sending))
-                reply = self._reply(link, 0.0)
-                if reply is None:
-                    raise EOFError(CLOSED_BY_HERALD)
-                answers = flying.pop(reply.get("id"), None)
-                if answers is None:
-                    raise ProtocolError("reply %r answers no call in flight" % (reply.get("id"),))
-                index, tool = answers
-                try:
-                    outcomes[index] = _result(reply, tool)
-                except ToolError as exc:
-                    outcomes[index] = exc
+            self._exchange(link, queued, flying, outcomes, limit)
         except (OSError, ProtocolError, EOFError) as exc:
             reason = str(exc) if isinstance(exc, EOFError) else "lost the connection to Herald: %s" % exc
             self._lose(link, reason, "")
@@ -175,6 +147,46 @@ class RpcClient:
             raise
         self._give(link)
         return outcomes
+
+    def _queue(self, calls: Sequence[Tuple[str, Dict[str, Any]]], outcomes: List[Any]) -> List[_Queued]:
+        """The calls for Herald, last first; the outcomes of the others (answered here, or
+        arguments that cannot be sent) go into `outcomes`."""
+        queued: List[_Queued] = []
+        for index, (tool, args) in enumerate(calls):
+            try:
+                call_id, frame, answered = self._outgoing(tool, args)
+            except Exception as exc:  # arguments that cannot be sent (ProtocolError): this call's outcome
+                outcomes[index] = exc
+                continue
+            if answered is not None:
+                outcomes[index] = answered[0]
+            else:
+                queued.append((index, tool, call_id, frame))
+        queued.reverse()
+        return queued
+
+    def _exchange(self, link: _Link, queued: List[_Queued], flying: Dict[Any, Tuple[int, str]],
+                  outcomes: List[Any], limit: int) -> None:
+        """Send the queued calls, up to `limit` in flight, and take their replies as they come."""
+        while queued or flying:
+            sending = []
+            while queued and len(flying) < limit:
+                index, tool, call_id, frame = queued.pop()
+                flying[call_id] = (index, tool)
+                sending.append(frame)
+            if sending:
+                link.sock.sendall(b"".join(sending))
+            reply = self._reply(link, 0.0)
+            if reply is None:
+                raise EOFError(CLOSED_BY_HERALD)
+            answers = flying.pop(reply.get("id"), None)
+            if answers is None:
+                raise ProtocolError("reply %r answers no call in flight" % (reply.get("id"),))
+            index, tool = answers
+            try:
+                outcomes[index] = _result(reply, tool)
+            except ToolError as exc:
+                outcomes[index] = exc
 
     def _outgoing(self, tool: str, args: Dict[str, Any]) -> Tuple[int, bytes, Optional[List[Any]]]:
         """(call id, its frame for Herald, None), or (call id, b"", [result]) when this process

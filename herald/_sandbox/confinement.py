@@ -93,8 +93,11 @@ class Confinement:
         roots = self.write if writing else self.read
         if roots is not None and not prefix(place).startswith(roots):
             shown = path if path == place else "%s leads to %s, which is" % (path, place)
-            return ("%s outside the workspace (%s). Use a path inside it, add a directory to policy.roots, "
-                    "or use --profile full (setting policy.profile)." % (shown, ", ".join(r.rstrip("/") or "/" for r in roots)))
+            return (
+                "%s outside the workspace (%s). Use a path inside it, add a directory to policy.roots, "
+                "or use --profile full (setting policy.profile)."
+                % (shown, ", ".join(r.rstrip("/") or "/" for r in roots))
+            )
         return None
 
     def check(self, path: str, place: str, writing: bool) -> None:

@@ -44,6 +44,10 @@ class Deadline:
     def expired_error(self) -> ToolError:
         if self.cancelled:
             return ToolError(
-                "%s: stopped: the run that made this call is over (interrupted or out of time)." % self.tool, "Interrupted"
+                "%s: stopped: the run that made this call is over (interrupted or out of time)." % self.tool,
+                "Interrupted",
             )
-        return ToolError("%s: stopped after %s s, its time limit. %s" % (self.tool, format(self.seconds, "g"), self.advice), "Timeout")
+        return ToolError(
+            "%s: stopped after %s s, its time limit. %s" % (self.tool, format(self.seconds, "g"), self.advice),
+            "Timeout",
+        )

@@ -128,7 +128,11 @@ def read_bytes(target: str, limit: int, confinement: Optional[Confinement]) -> b
         opened = os.fstat(held)
         check_regular(target, opened.st_mode, opened.st_size, limit)
         # O_NONBLOCK: should it be a FIFO after all, the open returns at once.
-        fd = os.open(PROC_FD % held, _READ_FLAGS) if confinement is not None or _HAVE_PROC else os.open(target, _READ_FLAGS)
+        fd = (
+            os.open(PROC_FD % held, _READ_FLAGS)
+            if confinement is not None or _HAVE_PROC
+            else os.open(target, _READ_FLAGS)
+        )
     finally:
         os.close(held)
     try:

@@ -191,49 +191,55 @@ def _matches(tokens: tuple[_Token, ...], subject: str) -> bool:
     NFA), so the time is at most tokens x characters: a backtracking regex for `*a*a*a*a*b`
     takes time exponential in the runs on a long name, holding the GIL. A state is the index of the next
     token; ~index is inside a `dirs` that has consumed characters (it must end at a "/")."""
-    end = len(tokens)
-
-    def closure(states: set[int]) -> set[int]:  # runs may match nothing: step over them
-        todo = [i for i in states if 0 <= i < end]
-        while todo:
-            i = todo.pop()
-            if tokens[i].kind in _RUNS and i + 1 not in states:
-                states.add(i + 1)
-                if i + 1 < end:
-                    todo.append(i + 1)
-        return states
-
-    states = closure({0})
+    states = _closure(tokens, {0})
     for ch in subject:
         after: set[int] = set()
         for i in states:
-            if i < 0:  # inside `dirs` ~i
-                after.add(i)
-                if ch == "/":
-                    after.add(~i + 1)
-                continue
-            if i == end:
-                continue
-            token = tokens[i]
-            if token.kind == "char":
-                if ch == token.text:
-                    after.add(i + 1)
-            elif token.kind == "one":
-                if ch != "/" and (token.cls is None or token.cls.fullmatch(ch)):
-                    after.add(i + 1)
-            elif token.kind == "star":
-                if ch != "/":
-                    after.add(i)
-            elif token.kind == "any":
-                after.add(i)
-            else:  # dirs
-                after.add(~i)
-                if ch == "/":
-                    after.add(i + 1)
+            _step(tokens, i, ch, after)
         if not after:
             return False
-        states = closure(after)
-    return end in states
+        states = _closure(tokens, after)
+    return len(tokens) in states
+
+
+def _closure(tokens: tuple[_Token, ...], states: set[int]) -> set[int]:
+    """`states` and the states after them: runs may match nothing, so they are stepped over."""
+    end = len(tokens)
+    todo = [i for i in states if 0 <= i < end]
+    while todo:
+        i = todo.pop()
+        if tokens[i].kind in _RUNS and i + 1 not in states:
+            states.add(i + 1)
+            if i + 1 < end:
+                todo.append(i + 1)
+    return states
+
+
+def _step(tokens: tuple[_Token, ...], i: int, ch: str, after: set[int]) -> None:
+    """Add to `after` the states that state `i` goes to on reading `ch`."""
+    if i < 0:  # inside `dirs` ~i
+        after.add(i)
+        if ch == "/":
+            after.add(~i + 1)
+        return
+    if i == len(tokens):
+        return
+    token = tokens[i]
+    if token.kind == "char":
+        if ch == token.text:
+            after.add(i + 1)
+    elif token.kind == "one":
+        if ch != "/" and (token.cls is None or token.cls.fullmatch(ch)):
+            after.add(i + 1)
+    elif token.kind == "star":
+        if ch != "/":
+            after.add(i)
+    elif token.kind == "any":
+        after.add(i)
+    else:  # dirs
+        after.add(~i)
+        if ch == "/":
+            after.add(i + 1)
 
 
 @dataclass(frozen=True)

@@ -75,9 +75,27 @@ def parallel(*calls: Any, max_workers: int = 16, return_exceptions: bool = False
     If a call raises, the first failure (in call order) is raised after all calls finish, unless
     `return_exceptions=True`, in which case the exception object takes that call's place.
     """
-    if len(calls) == 1 and isinstance(calls[0], list):
-        calls = tuple(calls[0])
-    jobs = []
+    jobs = _jobs(tuple(calls[0]) if len(calls) == 1 and isinstance(calls[0], list) else calls)
+    workers = max(1, min(max_workers, len(jobs)))
+    if all(_is_stub(func) for func, _ in jobs):
+        # Tool calls only: they go out together from this thread, no thread per call.
+        results = list(_stub_outcomes(jobs, workers))
+        failed = [isinstance(outcome, BaseException) for outcome in results]
+    else:
+        results, failed = _in_threads(jobs, workers)
+    if not return_exceptions:
+        for index, bad in enumerate(failed):
+            if bad:
+                raise results[index]
+    return results
+
+
+_Job = Tuple[Callable[..., Any], Tuple[Any, ...]]
+
+
+def _jobs(calls: Sequence[Any]) -> List[_Job]:
+    """parallel()'s calls as (function, args); a TypeError names the first that is neither."""
+    jobs: List[_Job] = []
     for index, call in enumerate(calls):
         if callable(call):
             jobs.append((call, ()))
@@ -87,6 +105,12 @@ def parallel(*calls: Any, max_workers: int = 16, return_exceptions: bool = False
             raise TypeError(
                 "parallel(): call %d must be a callable or a (function, *args) tuple, got %r" % (index, call)
             )
+    return jobs
+
+
+def _in_threads(jobs: List[_Job], workers: int) -> Tuple[List[Any], List[bool]]:
+    """Each job's result (its exception if it raised) and whether it raised, the jobs taken in
+    turn by `workers` threads of the pool."""
     results: List[Any] = [None] * len(jobs)
     failed: List[bool] = [False] * len(jobs)
     counter = iter(range(len(jobs)))
@@ -105,13 +129,6 @@ def parallel(*calls: Any, max_workers: int = 16, return_exceptions: bool = False
                 results[index] = exc
                 failed[index] = True
 
-    workers = max(1, min(max_workers, len(jobs)))
-    if all(_is_stub(func) for func, _ in jobs):
-        # Tool calls only: they go out together from this thread, no thread per call.
-        for index, outcome in enumerate(_stub_outcomes(jobs, workers)):
-            results[index] = outcome
-            failed[index] = isinstance(outcome, BaseException)
-        jobs = []
     finished = threading.Semaphore(0)
 
     def work_then_report() -> None:
@@ -120,16 +137,11 @@ def parallel(*calls: Any, max_workers: int = 16, return_exceptions: bool = False
         finally:
             finished.release()
 
-    started = workers if jobs else 0
-    for _ in range(started):
+    for _ in range(workers):
         _pool().submit(work_then_report)
-    for _ in range(started):
+    for _ in range(workers):
         finished.acquire()
-    if not return_exceptions:
-        for index, bad in enumerate(failed):
-            if bad:
-                raise results[index]
-    return results
+    return results, failed
 
 
 def _is_stub(func: Any) -> bool:

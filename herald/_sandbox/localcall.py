@@ -71,7 +71,11 @@ class Workers:
                 if name == "search_files":  # it only reads, and may take long: no path takes turns for it
                     reply: Dict[str, Any] = {"result": self._search(bound, grant, files.default_max_bytes, cwd)}
                 else:
-                    key = resolve_path(cwd, bound["path"]) if isinstance(bound.get("path"), str) and bound["path"].strip() else ""
+                    key = (
+                        resolve_path(cwd, bound["path"])
+                        if isinstance(bound.get("path"), str) and bound["path"].strip()
+                        else ""
+                    )
                     lock = self._hold(key)
                     try:
                         with lock:  # terminal calls (no path) take turns in the one shell
@@ -89,9 +93,16 @@ class Workers:
             frame = encode_frame(dict(reply, id=call.get("id")))
         except Overflow as over:  # Herald caps it and keeps the spill file: the answer is its
             assert self.shell is not None
-            ran = {"output": over.output.decode("latin-1"), "skipped": over.skipped, "tail": over.tail.decode("latin-1"),
-                   "exit_code": over.exit_code, "timed_out": over.timed_out, "note": over.note, "cwd": self.shell.cwd,
-                   "command_path": self.shell.scripts.command_path}
+            ran = {
+                "output": over.output.decode("latin-1"),
+                "skipped": over.skipped,
+                "tail": over.tail.decode("latin-1"),
+                "exit_code": over.exit_code,
+                "timed_out": over.timed_out,
+                "note": over.note,
+                "cwd": self.shell.cwd,
+                "command_path": self.shell.scripts.command_path,
+            }
             self._report((None, dict(call, ran=ran), None))
             return
         except (FileMissing, HandOver, ShellGone, OSError, ValueError, ProtocolError, TypeError, KeyError):
@@ -127,7 +138,9 @@ class Workers:
         workdir = bound.get("workdir")
         if workdir and (workdir == "~" or workdir.startswith("~/")):
             raise HandOver()  # the backend's HOME: Herald's backend expands it
-        return self.shell.run(bound["command"], float(limit), resolve_path(self.shell.cwd, workdir) if workdir else None)
+        return self.shell.run(
+            bound["command"], float(limit), resolve_path(self.shell.cwd, workdir) if workdir else None
+        )
 
     def _search(self, bound: Dict[str, Any], grant: Dict[str, Any], read_max_bytes: int, cwd: str) -> Dict[str, Any]:
         """search_files, as Herald's handler and dispatcher run it (timeout cut to the run's time)."""

@@ -37,7 +37,9 @@ _PACKAGE = __name__.rpartition(".")[0]
 PACKAGE_PARENT = os.path.abspath(__file__)
 for _ in range(_PACKAGE.count(".") + 2):
     PACKAGE_PARENT = os.path.dirname(PACKAGE_PARENT)
-GUARD_LAUNCH = "import sys; sys.path.insert(0, sys.argv[1]); from %s.shellguard import main; main(sys.argv[2:])" % _PACKAGE
+GUARD_LAUNCH = (
+    "import sys; sys.path.insert(0, sys.argv[1]); from %s.shellguard import main; main(sys.argv[2:])" % _PACKAGE
+)
 
 
 EMPTY_COMMAND = "terminal: command is empty. Pass the shell command to run, e.g. terminal('ls -la')."

@@ -227,17 +227,46 @@ def _valid(grant: Any) -> bool:
         lambda g: isinstance(g.get("local"), dict) and valid_specs(g["local"]),
         lambda g: isinstance(g.get("max_calls"), int),
         lambda g: isinstance(g.get("cwd"), str) and g["cwd"].startswith("/"),
-        lambda g: isinstance(g.get("files"), dict) and all(isinstance(g["files"].get(k), int) for k in
-                                                            ("read_max_bytes", "read_max_line_chars", "read_max_chars")),
-        lambda g: "terminal" not in g["local"] or (isinstance(g.get("shell"), dict) and all(
-            isinstance(g["shell"].get(k), str) for k in ("state_path", "cwd", "bin")) and all(
-            isinstance(g["shell"].get(k), (int, float)) for k in ("max_output_bytes", "timeout"))),
-        lambda g: "search_files" not in g["local"] or (isinstance(g.get("search"), dict) and all(
-            isinstance(g["search"].get(k), t) for k, t in (("python_only", bool), ("bin", str), ("max_output_bytes", int),
-                                                           ("timeout", (int, float)), ("time_left", (int, float, type(None)))))),
-        lambda g: g.get("roots") is None or (isinstance(g["roots"], dict) and "write" in g["roots"]
-                                             and "read" in g["roots"] and all(_prefixes(g["roots"].get(k, [])) for k in
-                                                                              ("write", "read", "masked", "unmasked",
-                                                                               "unmasked_read"))),
+        lambda g: (
+            isinstance(g.get("files"), dict)
+            and all(
+                isinstance(g["files"].get(k), int) for k in ("read_max_bytes", "read_max_line_chars", "read_max_chars")
+            )
+        ),
+        lambda g: (
+            "terminal" not in g["local"]
+            or (
+                isinstance(g.get("shell"), dict)
+                and all(isinstance(g["shell"].get(k), str) for k in ("state_path", "cwd", "bin"))
+                and all(isinstance(g["shell"].get(k), (int, float)) for k in ("max_output_bytes", "timeout"))
+            )
+        ),
+        lambda g: (
+            "search_files" not in g["local"]
+            or (
+                isinstance(g.get("search"), dict)
+                and all(
+                    isinstance(g["search"].get(k), t)
+                    for k, t in (
+                        ("python_only", bool),
+                        ("bin", str),
+                        ("max_output_bytes", int),
+                        ("timeout", (int, float)),
+                        ("time_left", (int, float, type(None))),
+                    )
+                )
+            )
+        ),
+        lambda g: (
+            g.get("roots") is None
+            or (
+                isinstance(g["roots"], dict)
+                and "write" in g["roots"]
+                and "read" in g["roots"]
+                and all(
+                    _prefixes(g["roots"].get(k, [])) for k in ("write", "read", "masked", "unmasked", "unmasked_read")
+                )
+            )
+        ),
     ]
     return all(check(grant) for check in checks)

@@ -185,7 +185,9 @@ def search_files(place: Place, args: Dict[str, Any]) -> Dict[str, Any]:
     pattern, target, glob_text = args["pattern"], args["target"], args["file_glob"]
     deadline = Deadline("search_files", args["timeout"], TOO_SLOW, place.cancel)
     if not pattern:
-        raise ToolError("search_files: pattern is empty. Pass a regex (target='content') or a file-name glob (target='files').")
+        raise ToolError(
+            "search_files: pattern is empty. Pass a regex (target='content') or a file-name glob (target='files')."
+        )
     globs = [_compile(name_glob(pattern), "pattern")] if target == "files" else []
     if glob_text:
         globs.append(_compile(glob_text, "file_glob"))
@@ -216,7 +218,9 @@ def search_files(place: Place, args: Dict[str, Any]) -> Dict[str, Any]:
     except Refused as exc:
         raise ToolError("search_files: %s" % exc.message, REFUSED) from None
     except (FileNotFoundError, NotADirectoryError):
-        raise ToolError("search_files: path %s does not exist (cwd is %s)." % (args["path"], cwd), "FileNotFound") from None
+        raise ToolError(
+            "search_files: path %s does not exist (cwd is %s)." % (args["path"], cwd), "FileNotFound"
+        ) from None
 
 
 def _search(place: Place, args: Dict[str, Any], is_dir: bool, root: str, base: str, start: str, held: Held,
@@ -235,7 +239,9 @@ def _search(place: Place, args: Dict[str, Any], is_dir: bool, root: str, base: s
         files: Optional[List[str]] = None
         first = 0  # files[i] is result number first + i
         if engine == "ripgrep":
-            got = search.ripgrep(lambda narrowing: "rg --files %s %s %s -- %s" % (RG_FLAGS, narrowing, RG_SKIP, shell_quote(start)))
+            got = search.ripgrep(
+                lambda narrowing: "rg --files %s %s %s -- %s" % (RG_FLAGS, narrowing, RG_SKIP, shell_quote(start))
+            )
             if got is None:
                 engine = "python"  # ripgrep's listing was too big to capture: walk instead
             else:
@@ -251,7 +257,8 @@ def _search(place: Place, args: Dict[str, Any], is_dir: bool, root: str, base: s
         def command(narrowing: str) -> str:
             return (
                 "rg --line-number --no-heading --with-filename --null %s --max-columns=%d --max-columns-preview "
-                "%s %s -e %s -- %s" % (RG_FLAGS, RG_MAX_COLUMNS, narrowing, RG_SKIP, shell_quote(pattern), shell_quote(start))
+                "%s %s -e %s -- %s"
+                % (RG_FLAGS, RG_MAX_COLUMNS, narrowing, RG_SKIP, shell_quote(pattern), shell_quote(start))
             )
 
         got = search.ripgrep(command)

@@ -45,8 +45,16 @@ class ShellRan(NamedTuple):
 class SupervisorPlace:
     """A search next to the script (what search.Place asks for)."""
 
-    def __init__(self, spec: Dict[str, Any], read_max_bytes: int, cwd: str, cache: Dict[str, Any],
-                 cache_lock: threading.Lock, cancel: threading.Event, confinement: Optional[Confinement] = None) -> None:
+    def __init__(
+        self,
+        spec: Dict[str, Any],
+        read_max_bytes: int,
+        cwd: str,
+        cache: Dict[str, Any],
+        cache_lock: threading.Lock,
+        cancel: threading.Event,
+        confinement: Optional[Confinement] = None,
+    ) -> None:
         self.tree: Tree = OsTree(read_max_bytes, confinement)
         self._confinement = confinement
         self.cwd = cwd

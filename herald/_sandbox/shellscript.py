@@ -226,7 +226,11 @@ def scan(buffer: bytes, marker: bytes) -> Tuple[bytes, Optional[List[str]], byte
             return b"", None, buffer
         payload = buffer[:at]
         fields = buffer[at + len(marker) : end].decode("utf-8", "surrogateescape").split(" ", 1)
-        return payload[:-1] if payload.endswith(b"\n") else payload, fields + [""] * (2 - len(fields)), buffer[end + 1 :]
+        return (
+            payload[:-1] if payload.endswith(b"\n") else payload,
+            fields + [""] * (2 - len(fields)),
+            buffer[end + 1 :],
+        )
     keep = len(marker) + 1
     if len(buffer) > keep:
         return buffer[:-keep], None, buffer[-keep:]

@@ -28,7 +28,8 @@ takes the script down. The script interpreter is exactly the host mode's (bootst
 own session and process group with stdin from /dev/null and stdout/stderr on pipes read here:
 forked by the Runtime's zygote when "fork_server" names its socket, else (or if that fails)
 spawned, see scriptproc.py. This process lives for one run (or one kernel session); the zygote,
-on an exec channel of its own, for the Runtime, so every run after the first few is a fork. Its `hermes_tools` client connects to a Unix socket in the private sandbox directory that
+on an exec channel of its own, for the Runtime, so every run after the first few is a fork. Its
+`hermes_tools` client connects to a Unix socket in the private sandbox directory that
 only this process serves (relay.py); the first frame must carry a token that never leaves the
 backend. Each connection (a forked child makes its own) is tagged with a number on the stream.
 
@@ -185,13 +186,17 @@ class Supervisor:
             self.started = True
             self.mode = str(message.get("mode"))
             assert self.ctl is not None
-            start = {key: message.get(key) for key in ("mode", "cwd", "code", "sentinel", "line_buffered", "max_parallel")}
+            start = {
+                key: message.get(key) for key in ("mode", "cwd", "code", "sentinel", "line_buffered", "max_parallel")
+            }
             start.update(socket=self.relay.socket_path, token=self.relay.token)
             self.ctl.push(encode_frame(start))  # first: the script starts while we take the grant
             self.local.set_grant(message.get("tools"))
         elif kind == frames.CODE and self.ctl is not None:
             self.local.set_grant(message.get("tools"))
-            self.ctl.push(encode_frame({"code": message.get("code", ""), "line_buffered": message.get("line_buffered")}))
+            self.ctl.push(
+                encode_frame({"code": message.get("code", ""), "line_buffered": message.get("line_buffered")})
+            )
         elif kind == frames.CWD:
             self.local.set_cwd(message.get("cwd"))
         elif kind == frames.KILL:

@@ -9,7 +9,8 @@ A frame is a header (kind, connection id, payload length) and its payload. Heral
 RESOLVE (the addresses a name has in the sandbox) and CONNECT (a TCP connection from the
 sandbox); each connection then carries DATA both ways, EOF (the sender's side is done
 sending: a half close; a connection is over once EOF went both ways), CLOSE (given up: an
-error on one side, the other side closes at once, dropping what it has not written). Each side acknowledges the DATA it has
+error on one side, the other side closes at once, dropping what it has not written). Each side
+acknowledges the DATA it has
 written to its socket (ACK), and a side's reader waits once WINDOW bytes are unacknowledged, so
 one slow connection never holds up the stream the others share.
 """
@@ -97,11 +98,11 @@ class Stream:
                         pass
                     return
                 try:
-                    self._sock.sendall(item)  # type: ignore[arg-type]
+                    self._sock.sendall(item)  # type: ignore[arg-type]  # bytes: the markers are gone
                 except OSError:
                     self._stop(tell=True)
                     return
-                self._mux.send(ACK, self.cid, COUNT.pack(len(item)))  # type: ignore[arg-type]
+                self._mux.send(ACK, self.cid, COUNT.pack(len(item)))  # type: ignore[arg-type]  # bytes, as above
         finally:
             self._ended()
 

@@ -105,7 +105,9 @@ def _check(tool: str, name: str, value: Any, schema: Mapping[str, Any]) -> Any:
                 % (tool, name, _describe(schema), type(value).__name__, "{!r:.80}".format(value))
             )
     if "enum" in schema and value not in schema["enum"]:
-        raise ToolError("%s: argument '%s' must be %s, got %s." % (tool, name, _describe(schema), "{!r:.80}".format(value)))
+        raise ToolError(
+            "%s: argument '%s' must be %s, got %s." % (tool, name, _describe(schema), "{!r:.80}".format(value))
+        )
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if "minimum" in schema and value < schema["minimum"]:
             raise ToolError("%s: argument '%s' must be at least %s, got %s." % (tool, name, schema["minimum"], value))

@@ -93,7 +93,9 @@ def _digest(middle: list[Message], todo_text: str) -> str:
         elif message["role"] == "tool":
             name, arguments = calls.get(message.get("tool_call_id", ""), ("tool", ""))
             outcome = "error" if message.get("is_error") else "ok"
-            lines.append(f"- {name}({_short(arguments, 100)}) -> {outcome}: {_short(message.get('content') or '', 120)}")
+            lines.append(
+                f"- {name}({_short(arguments, 100)}) -> {outcome}: {_short(message.get('content') or '', 120)}"
+            )
         elif message["role"] == "user" and message.get("content"):
             lines.append(f"- user: {_short(str(message['content']), 200)}")
     if len(lines) > DIGEST_MAX_LINES:
@@ -109,7 +111,9 @@ def _digest(middle: list[Message], todo_text: str) -> str:
     return text
 
 
-def compress(messages: list[Message], *, target_tokens: int, extra: str = "", todo_text: Callable[[], str] = str) -> Compaction:
+def compress(
+    messages: list[Message], *, target_tokens: int, extra: str = "", todo_text: Callable[[], str] = str
+) -> Compaction:
     """Compress `messages` towards `target_tokens` (counting `extra`, e.g. the system prompt)."""
     before = estimate_tokens(messages, extra)
     pruned = prune_tool_results(messages)

@@ -63,7 +63,14 @@ class Notice:
 
 
 AgentEvent = (
-    TextDelta | ToolCallDelta | ModelCallStarted | ModelCallFinished | ToolStarted | InnerToolCall | ToolFinished | Notice
+    TextDelta
+    | ToolCallDelta
+    | ModelCallStarted
+    | ModelCallFinished
+    | ToolStarted
+    | InnerToolCall
+    | ToolFinished
+    | Notice
 )
 
 

@@ -76,7 +76,9 @@ class LoopGuard:
             )
         return ALLOW
 
-    def after_call(self, tool: str, args: dict[str, Any], result: str, *, failed: bool, read_only: bool) -> GuardDecision:
+    def after_call(
+        self, tool: str, args: dict[str, Any], result: str, *, failed: bool, read_only: bool
+    ) -> GuardDecision:
         key = signature(tool, args)
         with self._lock:
             track = self._tracks.setdefault(key, _Track())

@@ -101,7 +101,9 @@ class JsonEvents:
         if isinstance(event, TextDelta):
             self._text += event.text
         else:
-            held = self._calls.setdefault(event.index, {"index": event.index, "id": None, "name": None, "arguments": ""})
+            held = self._calls.setdefault(
+                event.index, {"index": event.index, "id": None, "name": None, "arguments": ""}
+            )
             held["id"] = held["id"] or event.call_id
             held["name"] = held["name"] or event.name
             held["arguments"] += event.arguments

@@ -152,7 +152,8 @@ class Agent:
                 transcript=self.session.transcript, policy=policy,
             )
             undo.callback(self.runtime.close)
-            self.runtime.dispatcher.warmer.model_session_started()  # Chromium, web workers: ahead of the model's first call
+            # Chromium, web workers: ahead of the model's first call
+            self.runtime.dispatcher.warmer.model_session_started()
             direct_tools = self.runtime.dispatcher.tools  # without tools that cannot work here
             execute_tool = self.runtime.execute_tool  # runs scripts on this session's Runtime
             self.tool_schemas = [execute_tool.llm_schema(), *(t.llm_schema() for t in direct_tools)]
@@ -302,9 +303,16 @@ class Agent:
         seconds = time.monotonic() - started
         self._usage.add(response.usage)
         config = self.caller.config
-        self.session.record("model_call", turn=self._turns, provider=config.provider, model=response.model or config.model,
-                            seconds=round(seconds, 3), usage=response.usage.to_dict(), stop_reason=response.stop_reason,
-                            tool_calls=len(response.tool_calls))
+        self.session.record(
+            "model_call",
+            turn=self._turns,
+            provider=config.provider,
+            model=response.model or config.model,
+            seconds=round(seconds, 3),
+            usage=response.usage.to_dict(),
+            stop_reason=response.stop_reason,
+            tool_calls=len(response.tool_calls),
+        )
         self._emit(ModelCallFinished(self._turns, response.usage, seconds, response.text, len(response.tool_calls)))
         return response
 

@@ -133,7 +133,11 @@ class ModelCaller:
                     continue
                 self._record("model_error", **fields, action="give_up")
                 raise ModelCallFailed(error, "compressing the history could not make it fit") from None
-            retries = self.settings.max_retries if error.max_retries is None else min(error.max_retries, self.settings.max_retries)
+            retries = (
+                self.settings.max_retries
+                if error.max_retries is None
+                else min(error.max_retries, self.settings.max_retries)
+            )
             if error.retryable and attempt < retries:
                 attempt += 1
                 delay = error.retry_after if error.retry_after is not None else jittered_backoff(

@@ -102,7 +102,9 @@ class ToolExecutor:
 
     def execute(self, calls: list[PreparedCall]) -> list[ToolOutcome]:
         if self._concurrent(calls):
-            with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(calls)), thread_name_prefix="herald-tool") as pool:
+            with ThreadPoolExecutor(
+                max_workers=min(MAX_PARALLEL, len(calls)), thread_name_prefix="herald-tool"
+            ) as pool:
                 return list(pool.map(self._one, calls))
         return [self._one(call) for call in calls]
 
@@ -184,7 +186,9 @@ class ToolExecutor:
         return capture.text("tool result")
 
     def _refused(self, call: PreparedCall, message: str, started: float) -> ToolOutcome:
-        self._record("tool_call", run=call.id, tool=call.name, args=preview(call.arguments), blocked=True, error=message)
+        self._record(
+            "tool_call", run=call.id, tool=call.name, args=preview(call.arguments), blocked=True, error=message
+        )
         return self._finish(call, message, ok=False, started=started, blocked=True)
 
     def _finish(

@@ -146,7 +146,9 @@ class AgentView:
                 self._running[event.call_id] = (event.name, time.monotonic(), event.runs_script)
                 if event.runs_script:
                     self._inner = 0
-                printed.append(Text(f"→ {event.name}({_args_preview(event.arguments, event.runs_script)})", style="bold"))
+                printed.append(
+                    Text(f"→ {event.name}({_args_preview(event.arguments, event.runs_script)})", style="bold")
+                )
             elif isinstance(event, InnerToolCall):
                 self._inner = event.count
             elif isinstance(event, ToolFinished):

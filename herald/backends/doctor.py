@@ -42,7 +42,11 @@ def check_ssh(settings: Settings) -> Check:
         return False, f"{spec}: {exc}"
     if result.output != "ok":
         return False, f"{spec}: the shell answered {result.output[:200]!r} (exit {result.exit_code})"
-    return True, f"{spec} reachable: connected in {connected * 1000:.0f} ms, shell round trip {result.duration_seconds * 1000:.1f} ms"
+    return (
+        True,
+        f"{spec} reachable: connected in {connected * 1000:.0f} ms, "
+        f"shell round trip {result.duration_seconds * 1000:.1f} ms",
+    )
 
 
 def check_docker(settings: Settings) -> Check:
@@ -80,7 +84,9 @@ def check_modal(settings: Settings) -> Check:
         return _verdict(False, selected), "the modal package is not installed: pip install 'herald[modal]'"
     found = _modal_credentials()
     if not found:
-        return _verdict(False, selected), "no Modal credentials: run `modal token new`, or set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET"
+        return _verdict(
+            False, selected
+        ), "no Modal credentials: run `modal token new`, or set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET"
     return True, f"credentials found in {found} (doctor does not contact Modal's cloud)"
 
 

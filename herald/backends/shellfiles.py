@@ -78,7 +78,9 @@ _REALPATH = 'r=$(readlink -f -- {path} 2>/dev/null) && printf "%s" "$r"'
 _READLINK = '[ -L {path} ] && printf "%s" "$(readlink -- {path})"'
 # A command run only if its path still leads where it led when the call was checked: the
 # check and the operation in one command (see `_guarded`).
-_GUARD = 'r=$(readlink -f -- {path} 2>/dev/null); if [ "$r" = {pinned} ]; then {command}; else printf "MOVED %s" "$r"; fi'
+_GUARD = (
+    'r=$(readlink -f -- {path} 2>/dev/null); if [ "$r" = {pinned} ]; then {command}; else printf "MOVED %s" "$r"; fi'
+)
 _MOVED = "MOVED "
 _WRITE_BEGIN = _TARGET + (
     'if [ -d "$p" ]; then echo EISDIR; false; else d=$(dirname -- "$p"); '
@@ -202,7 +204,9 @@ class ShellFiles:
 
     def temp_beside(self, path: str, pinned: str | None = None) -> str:
         """A new empty temp file in the directory of `path` (made when missing) for `replace_with`."""
-        begun = self._guarded(_WRITE_BEGIN.format(path=shell_quote(pinned or path)) + ' && printf "%s" "$t"', path, pinned)
+        begun = self._guarded(
+            _WRITE_BEGIN.format(path=shell_quote(pinned or path)) + ' && printf "%s" "$t"', path, pinned
+        )
         if begun.exit_code != 0 or not begun.output:
             raise _error(begun.output, begun.output, path)
         return begun.output

@@ -198,7 +198,9 @@ def _resolve(tab: Tab, ref: str, tool: str) -> Locator:
     ref = normalize_ref(ref)
     again = "Take a new snapshot with browser_snapshot() and use a ref from it."
     if tab.refs_generation < 0:
-        raise BrowserError(f"{tool}: there is no snapshot of this page yet, so {ref} means nothing. {again}", "StaleRef")
+        raise BrowserError(
+            f"{tool}: there is no snapshot of this page yet, so {ref} means nothing. {again}", "StaleRef"
+        )
     if tab.refs_generation != tab.generation:
         raise BrowserError(
             f"{tool}: {ref} is stale: the page has navigated since the snapshot it came from. {again}", "StaleRef"
@@ -275,7 +277,9 @@ def _choose(locator: Locator, ref: str, text: str) -> None:
             locator.select_option(value=value)
             return
     choices = ", ".join(repr(label) for label, _ in options[:30])
-    raise BrowserError(f"browser_type: {ref} is a drop-down without an option {text!r}. Its options: {choices}.", "NoSuchOption")
+    raise BrowserError(
+        f"browser_type: {ref} is a drop-down without an option {text!r}. Its options: {choices}.", "NoSuchOption"
+    )
 
 
 def scroll(tab: Tab, direction: str) -> Result:

@@ -233,7 +233,12 @@ def peer_uid(client: socket.socket) -> int | None:
                 next(entries, None)
                 for line in entries:
                     fields = line.split()
-                    if len(fields) > 7 and fields[3] == "01" and fields[1].endswith(local) and fields[2].endswith(remote):
+                    if (
+                        len(fields) > 7
+                        and fields[3] == "01"
+                        and fields[1].endswith(local)
+                        and fields[2].endswith(remote)
+                    ):
                         return int(fields[7])
         except OSError:
             continue

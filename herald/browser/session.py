@@ -153,7 +153,9 @@ class BrowserSession:
             return future.result(timeout=None if left is None else left + RUN_GRACE)
         except FutureTimeout:  # the browser thread is stuck past the deadline (an earlier call)
             future.cancel()
-            raise BrowserError(f"stopped: {TIME_UP} while the browser was busy. The run is ending.", "Timeout") from None
+            raise BrowserError(
+                f"stopped: {TIME_UP} while the browser was busy. The run is ending.", "Timeout"
+            ) from None
 
     def _run_here(self, action: Callable[[Tab], Result]) -> Result:
         try:
@@ -165,7 +167,9 @@ class BrowserSession:
                 result = action(tab)
             except Exception as exc:
                 if _time_up():
-                    raise BrowserError(f"stopped: {TIME_UP}. Print what you have; the run is ending.", "Timeout") from None
+                    raise BrowserError(
+                        f"stopped: {TIME_UP}. Print what you have; the run is ending.", "Timeout"
+                    ) from None
                 result = self._recover(action, exc)
         except BrowserError as exc:  # a reconnect before the failure is news the model needs too
             if _time_up() and exc.kind != "Timeout":
@@ -252,7 +256,9 @@ class BrowserSession:
             self._guard, note = session_guard(self.settings.cdp_url, self.web_policy, self._refusals, self._dial)
             self._pending_note = self._pending_note or note
         if self.settings.cdp_url:
-            self._browser = connect_cdp(self._playwright, self.settings, actions.budget_ms(self.settings.launch_timeout))
+            self._browser = connect_cdp(
+                self._playwright, self.settings, actions.budget_ms(self.settings.launch_timeout)
+            )
         else:
             extra = self._guard.chromium_args if self._guard is not None else []
             self._browser = launch_local(self._playwright, self.settings, extra,
@@ -261,9 +267,13 @@ class BrowserSession:
             self._use_context(self._browser)
         except Exception as exc:
             self._disconnect()
-            raise BrowserError(f"the browser started but gave no page to work in: {first_line(exc)}. Try again.") from None
+            raise BrowserError(
+                f"the browser started but gave no page to work in: {first_line(exc)}. Try again."
+            ) from None
         if self._lost_reason:
-            again = f"reconnected to {redact(self.settings.cdp_url)}" if self.settings.cdp_url else "relaunched Chromium"
+            again = (
+                f"reconnected to {redact(self.settings.cdp_url)}" if self.settings.cdp_url else "relaunched Chromium"
+            )
             self._pending_note = (
                 f"{self._lost_reason}; {again}. This call ran on a fresh page: earlier refs, "
                 "page state and history are gone."

@@ -22,7 +22,9 @@ from .signals import Stopped
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="herald", description="Sandboxed code execution with programmatic tool calling.")
+    parser = argparse.ArgumentParser(
+        prog="herald", description="Sandboxed code execution with programmatic tool calling."
+    )
     parser.add_argument("--version", action="version", version=f"herald {__version__}")
     add_config_options(parser, top=True)
     shared = argparse.ArgumentParser(add_help=False)

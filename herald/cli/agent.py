@@ -16,21 +16,32 @@ from .common import (
 )
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: list[argparse.ArgumentParser]) -> None:
+def add_parsers(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: list[argparse.ArgumentParser]
+) -> None:
     p = sub.add_parser("demo", parents=parents, help="bulk read-patch-verify over a generated sample project")
     p.add_argument("--dir", default=".demo", help="where to generate the sample project (default .demo)")
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("run", parents=parents, help="give a task to the agent (a model with execute_code and the tools)")
+    p = sub.add_parser(
+        "run", parents=parents, help="give a task to the agent (a model with execute_code and the tools)"
+    )
     p.add_argument("task", nargs="?", help="what to do (optional with --resume)")
-    p.add_argument("--provider", help="openai | anthropic | openrouter | ollama | vllm | custom (default: from the API keys set)")
+    p.add_argument(
+        "--provider", help="openai | anthropic | openrouter | ollama | vllm | custom (default: from the API keys set)"
+    )
     p.add_argument("--model", help="model name, e.g. gpt-4.1 or claude-sonnet-4-5")
     p.add_argument("--base-url", help="API endpoint (OpenAI-compatible, or Anthropic for /anthropic URLs)")
     p.add_argument("--max-turns", type=int, help="model turns before a forced summary (default 90)")
     p.add_argument("--resume", metavar="ID", help="continue a saved session (an id, a unique prefix, or 'last')")
-    p.add_argument("--json", action="store_true", help="no live view; JSON lines of events as they happen, then the result")
-    p.add_argument("--plan", action="store_true",
-                   help="plan mode: read-only, the answer is a plan; carry it out with --resume ID --profile workspace-write")
+    p.add_argument(
+        "--json", action="store_true", help="no live view; JSON lines of events as they happen, then the result"
+    )
+    p.add_argument(
+        "--plan",
+        action="store_true",
+        help="plan mode: read-only, the answer is a plan; carry it out with --resume ID --profile workspace-write",
+    )
     add_runtime_options(p)
     p.set_defaults(func=cmd_run)
 

@@ -205,11 +205,24 @@ def add_runtime_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=positive_seconds, help="seconds before a script is killed (default 300)")
     parser.add_argument("--max-tool-calls", type=count, help="most tool calls one script may make (default 50)")
     parser.add_argument("--tools", help='comma-separated tools scripts may call (default: all; "" for none)')
-    parser.add_argument("--cwd", help="working directory: here for the local backend (default: the current one), on the host or in the container for the others")
-    parser.add_argument("--backend", help="where commands run and files live: local | docker[:IMAGE] | ssh://USER@HOST[:PORT] | modal[:IMAGE] (default: setting backend, local)")
-    parser.add_argument("--exec-mode", choices=["host", "backend"],
-                        help="where the script itself runs: host (default: here) or backend (inside it: open() acts there)")
-    parser.add_argument("--browser-cdp", metavar="URL", help="drive the browser at this CDP URL instead of launching Chromium")
+    parser.add_argument(
+        "--cwd",
+        help="working directory: here for the local backend (default: the current one), "
+        "on the host or in the container for the others",
+    )
+    parser.add_argument(
+        "--backend",
+        help="where commands run and files live: local | docker[:IMAGE] | ssh://USER@HOST[:PORT] | modal[:IMAGE] "
+        "(default: setting backend, local)",
+    )
+    parser.add_argument(
+        "--exec-mode",
+        choices=["host", "backend"],
+        help="where the script itself runs: host (default: here) or backend (inside it: open() acts there)",
+    )
+    parser.add_argument(
+        "--browser-cdp", metavar="URL", help="drive the browser at this CDP URL instead of launching Chromium"
+    )
     add_profile_option(parser)
 
 

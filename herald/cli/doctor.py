@@ -33,7 +33,9 @@ def _row(check: str, ok: bool | None, detail: str) -> Row:
     return Row(check, "ok" if ok else ("warn" if ok is None else "fail"), detail)
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: list[argparse.ArgumentParser]) -> None:
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: list[argparse.ArgumentParser]
+) -> None:
     p = sub.add_parser("doctor", parents=parents, help="check what works on this machine")
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
     p.set_defaults(func=cmd_doctor)
@@ -149,7 +151,9 @@ def _backend_isolation_row(settings: Settings) -> Row:
     except Exception as exc:
         return _row("isolation", False, f"in-backend on {where}: {type(exc).__name__}: {exc}")
     if not result.ok:
-        return _row("isolation", False, f"in-backend on {where}: {result.isolation}; the run failed: {result.error[:200]}")
+        return _row(
+            "isolation", False, f"in-backend on {where}: {result.isolation}; the run failed: {result.error[:200]}"
+        )
     confined = result.isolation.split(" ", 1)[0] in ("bwrap", "container")
     hint = "" if confined else "; install bubblewrap on the backend to hide its files, processes and network"
     return _row("isolation", True if confined else None, f"in-backend on {where}: {result.isolation}{hint}")
@@ -160,7 +164,10 @@ def _local_backend_row(settings: Settings) -> Row:
     from ..runtime import Runtime
 
     try:
-        with LocalBackend(os.getcwd(), settings=settings) as backend, Runtime(backend, settings=settings, transcript=False) as rt:
+        with (
+            LocalBackend(os.getcwd(), settings=settings) as backend,
+            Runtime(backend, settings=settings, transcript=False) as rt,
+        ):
             result = rt.execute("from hermes_tools import terminal\nprint(terminal('echo ok')['output'])", timeout=30)
     except Exception as exc:
         return _row("backend local", False, f"{type(exc).__name__}: {exc}")
@@ -174,7 +181,9 @@ def collect(args: argparse.Namespace) -> list[Row]:
     bash = shutil.which("bash")
     rows.append(_row("bash", bash is not None, bash or "bash is required by the local backend"))
     rg = shutil.which("rg")
-    rows.append(_row("ripgrep", True if rg else None, rg or "not installed: search_files uses the slower pure-Python search"))
+    rows.append(
+        _row("ripgrep", True if rg else None, rg or "not installed: search_files uses the slower pure-Python search")
+    )
     checks: list[tuple[str, Callable[[], Row]]] = [
         ("model provider", lambda: _provider_row(settings)),
         ("web", lambda: _web_row(settings)),

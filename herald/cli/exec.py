@@ -42,6 +42,7 @@ from .live import EventStream, LiveView
 from .signals import stop_signals
 
 if TYPE_CHECKING:
+    from ..config import Settings
     from ..policy.approvals import TerminalApprovals
     from ..runtime import Runtime
     from ..runtime.sandbox.result import ExecutionResult
@@ -49,7 +50,9 @@ if TYPE_CHECKING:
 EXIT_CODES = {"success": 0, "error": 1, "timeout": 124, "interrupted": 130}
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: list[argparse.ArgumentParser]) -> None:
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: list[argparse.ArgumentParser]
+) -> None:
     p = sub.add_parser("exec", parents=parents, help="run a Python script that calls Herald's tools")
     p.add_argument("script", help="path of the script, or - for stdin")
     add_runtime_options(p)
@@ -131,15 +134,8 @@ def cmd_exec(args: argparse.Namespace) -> int:
     if args.events and not args.json:
         raise UsageError("--events goes with --json (the events are JSON lines before the result object)")
     code = read_script(args.script)
-    settings = load(args, runtime_flags(args))
+    settings = _one_run_settings(args)
     deadline = started + settings.sandbox.timeout
-    if settings.sandbox.exec_mode == "backend":
-        # One script, then the process ends. An interpreter made ready for a next run, or a
-        # fork server in the backend (which is ready only after this run's script has been
-        # spawned), would only start there, competing with this run for the backend's CPU, to
-        # be stopped again at close.
-        settings = settings.with_overrides({"sandbox.warm": False, "sandbox.fork_server": False})
-    ensure_data_dir(settings)
     with stop_signals() as stop:
         # Made here (its modules imported: paramiko is a good part of them), connected meanwhile.
         made = new_backend(settings.backend, settings, args.cwd)
@@ -166,30 +162,14 @@ def cmd_exec(args: argparse.Namespace) -> int:
         except ConnectTimeout:  # the run's time was up before the backend was connected
             from ..runtime.outcome import not_connected
 
-            if runtime is not None:
-                runtime.close()
-            if approvals is not None:
-                approvals.close()
-            opening.abandon()
+            _give_up(runtime, approvals, opening)
             return _report(args, not_connected(settings.backend, settings.sandbox.timeout, started), 124)
         except BaseException:  # a stop signal meanwhile, a bad setting, or opening failed
-            if runtime is not None:
-                runtime.close()
-            if approvals is not None:
-                approvals.close()
-            opening.abandon()  # (opening failed: nothing to close)
+            _give_up(runtime, approvals, opening)  # (opening failed: nothing to close)
             raise
         try:
             with runtime:
-                view: LiveView | EventStream | None
-                if args.json:
-                    view = EventStream() if args.events else None
-                else:
-                    view = LiveView(status_line=sys.stderr.isatty(), profile=runtime.dispatcher.policy.profile)
-                if view is not None:
-                    runtime.dispatcher.on_script_call = view.tool_call
-                if approvals is not None and isinstance(view, LiveView):
-                    approvals.pause = view.suspended
+                view = _view(args, runtime, approvals)
                 stop.interrupt = interrupting(runtime.interrupt, approvals)
                 if not args.json:
                     import_rich_meanwhile()  # for the summary line at the end
@@ -210,6 +190,44 @@ def cmd_exec(args: argparse.Namespace) -> int:
             backend.close()
     exit_code = stop.exit_code if result.status == "interrupted" and stop.exit_code else EXIT_CODES[result.status]
     return _report(args, result, exit_code)
+
+
+def _one_run_settings(args: argparse.Namespace) -> Settings:
+    """The settings of `herald exec`, its data directory made."""
+    settings = load(args, runtime_flags(args))
+    if settings.sandbox.exec_mode == "backend":
+        # One script, then the process ends. An interpreter made ready for a next run, or a
+        # fork server in the backend (which is ready only after this run's script has been
+        # spawned), would only start there, competing with this run for the backend's CPU, to
+        # be stopped again at close.
+        settings = settings.with_overrides({"sandbox.warm": False, "sandbox.fork_server": False})
+    ensure_data_dir(settings)
+    return settings
+
+
+def _give_up(runtime: Runtime | None, approvals: TerminalApprovals | None, opening: Opening) -> None:
+    """Before the run: close what was made, and the backend once it is connected."""
+    if runtime is not None:
+        runtime.close()
+    if approvals is not None:
+        approvals.close()
+    opening.abandon()
+
+
+def _view(
+    args: argparse.Namespace, runtime: Runtime, approvals: TerminalApprovals | None
+) -> LiveView | EventStream | None:
+    """What shows the run: the live view on a terminal, JSON events with --events, else nothing."""
+    view: LiveView | EventStream | None
+    if args.json:
+        view = EventStream() if args.events else None
+    else:
+        view = LiveView(status_line=sys.stderr.isatty(), profile=runtime.dispatcher.policy.profile)
+    if view is not None:
+        runtime.dispatcher.on_script_call = view.tool_call
+    if approvals is not None and isinstance(view, LiveView):
+        approvals.pause = view.suspended  # a question asked while the view draws pauses it
+    return view
 
 
 def _report(args: argparse.Namespace, result: ExecutionResult, exit_code: int) -> int:

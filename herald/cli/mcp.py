@@ -26,12 +26,16 @@ from .common import (
 INSTALL = "the MCP SDK is not installed: pip install 'herald[mcp]'"
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: list[argparse.ArgumentParser]) -> None:
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: list[argparse.ArgumentParser]
+) -> None:
     p = sub.add_parser("mcp", parents=parents, help="serve Herald over MCP, or list the MCP servers Herald uses")
     mcp_sub = p.add_subparsers(dest="mcp_command", required=True)
     serve = mcp_sub.add_parser("serve", parents=parents, help="offer execute_code to MCP clients (stdio by default)")
     add_runtime_options(serve)
-    serve.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    serve.add_argument(
+        "--http", metavar="HOST:PORT", help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio"
+    )
     serve.add_argument("--direct-tools", action="store_true", help="offer the direct tools too, not only execute_code")
     serve.set_defaults(func=cmd_serve)
     listing = mcp_sub.add_parser("list", parents=parents, help="start each configured MCP server and show its tools")
@@ -131,7 +135,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     for row in rows:
         style = {"ok": "green", "failed": "red"}.get(row["status"], "yellow")
-        out.print(f"[bold]{escape(row['name'])}[/] ({row['transport']}: {escape(row['target'])}) [{style}]{row['status']}[/]")
+        out.print(
+            f"[bold]{escape(row['name'])}[/] ({row['transport']}: {escape(row['target'])}) [{style}]{row['status']}[/]"
+        )
         if row["status"] == "failed":
             out.print(f"  {escape(row['error'])}", style="red")
         for tool in row.get("tools", []):

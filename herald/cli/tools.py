@@ -13,9 +13,13 @@ from .common import UsageError, add_profile_option, console, escape, load
 FORMATS = ("openai", "anthropic")
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: list[argparse.ArgumentParser]) -> None:
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: list[argparse.ArgumentParser]
+) -> None:
     p = sub.add_parser("tools", parents=parents, help="list the tools scripts can call, with their signatures")
-    p.add_argument("--json", action="store_true", help="print the function schemas a model is given, execute_code first")
+    p.add_argument(
+        "--json", action="store_true", help="print the function schemas a model is given, execute_code first"
+    )
     p.add_argument("--format", choices=FORMATS, default="openai", help="schema format for --json (default openai)")
     p.add_argument("--tools", help='comma-separated tools to enable (default: all; "" for none)')
     add_profile_option(p)

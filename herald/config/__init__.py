@@ -9,7 +9,6 @@ Unknown keys and badly typed values are errors that name the key and where it ca
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import sys
 import tomllib
@@ -18,22 +17,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .coerce import SEARCH_PROVIDERS, coerce
 from .errors import ConfigError
 from .mcp_servers import McpServerSettings, parse_mcp_servers
 
-__all__ = ["ConfigError", "McpServerSettings", "Settings", "default_config_path", "load_settings", "parse_mcp_servers"]
+__all__ = [
+    "SEARCH_PROVIDERS", "ConfigError", "McpServerSettings", "Settings", "default_config_path", "load_settings",
+    "parse_mcp_servers",
+]
 
-# web.search_provider's values; "auto" takes the first of the others that is configured, in this order.
-SEARCH_PROVIDERS = ("auto", "searxng", "firecrawl", "brave", "tavily", "exa")
-
-# Durations where 0 would stop everything at once rather than mean "no limit".
-MUST_BE_POSITIVE = frozenset({"sandbox.timeout", "terminal.timeout", "agent.request_timeout"})
 
 
 @dataclass
 class SandboxSettings:
     timeout: float = 300.0
-    max_tool_calls: int = 500  # README's loops fit with room: a 20-search browse loop 141 calls, a 200-file read+patch 402
+    max_tool_calls: int = (
+        500  # README's loops fit with room: a 20-search browse loop 141 calls, a 200-file read+patch 402
+    )
     max_stdout_bytes: int = 50_000
     max_stderr_bytes: int = 10_000
     kill_grace: float = 5.0
@@ -131,7 +131,9 @@ class BrowserSettings:
     action_timeout: float = 10.0  # seconds for a click or typing to find its element ready
     snapshot_max_bytes: int = 40_000  # longer snapshots are cut (head + tail) and spilled to a file
     extra_args: list[str] = field(default_factory=list)  # more Chromium command-line flags
-    network: str = "backend"  # backend: the browser and web_extract connect from the backend (its localhost) | local: from here
+    network: str = (
+        "backend"  # backend: the browser and web_extract connect from the backend (its localhost) | local: from here
+    )
 
 
 @dataclass
@@ -327,75 +329,4 @@ def _assign(settings: Settings, key: str, value: Any, source: str) -> None:
     for parent in parents:
         target = getattr(target, parent)
     current = getattr(target, name)
-    setattr(target, name, _coerce(key, value, current, source))
-
-
-def _budgets(value: Any, bad: Any) -> dict[str, float]:
-    """`{name = limit}` (TOML), or "name=limit,name=limit" (environment, -c)."""
-    from ..policy.budgets import BUDGETS, check_budgets
-
-    if isinstance(value, str):
-        pairs = [p.partition("=") for p in value.split(",") if p.strip()]
-        if any(not sep for _, sep, _ in pairs):
-            raise bad(f"NAME=LIMIT pairs ({', '.join(BUDGETS)})")
-        try:
-            value = {k.strip(): float(v) for k, _, v in pairs}
-        except ValueError:
-            raise bad("NAME=LIMIT pairs with numbers as limits") from None
-    if not isinstance(value, dict):
-        raise bad(f"a table of budgets ({', '.join(BUDGETS)})")
-    try:
-        return check_budgets(value)
-    except ValueError as exc:
-        raise bad(f"a table of budgets: {exc}") from None
-
-
-def _coerce(key: str, value: Any, current: Any, source: str) -> Any:
-    def bad(expected: str) -> ConfigError:
-        return ConfigError(f"{source}: setting '{key}' must be {expected}, got {value!r}")
-
-    if key == "sandbox.budgets":
-        return _budgets(value, bad)
-    if key == "mcp_servers":
-        return parse_mcp_servers(value, source)
-    if key == "tools":
-        if isinstance(value, str):
-            return [t.strip() for t in value.split(",") if t.strip()]
-        if isinstance(value, list | tuple) and all(isinstance(t, str) for t in value):
-            return list(value)
-        raise bad("a list of tool names")
-    if isinstance(current, bool):
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in {"1", "true", "yes", "on", "0", "false", "no", "off"}:
-            return value.lower() in {"1", "true", "yes", "on"}
-        raise bad("true or false")
-    if isinstance(current, int | float):
-        try:
-            number = float(value) if isinstance(current, float) else int(value)
-        except (TypeError, ValueError):
-            raise bad("a number") from None
-        if not math.isfinite(number):
-            raise bad("a finite number")
-        if key in MUST_BE_POSITIVE and number <= 0:
-            raise bad("a number above 0")
-        if number < 0:
-            raise bad("zero or more")
-        return number
-    if isinstance(current, Path):
-        return Path(str(value)).expanduser()
-    if isinstance(current, list):
-        if isinstance(value, str):
-            return [v.strip() for v in value.split(",") if v.strip()]
-        if isinstance(value, list):
-            return [str(v) for v in value]
-        raise bad("a list")
-    if key == "browser.network" and value not in ("backend", "local"):
-        raise bad('one of "backend", "local"')
-    if key == "policy.profile" and value not in ("read-only", "workspace-write", "full"):
-        raise bad('one of "read-only", "workspace-write", "full"')
-    if key == "web.search_provider" and value not in SEARCH_PROVIDERS:
-        raise bad("one of " + ", ".join(f'"{name}"' for name in SEARCH_PROVIDERS))
-    if isinstance(value, str):
-        return value
-    raise bad("a string")
+    setattr(target, name, coerce(key, value, current, source))

@@ -46,7 +46,9 @@ def parse_mcp_servers(value: Any, source: str) -> dict[str, McpServerSettings]:
         try:
             value = json.loads(value) if value.strip() else {}
         except ValueError:
-            raise ConfigError(f"{source}: mcp_servers must be a table (JSON in the environment), got {value!r}") from None
+            raise ConfigError(
+                f"{source}: mcp_servers must be a table (JSON in the environment), got {value!r}"
+            ) from None
     if not isinstance(value, dict):
         raise ConfigError(f"{source}: mcp_servers must be a table of servers, e.g. [mcp_servers.time]")
     servers: dict[str, McpServerSettings] = {}

@@ -114,7 +114,10 @@ class McpConnection:
         text = f"MCP server {self.server.name!r} ({kind} {self.describe}) failed to start: {reason}."
         if tail:
             text += f" Its stderr ends with:\n{tail}"
-        return text + f"\nFix its [mcp_servers.{self.server.name}] settings (check with `herald mcp list`) or call other tools."
+        return (
+            text
+            + f"\nFix its [mcp_servers.{self.server.name}] settings (check with `herald mcp list`) or call other tools."
+        )
 
     async def _serve(self, ready: concurrent.futures.Future[tuple[Client, asyncio.Event]]) -> None:
         from mcp import Client
@@ -146,7 +149,7 @@ class McpConnection:
             command=self.server.command, args=list(self.server.args), env=dict(self.server.env) or None,
             cwd=os.path.expanduser(self.server.cwd) if self.server.cwd else None,
         )
-        return stdio_client(params, errlog=self._errlog)  # type: ignore[arg-type]
+        return stdio_client(params, errlog=self._errlog)  # type: ignore[arg-type]  # the server's stderr: any file
 
     def stderr_tail(self) -> str:
         errlog = self._errlog
@@ -255,7 +258,9 @@ class McpConnection:
                 "server died, so it was not sent again: check its effect, then call it again if needed.",
                 "McpServerRestarted",
             )
-        return self._call(self.client(), tool, args, cancel), f"{died}; it was restarted and this call ran on the new process."
+        return self._call(
+            self.client(), tool, args, cancel
+        ), f"{died}; it was restarted and this call ran on the new process."
 
     def _restart(self, dead: Client) -> str:
         with self._lock:
@@ -276,13 +281,19 @@ class McpConnection:
         try:
             return loop.run(client.call_tool(tool, args, read_timeout_seconds=timeout), wait, cancel)
         except loop.Cancelled:
-            raise ToolError(f"{tool}: interrupted; the MCP server was asked to cancel the call.", "Interrupted") from None
+            raise ToolError(
+                f"{tool}: interrupted; the MCP server was asked to cancel the call.", "Interrupted"
+            ) from None
         except TimeoutError:
             if cut:
-                raise DeadlinePassed(f"{tool} was still waiting for MCP server {self.server.name!r}; "
-                                     "it was asked to cancel the call") from None
-            raise ToolError(f"{tool}: MCP server {self.server.name!r} did not answer within {timeout:g} s "
-                            "(setting tool_timeout_sec)", "Timeout") from None
+                raise DeadlinePassed(
+                    f"{tool} was still waiting for MCP server {self.server.name!r}; it was asked to cancel the call"
+                ) from None
+            raise ToolError(
+                f"{tool}: MCP server {self.server.name!r} did not answer within {timeout:g} s "
+                "(setting tool_timeout_sec)",
+                "Timeout",
+            ) from None
 
 
 def _connection_lost(exc: BaseException) -> bool:

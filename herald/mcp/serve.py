@@ -104,9 +104,15 @@ def build_server(runtime: Runtime, *, direct_tools: bool = False, approvals: App
     listing = [types.Tool(name=runtime.execute_tool.name, description=runtime.execute_tool.description,
                           input_schema=EXECUTE_PARAMETERS,
                           annotations=types.ToolAnnotations(read_only_hint=False, open_world_hint=True))]
-    listing += [types.Tool(name=t.name, description=t.description + (f"\nReturns: {t.returns_shape}" if t.returns_shape else ""),
-                           input_schema=t.parameters, annotations=types.ToolAnnotations(read_only_hint=not t.mutates))
-                for t in offered]
+    listing += [
+        types.Tool(
+            name=t.name,
+            description=t.description + (f"\nReturns: {t.returns_shape}" if t.returns_shape else ""),
+            input_schema=t.parameters,
+            annotations=types.ToolAnnotations(read_only_hint=not t.mutates),
+        )
+        for t in offered
+    ]
     runs = asyncio.Lock()
 
     async def list_tools(ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None) -> ListToolsResult:

@@ -41,7 +41,7 @@ def check_budgets(limits: Mapping[str, Any]) -> dict[str, float]:
 
 def _drives_browser(tool: Tool) -> bool:
     try:
-        return any(r.key == BROWSER for r in tool.resources({}, None))  # type: ignore[arg-type]
+        return any(r.key == BROWSER for r in tool.resources({}, None))  # type: ignore[arg-type]  # probed without a context
     except Exception:
         return False
 
@@ -66,7 +66,9 @@ class Budgets:
         limits = self.limits
         with self._lock:
             if "tool_seconds" in limits and self.used["tool_seconds"] >= limits["tool_seconds"]:
-                return self._exhausted("tool_seconds", f"the script's tool calls took {self.used['tool_seconds']:.2f} s")
+                return self._exhausted(
+                    "tool_seconds", f"the script's tool calls took {self.used['tool_seconds']:.2f} s"
+                )
             counted = []
             if "web_calls" in limits and tool.name.startswith("web_"):
                 counted.append("web_calls")

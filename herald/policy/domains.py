@@ -111,8 +111,10 @@ class WebAddressPolicy:
         if reason:
             return WebRefusal("metadata addresses", f"{reason}; {FULL_PROFILE_HINT}")
         if self.allowed_domains and not domain_matches(host, self.allowed_domains):
-            return WebRefusal("policy.allowed_domains",
-                              f"{host or repr(url[:100])} is not in policy.allowed_domains ({', '.join(self.allowed_domains)})")
+            return WebRefusal(
+                "policy.allowed_domains",
+                f"{host or repr(url[:100])} is not in policy.allowed_domains ({', '.join(self.allowed_domains)})",
+            )
         return None
 
     def url_refusal(self, url: str) -> str | None:

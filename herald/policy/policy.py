@@ -148,7 +148,7 @@ def _is_shell(tool: Tool) -> bool:
 
 def _touches_shell(tool: Tool) -> bool:
     try:
-        return any(r.key == SHELL for r in tool.touches({}, None)) if tool.touches else False  # type: ignore[arg-type]
+        return any(r.key == SHELL for r in tool.touches({}, None)) if tool.touches else False  # type: ignore[arg-type]  # probed, no context
     except Exception:
         return False
 

@@ -47,12 +47,16 @@ class Rule:
         return fnmatch.fnmatchcase(name, self.tools)
 
     def __str__(self) -> str:
-        return self.text or f"{self.action} {self.tools}" + (f" {self.kind}={'|'.join(self.values)}" if self.kind else "")
+        return self.text or f"{self.action} {self.tools}" + (
+            f" {self.kind}={'|'.join(self.values)}" if self.kind else ""
+        )
 
 
 def parse_rule(text: str) -> Rule:
     """`ACTION TOOL [KIND=VALUE|VALUE...]` (see the module docstring); RuleError otherwise."""
-    form = "expected 'allow|deny|ask TOOL [path=GLOB|command=PREFIX|domain=NAME]', e.g. 'deny terminal command=git push'"
+    form = (
+        "expected 'allow|deny|ask TOOL [path=GLOB|command=PREFIX|domain=NAME]', e.g. 'deny terminal command=git push'"
+    )
     words = text.strip().split(None, 2)
     if len(words) < 2 or words[0] not in ACTIONS:
         raise RuleError(f"policy rule {text!r}: {form}")

@@ -103,30 +103,49 @@ def _git(args: list[str]) -> str | None:
     sub, rest = args[i], args[i + 1 :]
     if sub not in _GIT_READ:
         return f"`git {sub}` is not a read-only git command (allowed: {', '.join(sorted(_GIT_READ))})"
+    listing = _GIT_LISTINGS.get(sub)
+    return _git_writes(sub, rest) or (listing(rest) if listing is not None else None)
+
+
+def _git_writes(sub: str, rest: list[str]) -> str | None:
+    """The option of a read-only subcommand that writes a file or runs another program."""
     for arg in rest:
         if arg == "--":
             break
         if (arg.split("=", 1)[0] in _GIT_WRITES or _long_option(arg, _GIT_WRITES)
                 or (sub == "grep" and arg.startswith("-O"))):
             return f"`git {sub} {arg}` writes a file or runs another program"
-    if sub == "branch":
-        listing = any(a in ("-l", "--list") for a in rest)
-        for arg in rest:
-            if arg.startswith("-") and arg.split("=", 1)[0] not in _GIT_BRANCH_LIST:
-                return f"`git branch {arg}` changes branches (only listing them is read-only)"
-            if not arg.startswith("-") and not listing:
-                return "`git branch NAME` creates a branch (use `git branch --list PATTERN` to list)"
-    if sub == "remote":
-        words = [a for a in rest if a not in ("-v", "--verbose")]
-        if words and words[0] not in ("show", "get-url"):
-            return f"`git remote {words[0]}` changes remotes (only listing them is read-only)"
-    if sub == "tag":
-        for arg in rest:
-            if arg.startswith("-") and arg.split("=", 1)[0] not in _GIT_TAG_LIST:
-                return f"`git tag {arg}` changes tags (only listing them is read-only)"
-        if any(not a.startswith("-") for a in rest) and not any(a in ("-l", "--list") for a in rest):
-            return "`git tag NAME` creates a tag (use `git tag --list PATTERN` to list)"
     return None
+
+
+def _git_branch(rest: list[str]) -> str | None:
+    listing = any(a in ("-l", "--list") for a in rest)
+    for arg in rest:
+        if arg.startswith("-") and arg.split("=", 1)[0] not in _GIT_BRANCH_LIST:
+            return f"`git branch {arg}` changes branches (only listing them is read-only)"
+        if not arg.startswith("-") and not listing:
+            return "`git branch NAME` creates a branch (use `git branch --list PATTERN` to list)"
+    return None
+
+
+def _git_remote(rest: list[str]) -> str | None:
+    words = [a for a in rest if a not in ("-v", "--verbose")]
+    if words and words[0] not in ("show", "get-url"):
+        return f"`git remote {words[0]}` changes remotes (only listing them is read-only)"
+    return None
+
+
+def _git_tag(rest: list[str]) -> str | None:
+    for arg in rest:
+        if arg.startswith("-") and arg.split("=", 1)[0] not in _GIT_TAG_LIST:
+            return f"`git tag {arg}` changes tags (only listing them is read-only)"
+    if any(not a.startswith("-") for a in rest) and not any(a in ("-l", "--list") for a in rest):
+        return "`git tag NAME` creates a tag (use `git tag --list PATTERN` to list)"
+    return None
+
+
+# Subcommands that list or change: only their listing is read-only.
+_GIT_LISTINGS: dict[str, ArgCheck] = {"branch": _git_branch, "remote": _git_remote, "tag": _git_tag}
 
 
 ALLOWED: dict[str, ArgCheck | None] = {

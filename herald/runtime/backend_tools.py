@@ -70,7 +70,9 @@ log = logging.getLogger(__name__)
 class BackendTools:
     """Grants and records of one Runtime's runs, for the calls answered next to their scripts."""
 
-    def __init__(self, dispatcher: Dispatcher, visible: Sequence[str] | None = None, masked: Sequence[str] = ()) -> None:
+    def __init__(
+        self, dispatcher: Dispatcher, visible: Sequence[str] | None = None, masked: Sequence[str] = ()
+    ) -> None:
         self._dispatcher = dispatcher
         tools = dispatcher.script_tools
         policy = dispatcher.policy
@@ -228,7 +230,9 @@ class BackendTools:
         finally:
             capture.close()
         output = capture.text("command output").replace(f"{ran['command_path']}: ", "bash: ")
-        result = terminal_reply(output, int(ran["exit_code"]), bool(ran["timed_out"]), capture.overflowed, str(ran["note"]))
+        result = terminal_reply(
+            output, int(ran["exit_code"]), bool(ran["timed_out"]), capture.overflowed, str(ran["note"])
+        )
         self.follow(ran.get("cwd"))
         self._dispatcher.record_script_call(
             session.scope, "terminal", preview(message.get("args")), None, len(output), time.perf_counter() - started

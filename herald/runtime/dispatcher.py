@@ -11,7 +11,8 @@ Policy, in order:
    reply bytes, tool seconds, web calls, browser actions, bytes written; policy/budgets.py).
    Then the permission policy (`Gate.check`, herald/policy/), for direct and script calls
    alike: the profile, per-tool rules, path confinement; a refusal is a `PolicyRefused` error
-   and a `policy` transcript record with the rule that decided. A `timeout` argument is cut to the time the run has left, so no
+   and a `policy` transcript record with the rule that decided. A `timeout` argument is cut to
+   the time the run has left, so no
    command outlives the run that started it (and holds up the next one).
 4. The tool runs. Calls run concurrently on the RPC server's threads; a call first takes a lock
    on each resource it touches (`Tool.touches`: a file, the shell, the browser, tool-wide state;
@@ -208,7 +209,15 @@ class Dispatcher:
         kind = str(reply["error"].get("type")) if "error" in reply else None
         if tool is not None and kind in REFUSALS and kind != "ToolCallLimit":  # that one: `scope.take`
             scope.count_refusal(kind)
-        self._log(scope.run_id, "sandbox_tool_call", name, args, reply, len(frame) - HEADER.size, time.perf_counter() - started)
+        self._log(
+            scope.run_id,
+            "sandbox_tool_call",
+            name,
+            args,
+            reply,
+            len(frame) - HEADER.size,
+            time.perf_counter() - started,
+        )
         if self.on_script_call is not None:
             try:
                 self.on_script_call(str(name), kind)

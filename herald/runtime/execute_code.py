@@ -36,14 +36,17 @@ def execute_code_description(script_tools: list[Tool], settings: Settings, polic
     lines = []
     for tool, signature in zip(script_tools, signatures(script_tools), strict=True):
         summary = tool.description.strip().splitlines()[0]
-        lines.append(f"  {signature}\n      {summary}" + (f" Returns {tool.returns_shape}." if tool.returns_shape else ""))
+        lines.append(
+            f"  {signature}\n      {summary}" + (f" Returns {tool.returns_shape}." if tool.returns_shape else "")
+        )
     stubs = "\n".join(lines) or "  (no tools are enabled for scripts in this session)"
     return (
         "Run a Python 3 script in a sandboxed interpreter. It imports Herald's tools as plain "
         "functions and every call runs the real tool on the workspace; only what the script prints "
         "comes back to you, so one script can replace dozens of tool calls.\n\n"
         "from hermes_tools import " + ", ".join([t.name for t in script_tools] + HELPERS) + "\n\n"
-        f"Functions (each returns a dict; a failure raises hermes_tools.ToolError whose message says what to do):\n{stubs}\n"
+        "Functions (each returns a dict; a failure raises hermes_tools.ToolError whose message says what to do):\n"
+        f"{stubs}\n"
         "Helpers: parallel(*calls) runs calls concurrently (each a zero-argument callable or a "
         "(function, *args) tuple; results in call order); json_parse(text) parses JSON leniently; "
         "shell_quote(value) quotes for the shell; retry(fn, *args, attempts=3) retries on ToolError.\n\n"
@@ -56,8 +59,8 @@ def execute_code_description(script_tools: list[Tool], settings: Settings, polic
         f"{limits.max_tool_calls} tool calls per script, {limits.max_parallel_calls} concurrent calls, "
         f"stdout kept up to {limits.max_stdout_bytes:,} bytes (head and tail; the full text is saved "
         "to a file whose path is returned). Act on the workspace through these functions.\n"
-        + (f"{policy} A refused call raises ToolError (type PolicyRefused) saying why.\n" if policy else "") +
-        "Returns: {status: success|error|timeout|interrupted, output, error, exit_code, "
+        + (f"{policy} A refused call raises ToolError (type PolicyRefused) saying why.\n" if policy else "")
+        + "Returns: {status: success|error|timeout|interrupted, output, error, exit_code, "
         "tool_calls_made, refused_calls (calls refused by the call limit, a budget or the policy: the "
         "script's work is incomplete when it is not 0), budget_exhausted, duration_seconds, output_spill_path, ...}."
     )

@@ -13,7 +13,7 @@ from ..backends.base import BackendError
 from ..capture import CappedCapture
 from ..config import Settings
 from .sandbox.contract import Collected
-from .sandbox.result import ExecutionResult
+from .sandbox.result import ExecutionResult, Status
 from .scope import CallScope
 
 # on_output(stream, data): "stdout" or "stderr", and the bytes as the script produced them.
@@ -62,7 +62,7 @@ def build_result(
 ) -> ExecutionResult:
     """The result of a run that began at `started` (time.monotonic()) with `timeout` seconds."""
     notes: list[str] = []
-    status: str
+    status: Status
     elapsed = time.monotonic() - started
     if collected.reason == "timeout":
         status = "timeout"
@@ -97,7 +97,10 @@ def build_result(
         elif not stderr.total:
             notes.append(f"The script exited with status {code}.")
     if session is not None and state_lost and collected.reason != "done":
-        notes.append(f"Kernel session '{session}' was stopped: its state (variables, imports) is lost; the next run starts fresh.")
+        notes.append(
+            f"Kernel session '{session}' was stopped: its state (variables, imports) is lost; "
+            "the next run starts fresh."
+        )
     elif session is not None and state_lost:
         notes.append(f"Kernel session '{session}' was restarted: earlier state is gone.")
     notes += _refusal_notes(scope)
@@ -110,7 +113,7 @@ def build_result(
     if notes:
         error = (error.rstrip("\n") + "\n" if error.strip() else "") + "\n".join(notes)
     return ExecutionResult(
-        status=status,  # type: ignore[arg-type]
+        status=status,
         output=stdout.text("output"),
         error=error,
         exit_code=collected.exit_code,

@@ -275,8 +275,9 @@ class Runtime:
     ) -> ExecutionResult:
         """Run `code` and return its result. `started` (time.monotonic(); default now) is when
         the run's clock started: `herald exec` passes its own start, so the time it took to get
-        here (MCP listings, the backend's connection) counts against `timeout` too. `budgets` (default: setting sandbox.budgets) limits
-        what its tool calls may use beyond their number (herald/policy/budgets.py). `on_output` sees the script's stdout and stderr
+        here (MCP listings, the backend's connection) counts against `timeout` too. `budgets`
+        (default: setting sandbox.budgets) limits what its tool calls may use beyond their number
+        (herald/policy/budgets.py). `on_output` sees the script's stdout and stderr
         while it runs (the script's streams are then line-buffered); it is called on the
         thread that called `execute`, and whatever it raises is logged and ignored."""
         if not isinstance(code, str):

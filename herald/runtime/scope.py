@@ -81,7 +81,10 @@ class CallScope:
 
     def live_deadline(self) -> float | None:
         """The run's deadline as of now: moved by the approval being waited on, if any."""
-        deadline, pausing = self.deadline, self.pausing  # deadline first: a wait ending between the two reads errs early
+        deadline, pausing = (
+            self.deadline,
+            self.pausing,
+        )  # deadline first: a wait ending between the two reads errs early
         if deadline is None:
             return None
         return deadline + pausing() if pausing is not None else deadline

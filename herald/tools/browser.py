@@ -105,7 +105,9 @@ def warm_browser(ctx: ToolContext) -> None:
         browser_session(ctx).warm()
 
 
-def _browser_call(tool: str, operation: Callable[[BrowserSession, Result], Result]) -> Callable[[Result, ToolContext], Result]:
+def _browser_call(
+    tool: str, operation: Callable[[BrowserSession, Result], Result]
+) -> Callable[[Result, ToolContext], Result]:
     def handler(args: Result, ctx: ToolContext) -> Result:
         from ..browser.errors import BrowserError
 
@@ -172,7 +174,9 @@ TOOLS = [
             "names a browser tool, else on first use, and is reused. "
             "Then call browser_snapshot() to read the page and get element refs."
         ),
-        parameters=_schema({"url": {"type": "string", "description": "Full URL; 'example.com' means https://example.com."}}, ["url"]),
+        parameters=_schema(
+            {"url": {"type": "string", "description": "Full URL; 'example.com' means https://example.com."}}, ["url"]
+        ),
         handler=_browser_call("browser_navigate", lambda s, a: s.navigate(a["url"])),
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
@@ -188,7 +192,9 @@ TOOLS = [
             "elements; full=True keeps the whole tree. A long snapshot is cut in the middle with a "
             "marker; the full text is in the file named by spill_path."
         ),
-        parameters=_schema({"full": {"type": "boolean", "default": False, "description": "Keep every node of the tree."}}),
+        parameters=_schema(
+            {"full": {"type": "boolean", "default": False, "description": "Keep every node of the tree."}}
+        ),
         handler=_browser_call("browser_snapshot", lambda s, a: s.snapshot(a["full"])),
         touches=fixed(BROWSER, shared=True),
         unavailable=browser_unavailable,
@@ -230,7 +236,16 @@ TOOLS = [
     Tool(
         name="browser_scroll",
         description="Scroll the page by about one screen (up, down) or to its top or bottom.",
-        parameters=_schema({"direction": {"type": "string", "enum": ["down", "up", "top", "bottom"], "description": "down, up, top or bottom."}}, ["direction"]),
+        parameters=_schema(
+            {
+                "direction": {
+                    "type": "string",
+                    "enum": ["down", "up", "top", "bottom"],
+                    "description": "down, up, top or bottom.",
+                }
+            },
+            ["direction"],
+        ),
         handler=_browser_call("browser_scroll", lambda s, a: s.scroll(a["direction"])),
         touches=fixed(BROWSER),
         unavailable=browser_unavailable,
@@ -280,7 +295,8 @@ TOOLS = [
     ),
     Tool(
         name="browser_close",
-        description="Close the session's browser (or detach from an attached one); the next browser call starts afresh.",
+        description="Close the session's browser (or detach from an attached one); "
+        "the next browser call starts afresh.",
         parameters=_schema(),
         handler=browser_close,
         touches=fixed(BROWSER),

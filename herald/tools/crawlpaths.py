@@ -64,8 +64,10 @@ class PathPatterns:
                 else:
                     self.globs.append(compile_glob(pattern))
             except (GlobError, re.error) as exc:
-                raise ToolError(f"web_crawl: the include pattern {pattern!r} is not valid ({exc}). Use a glob such as "
-                                "'/docs/**' or '*.html', or a regex after 're:', such as 're:^/blog/20[0-9]{2}/'.") from None
+                raise ToolError(
+                    f"web_crawl: the include pattern {pattern!r} is not valid ({exc}). Use a glob such as "
+                    "'/docs/**' or '*.html', or a regex after 're:', such as 're:^/blog/20[0-9]{2}/'."
+                ) from None
 
     def matches(self, path: str) -> bool:
         return (any(glob.matches(path.lstrip("/")) for glob in self.globs)

@@ -137,7 +137,12 @@ TOOLS = [
             "type": "object",
             "properties": {
                 "path": _PATH,
-                "offset": {"type": "integer", "minimum": 1, "default": 1, "description": "First line to show (1-based)."},
+                "offset": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "default": 1,
+                    "description": "First line to show (1-based).",
+                },
                 "limit": {"type": "integer", "minimum": 1, "default": 500, "description": "Most lines to show."},
             },
             "required": ["path"],
@@ -172,7 +177,10 @@ TOOLS = [
             "type": "object",
             "properties": {
                 "path": _PATH,
-                "old_string": {"type": "string", "description": "The text to replace, with enough context to be unique."},
+                "old_string": {
+                    "type": "string",
+                    "description": "The text to replace, with enough context to be unique.",
+                },
                 "new_string": {"type": "string", "description": "The replacement text."},
                 "replace_all": {"type": "boolean", "default": False, "description": "Replace every occurrence."},
             },

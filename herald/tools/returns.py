@@ -26,7 +26,7 @@ def is_typed_dict(value: Any) -> bool:
 def fields(cls: type) -> list[tuple[str, Any, bool]]:
     """(name, type with its hints, required) for each key of the TypedDict `cls`, in order."""
     hints = get_type_hints(cls, include_extras=True)
-    total: frozenset[str] = cls.__required_keys__  # type: ignore[attr-defined]
+    total: frozenset[str] = cls.__required_keys__  # type: ignore[attr-defined]  # a TypedDict class
     found = []
     for name, hint in hints.items():
         # Under `from __future__ import annotations` the class cannot see NotRequired in its

@@ -88,7 +88,10 @@ TOOLS = [
         parameters={
             "type": "object",
             "properties": {
-                "pattern": {"type": "string", "description": "Regex for content, or a file-name glob such as '*.py' for files."},
+                "pattern": {
+                    "type": "string",
+                    "description": "Regex for content, or a file-name glob such as '*.py' for files.",
+                },
                 "path": {"type": "string", "default": ".", "description": "Directory (or file) to search."},
                 "target": {"type": "string", "enum": ["content", "files"], "default": "content"},
                 "file_glob": {

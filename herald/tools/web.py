@@ -83,7 +83,9 @@ def firecrawl_client(ctx: ToolContext, config: FirecrawlConfig, tool: str) -> Fi
                 from firecrawl import Firecrawl
             except ImportError as exc:  # absent, or a firecrawl-py without the Firecrawl class (< 3)
                 raise needs_package(tool, exc, {"firecrawl": FIRECRAWL_PACKAGE}, "web") from None
-            client = Firecrawl(api_key=config.api_key, api_url=config.api_url, timeout=ctx.settings.web.fetch_timeout + 5)
+            client = Firecrawl(
+                api_key=config.api_key, api_url=config.api_url, timeout=ctx.settings.web.fetch_timeout + 5
+            )
             cached = (config, client)
             ctx.cache["web.firecrawl"] = cached
         client_: Firecrawl = cached[1]
@@ -107,12 +109,18 @@ def recent_scrapes(ctx: ToolContext) -> RecentResults:
     with ctx.cache_lock:
         recent = ctx.cache.get("web.scrapes")
         if not isinstance(recent, RecentResults):
-            recent = ctx.cache["web.scrapes"] = RecentResults(ctx.settings.web.cache_max_bytes, ctx.settings.web.cache_ttl)
+            recent = ctx.cache["web.scrapes"] = RecentResults(
+                ctx.settings.web.cache_max_bytes, ctx.settings.web.cache_ttl
+            )
         return recent
 
 
 def rendered_size(page: Rendered) -> int:
-    return len(page.text.encode()) + len(page.title) + sum(len(link["url"]) + len(link["text"]) for link in page.links or [])
+    return (
+        len(page.text.encode())
+        + len(page.title)
+        + sum(len(link["url"]) + len(link["text"]) for link in page.links or [])
+    )
 
 
 def scraped(ctx: ToolContext, config: FirecrawlConfig, client: Firecrawl, url: str, fresh: bool) -> Rendered:
@@ -161,7 +169,9 @@ def run_limited_by_deadline(seconds: float) -> bool:
 
 
 def _capped(text: str, limit: int, ctx: ToolContext) -> Page:
-    capture = CappedCapture(limit, spill_dir=ctx.spill_dir, spill_name=f"extract-{os.getpid()}-{secrets.token_hex(4)}.md")
+    capture = CappedCapture(
+        limit, spill_dir=ctx.spill_dir, spill_name=f"extract-{os.getpid()}-{secrets.token_hex(4)}.md"
+    )
     try:
         capture.feed(text.encode("utf-8"))
     finally:
@@ -253,7 +263,9 @@ def web_extract(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             pool, fetcher, policy = render_pool(ctx), session_fetcher(ctx), ctx.web_policy
 
             def fetch_and_render(url: str) -> Rendered:
-                fetched = fetcher.fetch(url, policy, page_limit(web.fetch_timeout), run_limited_by_deadline(web.fetch_timeout), fresh)
+                fetched = fetcher.fetch(
+                    url, policy, page_limit(web.fetch_timeout), run_limited_by_deadline(web.fetch_timeout), fresh
+                )
                 return pool.render(fetched, page_limit(web.fetch_timeout), run_limited_by_deadline(web.fetch_timeout))
 
             pages = _extract_with(fetch_and_render, unique, limit, ctx)
@@ -306,7 +318,10 @@ def extract_unavailable(settings: Settings) -> str | None:
     packages = " and ".join(missing) + (" packages are" if len(missing) > 1 else " package is")
     if mode == "direct":
         return f"the {packages} not installed and web.extract is 'direct' (pip install 'herald[web]')"
-    return f"the {packages} not installed and no Firecrawl is configured (pip install 'herald[web]', or {CONFIGURE_FIRECRAWL})"
+    return (
+        f"the {packages} not installed and no Firecrawl is configured "
+        f"(pip install 'herald[web]', or {CONFIGURE_FIRECRAWL})"
+    )
 
 
 TOOLS = [
@@ -331,7 +346,8 @@ TOOLS = [
                 "char_limit": {
                     "type": ["integer", "null"],
                     "minimum": 200,
-                    "description": "Most characters kept per page, counted as UTF-8 bytes (default from web.extract_char_limit, 20,000).",
+                    "description": "Most characters kept per page, counted as UTF-8 bytes "
+                    "(default from web.extract_char_limit, 20,000).",
                 },
                 "fresh": FRESH_PARAMETER,
             },

@@ -126,7 +126,9 @@ class _RobotsRules:
     def _load(self, url: str) -> Robots:
         timeout = self.ctx.settings.web.fetch_timeout
         try:
-            fetched = session_fetcher(self.ctx).fetch(url, self.ctx.web_policy, page_limit(timeout), run_limited_by_deadline(timeout))
+            fetched = session_fetcher(self.ctx).fetch(
+                url, self.ctx.web_policy, page_limit(timeout), run_limited_by_deadline(timeout)
+            )
         except StatusError as exc:  # RFC 9309 2.3.1: 4xx, no rules; 5xx, the site is off limits
             return ALLOW_ALL if exc.status < 500 else DISALLOW_ALL
         except RunTimeUp:
@@ -238,13 +240,19 @@ def _crawl_firecrawl(config: FirecrawlConfig, start: str, max_pages: int, same_s
         refusal = policy.url_refusal(url) if policy is not None else None
         status = getattr(metadata, "status_code", None)
         if refusal is not None:
-            pages[url] = {"url": url, "error": f"refused: {refusal}. Firecrawl reached it; its content is not returned."}
+            pages[url] = {
+                "url": url,
+                "error": f"refused: {refusal}. Firecrawl reached it; its content is not returned.",
+            }
         elif status is not None and status >= 400:
-            pages[url] = {"url": url, "error": f"HTTP {status}" + (f": {metadata.error}" if getattr(metadata, "error", None) else "")}
+            pages[url] = {
+                "url": url,
+                "error": f"HTTP {status}" + (f": {metadata.error}" if getattr(metadata, "error", None) else ""),
+            }
         else:
             final = getattr(metadata, "url", None) or url
             found = [{"url": link, "text": "", "nav": False} for link in dict.fromkeys(document.links or [])]
-            page = Rendered(final, getattr(metadata, "title", None) or "", document.markdown or "", found)  # type: ignore[arg-type]
+            page = Rendered(final, getattr(metadata, "title", None) or "", document.markdown or "", found)  # type: ignore[arg-type]  # Links
             recent.put((config, url), page, rendered_size(page))  # a later web_extract of it costs no credit
             pages[url] = page_result(url, page, char_limit, ctx)
             links[url] = [_normal(link) for link in document.links or []]
@@ -253,7 +261,9 @@ def _crawl_firecrawl(config: FirecrawlConfig, start: str, max_pages: int, same_s
     return _reply(results[:max_pages], "firecrawl", skipped)
 
 
-def _wait_for(client: Firecrawl, job_id: str, config: FirecrawlConfig, polling: Any, request_timeout: float) -> list[Any]:
+def _wait_for(
+    client: Firecrawl, job_id: str, config: FirecrawlConfig, polling: Any, request_timeout: float
+) -> list[Any]:
     """The crawl's documents once Firecrawl has finished it; cancelled there when the run's time
     is up or the call is cancelled (a crawl left running would go on spending credits)."""
     interval = 0.25
@@ -265,21 +275,30 @@ def _wait_for(client: Firecrawl, job_id: str, config: FirecrawlConfig, polling: 
                 client.cancel_crawl(job_id)
             except Exception:
                 pass  # it ends at Firecrawl by its own limit then
-            raise ToolError("web_crawl stopped: the run's time limit was reached (or the call was cancelled) before "
-                            "Firecrawl finished the crawl; it was cancelled there. Crawl fewer pages (max_pages).", "Timeout")
+            raise ToolError(
+                "web_crawl stopped: the run's time limit was reached (or the call was cancelled) before "
+                "Firecrawl finished the crawl; it was cancelled there. Crawl fewer pages (max_pages).",
+                "Timeout",
+            )
         timeout = request_timeout if left is None else min(request_timeout, left)
         try:
             job = client.get_crawl_status(job_id, polling, request_timeout=timeout)
             if job.status in FINISHED:
                 if job.status != "completed":
-                    raise ToolError(f"web_crawl: Firecrawl's crawl {job.status}" + (f": {job.warning}" if job.warning else "")
-                                    + ". Try again, or crawl fewer pages.", "CrawlFailed")
+                    raise ToolError(
+                        f"web_crawl: Firecrawl's crawl {job.status}"
+                        + (f": {job.warning}" if job.warning else "")
+                        + ". Try again, or crawl fewer pages.",
+                        "CrawlFailed",
+                    )
                 return list(client.get_crawl_status(job_id, request_timeout=timeout).data)
         except ToolError:
             raise
         except Exception as exc:
-            raise ToolError(f"web_crawl: Firecrawl at {config.api_url} failed during the crawl: {firecrawl_failure(exc)}.",
-                            "CrawlFailed") from None
+            raise ToolError(
+                f"web_crawl: Firecrawl at {config.api_url} failed during the crawl: {firecrawl_failure(exc)}.",
+                "CrawlFailed",
+            ) from None
         wait = interval if left is None else min(interval, left)
         if cancel is not None:
             cancel.wait(wait)

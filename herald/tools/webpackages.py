@@ -11,7 +11,13 @@ from .registry import ToolError
 # The keyless path's modules -> the pip package that provides each. lxml_html_clean is imported
 # by justext (under trafilatura) through lxml's `lxml.html.clean` shim; pip < 23.3 drops it when it
 # comes only as the extra `lxml[html_clean]`, so herald[web] names it itself.
-DIRECT_PACKAGES = {"httpx": "httpx", "trafilatura": "trafilatura", "justext": "justext", "lxml_html_clean": "lxml_html_clean", "lxml": "lxml"}
+DIRECT_PACKAGES = {
+    "httpx": "httpx",
+    "trafilatura": "trafilatura",
+    "justext": "justext",
+    "lxml_html_clean": "lxml_html_clean",
+    "lxml": "lxml",
+}
 FIRECRAWL_PACKAGE = "firecrawl-py"
 
 
@@ -60,5 +66,6 @@ def needs_package(tool: str, exc: ImportError, packages: dict[str, str], extra: 
     elif not_installed({module: packages[module]}):
         message = f"{tool} needs the {packages[module]} package: {install}. {said}"
     else:  # installed, but without what Herald imports from it
-        message = f"{tool} needs a newer {packages[module]}: {install.replace('pip install', 'pip install --upgrade')}. {said}"
+        upgrade = install.replace("pip install", "pip install --upgrade")
+        message = f"{tool} needs a newer {packages[module]}: {upgrade}. {said}"
     return ToolError(message, "MissingPackage")

@@ -81,7 +81,11 @@ def _provider(ctx: ToolContext, endpoint: Endpoint) -> SearchProvider:
     except ImportError as exc:
         raise needs_package("web_search", exc, HTTPX, "web") from None
     kinds: dict[str, Callable[[Endpoint, httpx.Client], SearchProvider]] = {
-        "searxng": searxng.SearxngSearch, "brave": brave.BraveSearch, "tavily": tavily.TavilySearch, "exa": exa.ExaSearch}
+        "searxng": searxng.SearxngSearch,
+        "brave": brave.BraveSearch,
+        "tavily": tavily.TavilySearch,
+        "exa": exa.ExaSearch,
+    }
     return kinds[endpoint.provider](endpoint, http)
 
 
@@ -119,7 +123,9 @@ def _within(seconds: float, work: Callable[[], list[Hit]], endpoint: Endpoint) -
 def web_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     query: str = args["query"].strip()
     if not query:
-        raise ToolError("web_search: the query is empty. Pass what to search for, e.g. web_search('python 3.13 release date').")
+        raise ToolError(
+            "web_search: the query is empty. Pass what to search for, e.g. web_search('python 3.13 release date')."
+        )
     limit: int = args["limit"]
     try:
         endpoint = chosen(ctx.settings)
@@ -136,14 +142,19 @@ def web_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         if exc.kind is not Kind.TIMEOUT:
             raise ToolError(f"web_search: {exc}", exc.error_type) from None
         if seconds < fetch_timeout:
-            raise ToolError(f"web_search stopped: the run's time limit was reached before {endpoint.title} answered. "
-                            "Print what you have; search earlier in the run, or fewer searches per run.", "Timeout") from None
+            raise ToolError(
+                f"web_search stopped: the run's time limit was reached before {endpoint.title} answered. "
+                "Print what you have; search earlier in the run, or fewer searches per run.",
+                "Timeout",
+            ) from None
         raise ToolError(f"web_search: {endpoint.title} at {endpoint.url} did not answer within {fetch_timeout:g} s "
                         "(web.fetch_timeout). Try again, or with a shorter query.", "Timeout") from None
     result: dict[str, Any] = {"query": query, "provider": endpoint.provider, "results": hits[:limit]}
     cap = provider.max_results
     if cap is not None and limit > cap:
-        result["note"] = f"{endpoint.title} returns at most {cap} results per search; ask again with other words for more."
+        result["note"] = (
+            f"{endpoint.title} returns at most {cap} results per search; ask again with other words for more."
+        )
     return result
 
 
@@ -171,7 +182,13 @@ TOOLS = [
             "type": "object",
             "properties": {
                 "query": {"type": "string", "description": "What to search for."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 5, "description": "How many results."},
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 100,
+                    "default": 5,
+                    "description": "How many results.",
+                },
             },
             "required": ["query"],
         },

@@ -181,7 +181,9 @@ class PageCache:
         not be stored drops what was stored for `url`."""
         kept = {name: headers[name] for name in CACHING_HEADERS if headers.get(name)}
         lifetime = freshness(status, kept, self.heuristic_lifetime)
-        entry = None if lifetime is None else Stored(url, scope, status, kept, page, location, lifetime, time.monotonic())
+        entry = (
+            None if lifetime is None else Stored(url, scope, status, kept, page, location, lifetime, time.monotonic())
+        )
         with self._lock:
             self._drop(url)
             if entry is None or entry.size > self.max_bytes // 4:

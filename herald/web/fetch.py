@@ -17,6 +17,7 @@ page's: it moves the fetch's end later, never past the run's deadline.
 from __future__ import annotations
 
 import contextvars
+import functools
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -30,6 +31,7 @@ from .cache import PageCache
 from .errors import PageError, RunTimeUp, StatusError
 
 if TYPE_CHECKING:
+    import httpcore
     import httpx
 
     from .session import HostSlots
@@ -77,11 +79,39 @@ def checked_client(policy: WebPolicy | None, dial: Dial | None = None, **options
     names: hops are still checked by name (fetch_direct), addresses cannot be. `dial` (host,
     port, timeout -> a connected socket, checking addresses itself: webguard.checked_dial) makes
     the connections instead of this machine (the backend's network); no proxy is used then."""
-    import httpcore
     import httpx
 
     if _uses_proxy() and dial is None:
         return httpx.Client(follow_redirects=False, **options)
+    transport = httpx.HTTPTransport(limits=options.pop("limits", httpx.Limits()), trust_env=False)
+    pool = transport._pool
+    if not hasattr(pool, "_network_backend"):
+        raise RuntimeError("httpx's transport has no connection pool to pin addresses in (httpcore changed?)")
+    pool._network_backend = _checked_backend(policy, dial)
+    return httpx.Client(transport=transport, follow_redirects=False, trust_env=False, **options)
+
+
+def _checked_backend(policy: WebPolicy | None, dial: Dial | None) -> Any:
+    """httpcore's network backend connecting only to checked addresses (or through `dial`)."""
+    import httpcore
+
+    stream = _limited_stream_type()
+
+    class CheckedBackend(httpcore.SyncBackend):
+        def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                        local_address: str | None = None, socket_options: Any = None) -> httpcore.NetworkStream:
+            if dial is not None:
+                return stream(_dialled(dial, host, port, timeout))
+            connect = functools.partial(super().connect_tcp, local_address=local_address,
+                                        socket_options=socket_options)
+            return stream(_connect_checked(connect, host, port, policy, timeout))
+
+    return CheckedBackend()
+
+
+def _limited_stream_type() -> Callable[[httpcore.NetworkStream], httpcore.NetworkStream]:
+    """httpcore's stream whose reads, writes and TLS start end within the fetch's limit."""
+    import httpcore
 
     class Stream(httpcore.NetworkStream):
         def __init__(self, inner: httpcore.NetworkStream) -> None:
@@ -112,52 +142,48 @@ def checked_client(policy: WebPolicy | None, dial: Dial | None = None, **options
         def get_extra_info(self, info: str) -> Any:
             return self._inner.get_extra_info(info)
 
-    class CheckedBackend(httpcore.SyncBackend):
-        def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                        local_address: str | None = None, socket_options: Any = None) -> httpcore.NetworkStream:
-            if dial is not None:
-                return Stream(_dialled(dial, host, port, timeout))
-            try:
-                limit = _left(timeout)
-                addresses = checked_addresses(host, port, policy, limit)
-            except Refused as exc:
-                raise httpcore.ConnectError(str(exc)) from exc
-            except TimeoutError as exc:
-                raise httpcore.ConnectTimeout(str(exc)) from None
-            except OSError as exc:
-                raise httpcore.ConnectError(f"{host}: {exc}") from None
-            failure: Exception | None = None
-            for _, sockaddr in addresses:  # the checked addresses, and no others
-                try:
-                    inner = super().connect_tcp(str(sockaddr[0]), port, _left(timeout), local_address, socket_options)
-                    return Stream(inner)
-                except TimeoutError as exc:
-                    raise httpcore.ConnectTimeout(str(exc)) from None
-                except httpcore.ConnectError as exc:
-                    failure = exc
-            raise failure or httpcore.ConnectError(f"{host} has no address")
-
-    transport = httpx.HTTPTransport(limits=options.pop("limits", httpx.Limits()), trust_env=False)
-    pool = transport._pool
-    if not hasattr(pool, "_network_backend"):
-        raise RuntimeError("httpx's transport has no connection pool to pin addresses in (httpcore changed?)")
-    pool._network_backend = CheckedBackend()
-    return httpx.Client(transport=transport, follow_redirects=False, trust_env=False, **options)
+    return Stream
 
 
-def _dialled(dial: Dial, host: str, port: int, timeout: float | None) -> Any:
-    """httpcore's stream over the connection `dial` makes, its errors as httpcore's."""
+@contextmanager
+def _as_connect_errors(host: str) -> Iterator[None]:
+    """A refusal, the fetch's time running out or an OS error while connecting, as httpcore's errors."""
     import httpcore
-    from httpcore._backends.sync import SyncStream
 
     try:
-        return SyncStream(dial(host, port, _left(timeout)))
+        yield
     except Refused as exc:
         raise httpcore.ConnectError(str(exc)) from exc
     except TimeoutError as exc:
         raise httpcore.ConnectTimeout(str(exc)) from None
     except OSError as exc:
         raise httpcore.ConnectError(f"{host}: {exc}") from None
+
+
+def _connect_checked(connect: Callable[..., httpcore.NetworkStream], host: str, port: int,
+                     policy: WebPolicy | None, timeout: float | None) -> httpcore.NetworkStream:
+    """A connection by `connect` (httpcore's) to one of the addresses of `host` the policy allows."""
+    import httpcore
+
+    with _as_connect_errors(host):
+        addresses = checked_addresses(host, port, policy, _left(timeout))
+    failure: Exception | None = None
+    for _, sockaddr in addresses:  # the checked addresses, and no others
+        try:
+            return connect(str(sockaddr[0]), port, _left(timeout))
+        except TimeoutError as exc:
+            raise httpcore.ConnectTimeout(str(exc)) from None
+        except httpcore.ConnectError as exc:
+            failure = exc
+    raise failure or httpcore.ConnectError(f"{host} has no address")
+
+
+def _dialled(dial: Dial, host: str, port: int, timeout: float | None) -> httpcore.NetworkStream:
+    """httpcore's stream over the connection `dial` makes, its errors as httpcore's."""
+    from httpcore._backends.sync import SyncStream
+
+    with _as_connect_errors(host):
+        return SyncStream(dial(host, port, _left(timeout)))
 
 
 def _refused_by(exc: BaseException) -> Refused | None:
@@ -242,7 +268,9 @@ def _through_cache(client: httpx.Client, url: str, policy: WebPolicy | None, lim
         else:
             validators = stored.validators() if stored is not None else {}
             # fresh: no proxy's copy either
-            reply = _request(client, url, limit, hops.hosts, {"Cache-Control": "no-cache"} if hops.fresh else validators)
+            reply = _request(
+                client, url, limit, hops.hosts, {"Cache-Control": "no-cache"} if hops.fresh else validators
+            )
             if reply.status == 304 and stored is not None and validators:
                 stored = cache.refreshed(stored, reply.headers)
             else:
@@ -304,7 +332,9 @@ def _read_page(response: httpx.Response) -> Fetched:
     for chunk in response.iter_bytes():
         body += chunk
         if len(body) > MAX_DOWNLOAD_BYTES:
-            raise PageError(f"the page is larger than {MAX_DOWNLOAD_BYTES:,} bytes; download it with terminal('curl ...') instead")
+            raise PageError(
+                f"the page is larger than {MAX_DOWNLOAD_BYTES:,} bytes; download it with terminal('curl ...') instead"
+            )
     kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
     # only what the Content-Type header says
     return Fetched(str(response.url), kind, response.charset_encoding, bytes(body))

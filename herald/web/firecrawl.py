@@ -48,8 +48,13 @@ def scrape(client: Firecrawl, url: str, timeout: float, fresh: bool = False) -> 
     their URLs only: no text, and no word on which are navigation, so none is marked);
     `fresh`: not from Firecrawl's own cache (maxAge 0)."""
     try:
-        document = client.scrape(url, formats=["markdown", "links"], only_main_content=True, timeout=int(timeout * 1000),
-                                 **({"max_age": 0} if fresh else {}))
+        document = client.scrape(
+            url,
+            formats=["markdown", "links"],
+            only_main_content=True,
+            timeout=int(timeout * 1000),
+            **({"max_age": 0} if fresh else {}),
+        )
     except Exception as exc:
         raise PageError(f"Firecrawl could not scrape it: {firecrawl_failure(exc)}") from None
     metadata = document.metadata

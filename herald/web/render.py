@@ -32,7 +32,9 @@ TEXT_TYPES = ("application/json", "application/xml", "application/javascript", "
 # for where browsers look: the first 1024 bytes.
 META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 META_PRESCAN_BYTES = 1024
-WINDOWS_1252_LABELS = frozenset({"iso-8859-1", "iso8859-1", "iso_8859-1", "latin1", "latin-1", "l1", "us-ascii", "ascii"})
+WINDOWS_1252_LABELS = frozenset(
+    {"iso-8859-1", "iso8859-1", "iso_8859-1", "latin1", "latin-1", "l1", "us-ascii", "ascii"}
+)
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,9 @@ def render(page: Fetched) -> Rendered:
         return _html_to_markdown(_html_decoded(data, charset), page.url)
     if kind.startswith("text/") or kind in TEXT_TYPES or kind.endswith(("+json", "+xml")):
         return Rendered(page.url, "", _decoded(data, charset) or data.decode("utf-8", "replace"))
-    raise PageError(f"{kind or 'unknown content type'} is not a text page; fetch it with terminal('curl -o FILE URL') instead")
+    raise PageError(
+        f"{kind or 'unknown content type'} is not a text page; fetch it with terminal('curl -o FILE URL') instead"
+    )
 
 
 def _decoded(data: bytes, charset: str | None) -> str | None:

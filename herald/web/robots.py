@@ -15,7 +15,9 @@ from urllib.parse import urlsplit
 
 MAX_ROBOTS_BYTES = 500 * 1024  # RFC 9309 2.5: at least 500 KiB must be parsed; the rest may be ignored
 # Product tokens that name browsers' lineage, not the crawler (a User-Agent that copies a browser's)
-BROWSER_TOKENS = frozenset({"mozilla", "applewebkit", "chrome", "safari", "gecko", "firefox", "khtml", "version", "edg"})
+BROWSER_TOKENS = frozenset(
+    {"mozilla", "applewebkit", "chrome", "safari", "gecko", "firefox", "khtml", "version", "edg"}
+)
 _TOKEN = re.compile(r"([A-Za-z][A-Za-z0-9_-]*)/")
 
 

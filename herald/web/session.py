@@ -89,7 +89,9 @@ class Fetcher:
             # Requests in flight are bounded per host (HostSlots) and by the callers' threads.
             limits = httpx.Limits(max_connections=None, max_keepalive_connections=32)
             dial = None if self._open_tcp is None else checked_dial(policy, self._open_tcp)
-            client = checked_client(policy, timeout=self.settings.fetch_timeout, headers=headers, limits=limits, dial=dial)
+            client = checked_client(
+                policy, timeout=self.settings.fetch_timeout, headers=headers, limits=limits, dial=dial
+            )
             self._clients.append((policy, client))
             return client
 

@@ -30,7 +30,13 @@ def protocol(request: pytest.FixtureRequest) -> Protocol:
     return value
 
 
-MakeAgent = Callable[..., Agent]
+class RecordingAgent(Agent):
+    """An Agent whose events the test reads afterwards from `events`."""
+
+    events: list[AgentEvent]
+
+
+MakeAgent = Callable[..., RecordingAgent]
 
 
 @pytest.fixture
@@ -39,7 +45,7 @@ def make_agent(llm: FakeLLMServer, protocol: Protocol, settings: Settings, works
     retries; its events collected in `agent.events`. Closed after the test."""
     made: list[Agent] = []
 
-    def factory(*, overrides: dict[str, Any] | None = None, **kwargs: Any) -> Agent:
+    def factory(*, overrides: dict[str, Any] | None = None, **kwargs: Any) -> RecordingAgent:
         # "named": a model's session would warm every offered tool (Chromium, ~1.3 s of CPU) in
         # every agent test; test_agent_warm.py checks that default itself.
         tuned = settings.with_overrides({"agent.retry_base_delay": 0.01, "agent.retry_max_delay": 0.05,
@@ -52,7 +58,7 @@ def make_agent(llm: FakeLLMServer, protocol: Protocol, settings: Settings, works
         kwargs.setdefault("cwd", str(workspace))
         kwargs.setdefault("env", {})
         kwargs.setdefault("on_event", events.append)
-        agent = Agent(settings=tuned, **kwargs)
+        agent = RecordingAgent(settings=tuned, **kwargs)
         agent.events = events
         made.append(agent)
         return agent

@@ -47,9 +47,24 @@ def test_events_stream_as_json_lines_then_the_result(workspace: Path, tmp_path: 
     home = tmp_path / "home"
     home.mkdir()
     proc = subprocess.Popen(
-        [*HERALD, "run", "check things", "--json", "--provider", "openai", "--model", "m", "--base-url", llm.openai_base_url],
-        cwd=workspace, env=_env(home, OPENAI_API_KEY="k"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL, text=True,
+        [
+            *HERALD,
+            "run",
+            "check things",
+            "--json",
+            "--provider",
+            "openai",
+            "--model",
+            "m",
+            "--base-url",
+            llm.openai_base_url,
+        ],
+        cwd=workspace,
+        env=_env(home, OPENAI_API_KEY="k"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
     )
     lines = _lines(proc)
     events: list[dict[str, Any]] = []
@@ -106,7 +121,12 @@ def test_streamed_text_shows_during_a_stall_and_a_stop_signal_still_ends_with_th
     home.mkdir()
     proc = subprocess.Popen(
         [*HERALD, "run", "talk", "--json", "--base-url", llm.openai_base_url, "--model", "m"],
-        cwd=workspace, env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        cwd=workspace,
+        env=_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
     )
     lines = _lines(proc)
     started = time.monotonic()

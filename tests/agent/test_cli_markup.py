@@ -52,7 +52,10 @@ def test_brackets_print_intact(workspace: Path, tmp_path: Path, llm: FakeLLMServ
     home.mkdir()
     llm.script(
         error(429, "quota for model[large] reached, try again"),
-        calls(call("terminal", command=f'echo "{INSTALL} gives Optional[str]"'), text="Checking Optional[str] [bold]first[/bold]."),
+        calls(
+            call("terminal", command=f'echo "{INSTALL} gives Optional[str]"'),
+            text="Checking Optional[str] [bold]first[/bold].",
+        ),
         reply(f"Run {INSTALL} to get Optional[str] [red]support[/red]."),
     )
     task = "why does Optional[str] [red]fail"

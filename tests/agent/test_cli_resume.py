@@ -20,7 +20,9 @@ Herald = Callable[..., tuple[int, str, str]]
 
 
 @pytest.fixture
-def herald(tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Herald:
+def herald(
+    tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Herald:
     """`herald(*argv, cwd=..., **env)` -> (exit code, stdout, stderr), with its own data dir."""
     for key in KEYS:
         monkeypatch.delenv(key, raising=False)

@@ -43,8 +43,10 @@ def test_missing_key_for_a_named_provider(workspace: Path, home: Path) -> None:
 
 def test_run_with_openai_key_from_the_environment(workspace: Path, home: Path, llm: FakeLLMServer) -> None:
     (workspace / "data.txt").write_text("42\n")
-    llm.script(calls(call("execute_code", code="from hermes_tools import read_file\nprint(read_file('data.txt')['content'])")),
-               reply("The file holds 42."))
+    llm.script(
+        calls(call("execute_code", code="from hermes_tools import read_file\nprint(read_file('data.txt')['content'])")),
+        reply("The file holds 42."),
+    )
     proc = herald(["run", "what is in data.txt?", "--provider", "openai", "--model", "gpt-test",
                    "--base-url", llm.openai_base_url], workspace, _env(home, OPENAI_API_KEY="sk-from-env"))
     assert proc.returncode == 0, proc.stderr
@@ -68,7 +70,10 @@ def test_run_anthropic_with_key_from_the_config_file(workspace: Path, home: Path
     assert result["usage"]["input_tokens"] > 0
     headers = llm.requests[0].headers  # this SDK version sends the key as a bearer token, older ones as x-api-key
     assert llm.requests[0].protocol == "anthropic"
-    assert "sk-ant-from-config" in (headers.get("x-api-key", ""), headers.get("authorization", "").removeprefix("Bearer "))
+    assert "sk-ant-from-config" in (
+        headers.get("x-api-key", ""),
+        headers.get("authorization", "").removeprefix("Bearer "),
+    )
 
     listing = herald(["sessions", "--json"], workspace, _env(home))
     [session] = json.loads(listing.stdout)
@@ -80,7 +85,9 @@ def test_run_anthropic_with_key_from_the_config_file(workspace: Path, home: Path
     llm.script(reply("and again"))
     resumed = herald(["run", "--resume", "last", "follow-up", "--json"], workspace, _env(home))
     assert json.loads(resumed.stdout.splitlines()[-1])["session_id"] == result["session_id"]
-    assert "follow-up" in json.dumps(llm.requests[-1].messages) and "hello from claude" in json.dumps(llm.requests[-1].messages)
+    assert "follow-up" in json.dumps(llm.requests[-1].messages) and "hello from claude" in json.dumps(
+        llm.requests[-1].messages
+    )
     finished = herald(["run", "--resume", result["session_id"]], workspace, _env(home))
     assert finished.returncode == 2 and "pass a task" in finished.stderr
 
@@ -89,7 +96,9 @@ def test_unknown_session_and_bad_backend(workspace: Path, home: Path, llm: FakeL
     env = _env(home, OPENAI_API_KEY="k")
     proc = herald(["run", "--resume", "nope", "x", "--base-url", llm.openai_base_url, "--model", "m"], workspace, env)
     assert proc.returncode == 2 and "no such session 'nope'" in proc.stderr and "herald sessions" in proc.stderr
-    proc = herald(["run", "x", "--base-url", llm.openai_base_url, "--model", "m", "--backend", "floppy"], workspace, env)
+    proc = herald(
+        ["run", "x", "--base-url", llm.openai_base_url, "--model", "m", "--backend", "floppy"], workspace, env
+    )
     assert proc.returncode == 2 and "unknown backend" in proc.stderr
 
 

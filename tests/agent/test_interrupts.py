@@ -72,7 +72,7 @@ def test_interrupt_kills_a_direct_terminal_command(make_agent: MakeAgent, llm: F
     assert "Command interrupted" in content["note"]
     assert [c.ok for c in result.tool_calls] == [True, False]
     assert not (workspace / "finished").exists() and _sleepers() == []  # the whole tree is gone
-    finished = [e for e in agent.events if isinstance(e, ToolFinished)]  # type: ignore[attr-defined]
+    finished = [e for e in agent.events if isinstance(e, ToolFinished)]
     assert finished[-1].name == "terminal" and not finished[-1].ok
 
     # The session goes on in the same directory with the same exported variables.
@@ -118,5 +118,5 @@ def test_a_cancelled_direct_call_is_not_started(make_agent: MakeAgent, workspace
     cancel.set()
     reply_ = dispatcher.call_direct("terminal", {"command": "touch ran"}, cancel=cancel)
     assert reply_["error"]["type"] == "Interrupted" and not (workspace / "ran").exists()
-    events: list[AgentEvent] = agent.events  # type: ignore[attr-defined]
+    events: list[AgentEvent] = agent.events
     assert not [e for e in events if isinstance(e, ToolStarted)]

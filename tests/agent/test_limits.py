@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from herald import Agent
 from herald.agent.events import AgentEvent, InnerToolCall, ModelCallStarted
 from herald.agent.providers.base import TextDelta
 from tests.fakes.llm_server import (
@@ -27,7 +28,9 @@ def _tool_choice(request: RecordedRequest) -> str:
     return choice["type"] if isinstance(choice, dict) else str(choice)
 
 
-def test_budget_exhaustion_grace_call_then_forced_summary(make_agent: MakeAgent, llm: FakeLLMServer, workspace: Path) -> None:
+def test_budget_exhaustion_grace_call_then_forced_summary(
+    make_agent: MakeAgent, llm: FakeLLMServer, workspace: Path
+) -> None:
     (workspace / "a.txt").write_text("a\n")
     counter = iter(range(1000))
 
@@ -93,7 +96,9 @@ def test_repeated_failing_call_is_warned_then_blocked(make_agent: MakeAgent, llm
     assert [c.blocked for c in result.tool_calls] == [False, False, False, True]
 
 
-def test_read_only_call_with_the_same_result_is_warned_then_blocked(make_agent: MakeAgent, llm: FakeLLMServer, workspace: Path) -> None:
+def test_read_only_call_with_the_same_result_is_warned_then_blocked(
+    make_agent: MakeAgent, llm: FakeLLMServer, workspace: Path
+) -> None:
     (workspace / "status.txt").write_text("still pending\n")
     llm.script(*[calls(call("read_file", path="status.txt")) for _ in range(4)],
                calls(call("write_file", path="status.txt", content="done\n")),
@@ -102,7 +107,9 @@ def test_read_only_call_with_the_same_result_is_warned_then_blocked(make_agent: 
     results = [r.tool_results()[0][1] for r in llm.requests[1:7]]
     assert "[Herald:" not in results[0]
     assert "returned exactly the same result 2 times in a row" in results[1]
-    assert results[3].startswith("Blocked: read_file with these exact arguments already returned the same result 3 times")
+    assert results[3].startswith(
+        "Blocked: read_file with these exact arguments already returned the same result 3 times"
+    )
     assert "done" in results[5] and "Blocked" not in results[5]  # a new result: allowed again
     assert result.status == "completed"
 
@@ -115,11 +122,11 @@ def test_interrupt_mid_script(make_agent: MakeAgent, llm: FakeLLMServer, workspa
         "time.sleep(60)\nterminal('echo finished > finished.txt')\n"
     )
     llm.script(calls(call("execute_code", code=script)))
-    holder: dict[str, object] = {}
+    holder: dict[str, Agent] = {}
 
     def on_event(event: AgentEvent) -> None:
         if isinstance(event, InnerToolCall):  # the script is running: stop everything
-            threading.Thread(target=holder["agent"].interrupt).start()  # type: ignore[attr-defined]
+            threading.Thread(target=holder["agent"].interrupt).start()
 
     agent = make_agent(on_event=on_event)
     holder["agent"] = agent
@@ -136,13 +143,13 @@ def test_interrupt_mid_script(make_agent: MakeAgent, llm: FakeLLMServer, workspa
 @pytest.mark.timeout(120)
 def test_interrupt_mid_model_call(make_agent: MakeAgent, llm: FakeLLMServer) -> None:
     llm.script(Turn(text="this answer arrives far too late", delay=60))
-    holder: dict[str, object] = {}
+    holder: dict[str, Agent] = {}
 
     def on_event(event: AgentEvent) -> None:
         if isinstance(event, ModelCallStarted):
             def stop() -> None:
                 llm.wait_for_requests(1)
-                holder["agent"].interrupt()  # type: ignore[attr-defined]
+                holder["agent"].interrupt()
             threading.Thread(target=stop).start()
 
     agent = make_agent(on_event=on_event)
@@ -157,12 +164,13 @@ def test_interrupt_mid_model_call(make_agent: MakeAgent, llm: FakeLLMServer) -> 
 @pytest.mark.timeout(120)
 def test_interrupt_while_streaming(make_agent: MakeAgent, llm: FakeLLMServer) -> None:
     llm.script(Turn(text="first words then a long stall before the rest of the answer", stall=60))
-    holder: dict[str, object] = {}
+    holder: dict[str, Agent] = {}
+    fired = threading.Event()
 
     def on_event(event: AgentEvent) -> None:
-        if isinstance(event, TextDelta) and not holder.get("fired"):
-            holder["fired"] = True
-            threading.Thread(target=holder["agent"].interrupt).start()  # type: ignore[attr-defined]
+        if isinstance(event, TextDelta) and not fired.is_set():
+            fired.set()
+            threading.Thread(target=holder["agent"].interrupt).start()
 
     agent = make_agent(on_event=on_event)
     holder["agent"] = agent

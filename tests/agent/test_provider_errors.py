@@ -37,8 +37,10 @@ def refusing_url(protocol: Protocol) -> Iterator[str]:
 
 def test_connection_refused_fails_fast_and_names_the_url(make_agent: MakeAgent, refusing_url: str) -> None:
     # With this backoff any ordinary retry would wait 120 s or more.
-    agent = make_agent(base_url=refusing_url, overrides={"agent.retry_base_delay": 120.0, "agent.retry_max_delay": 240.0,
-                                                         "agent.max_retries": 5})
+    agent = make_agent(
+        base_url=refusing_url,
+        overrides={"agent.retry_base_delay": 120.0, "agent.retry_max_delay": 240.0, "agent.max_retries": 5},
+    )
     started = time.monotonic()
     result = agent.run("hello?")
     assert time.monotonic() - started < 60  # generous (a loaded machine), and well short of 120 s
@@ -94,7 +96,9 @@ def test_x_should_retry_false_is_not_retried(make_agent: MakeAgent, llm: FakeLLM
 
 
 def test_x_should_retry_true_retries_what_would_not_be(make_agent: MakeAgent, llm: FakeLLMServer) -> None:
-    llm.script(error(400, "transient validation hiccup", headers={"x-should-retry": "true"}), reply("second time lucky"))
+    llm.script(
+        error(400, "transient validation hiccup", headers={"x-should-retry": "true"}), reply("second time lucky")
+    )
     agent = make_agent()
     result = agent.run("hi")
     assert result.final_text == "second time lucky" and len(llm.requests) == 2
@@ -112,7 +116,9 @@ def test_output_token_limit_is_sent(make_agent: MakeAgent, llm: FakeLLMServer, p
 
 
 @pytest.mark.parametrize("provider", ["vllm", "ollama", "openrouter", "custom"])
-def test_compatible_servers_get_max_tokens(llm: FakeLLMServer, settings: Settings, workspace: Path, provider: str) -> None:
+def test_compatible_servers_get_max_tokens(
+    llm: FakeLLMServer, settings: Settings, workspace: Path, provider: str
+) -> None:
     llm.script(reply("short"))
     with Agent(settings=settings.with_overrides({"agent.max_tokens": 777}), provider=provider, model="m",
                base_url=llm.openai_base_url, api_key="k", cwd=str(workspace), env={}) as agent:

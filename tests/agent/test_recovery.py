@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from herald.agent.events import Notice
 from herald.agent.sessions import read_session
@@ -13,7 +14,7 @@ from tests.fakes.llm_server import FakeLLMServer, Protocol, call, calls, error, 
 from .conftest import MakeAgent
 
 
-def _records(agent_path: Path, kind: str) -> list[dict[str, object]]:
+def _records(agent_path: Path, kind: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in agent_path.read_text().splitlines() if json.loads(line)["type"] == kind]
 
 
@@ -52,7 +53,9 @@ def test_retries_run_out_then_the_run_ends_with_an_error_text(make_agent: MakeAg
     assert result.final_text.startswith("Stopped: the model call failed: server_error (HTTP 500")
 
 
-def test_auth_error_falls_back_to_the_next_provider(make_agent: MakeAgent, llm: FakeLLMServer, protocol: Protocol) -> None:
+def test_auth_error_falls_back_to_the_next_provider(
+    make_agent: MakeAgent, llm: FakeLLMServer, protocol: Protocol
+) -> None:
     other: Protocol = "anthropic" if protocol == "openai" else "openai"
     fallback = f"{other}:backup-model@{llm.base_url(other)}"
     llm.script(error(401, "Incorrect API key provided"), calls(call("terminal", command="echo on backup")),
@@ -76,7 +79,9 @@ def test_auth_error_without_fallback_says_what_to_check(make_agent: MakeAgent, l
     assert len(llm.requests) == 1
 
 
-def test_context_overflow_compresses_then_succeeds(make_agent: MakeAgent, llm: FakeLLMServer, workspace: Path, protocol: Protocol) -> None:
+def test_context_overflow_compresses_then_succeeds(
+    make_agent: MakeAgent, llm: FakeLLMServer, workspace: Path, protocol: Protocol
+) -> None:
     (workspace / "big1.txt").write_text(("alpha " * 10 + "\n") * 400)
     (workspace / "big2.txt").write_text(("beta " * 10 + "\n") * 400)
     overflow = ("This model's maximum context length is 8192 tokens. However, your messages resulted in 20000 tokens."
@@ -95,7 +100,7 @@ def test_context_overflow_compresses_then_succeeds(make_agent: MakeAgent, llm: F
     assert "alpha alpha" in rejected.raw.decode() and "alpha alpha" not in retried.raw.decode()
     assert "beta beta" in retried.raw.decode()  # the latest turn is kept whole
     [compaction] = _records(agent.session.path, "compaction")
-    assert compaction["after_tokens"] < compaction["before_tokens"]  # type: ignore[operator]
+    assert compaction["after_tokens"] < compaction["before_tokens"]
     [failure] = _records(agent.session.path, "model_error")
     assert failure["reason"] == "context_overflow" and failure["action"] == "compress"
     # The compacted history is what a resume sees.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from herald import Settings
+from herald import Agent, Settings
 from herald.agent.events import AgentEvent, InnerToolCall
 from herald.agent.sessions import SessionNotFound, find_session, list_sessions, read_session
 from tests.fakes.llm_server import FakeLLMServer, call, calls, reply
@@ -17,7 +17,10 @@ from .conftest import MakeAgent
 
 
 def test_transcript_records_everything(make_agent: MakeAgent, llm: FakeLLMServer, settings: Settings) -> None:
-    script = "from hermes_tools import terminal, read_file\nterminal('echo hi > hi.txt')\nprint(read_file('hi.txt')['content'])"
+    script = (
+        "from hermes_tools import terminal, read_file\n"
+        "terminal('echo hi > hi.txt')\nprint(read_file('hi.txt')['content'])"
+    )
     llm.script(calls(call("execute_code", code=script)), calls(call("read_file", path="hi.txt")), reply("done"))
     agent = make_agent()
     result = agent.run("say hi")
@@ -66,12 +69,18 @@ def test_resume_continues_the_conversation(make_agent: MakeAgent, llm: FakeLLMSe
 
 
 def test_resume_after_an_interrupt_continues_without_a_new_task(make_agent: MakeAgent, llm: FakeLLMServer) -> None:
-    llm.script(calls(call("execute_code", code="import time\nfrom hermes_tools import terminal\nterminal('true')\ntime.sleep(60)")))
-    holder: dict[str, object] = {}
+    llm.script(
+        calls(
+            call(
+                "execute_code", code="import time\nfrom hermes_tools import terminal\nterminal('true')\ntime.sleep(60)"
+            )
+        )
+    )
+    holder: dict[str, Agent] = {}
 
     def on_event(event: AgentEvent) -> None:
         if isinstance(event, InnerToolCall):
-            threading.Thread(target=holder["agent"].interrupt).start()  # type: ignore[attr-defined]
+            threading.Thread(target=holder["agent"].interrupt).start()
 
     agent = make_agent(on_event=on_event)
     holder["agent"] = agent
@@ -94,7 +103,12 @@ def test_sessions_are_listed_and_found_by_prefix(make_agent: MakeAgent, llm: Fak
     infos = list_sessions(settings.sessions_dir)
     assert {i.id for i in infos} == {a.session_id, b.session_id}
     info = next(i for i in infos if i.id == a.session_id)
-    assert info.task == "first task" and info.status == "completed" and info.turns == 1 and info.model.startswith("scripted-")
+    assert (
+        info.task == "first task"
+        and info.status == "completed"
+        and info.turns == 1
+        and info.model.startswith("scripted-")
+    )
     assert find_session(settings.sessions_dir, a.session_id).stem == a.session_id
     assert find_session(settings.sessions_dir, a.session_id[:-1]).stem == a.session_id  # a unique prefix
     with pytest.raises(SessionNotFound, match="ambiguous"):

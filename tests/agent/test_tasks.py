@@ -178,7 +178,9 @@ def test_anthropic_requests_carry_cache_markers(make_agent: MakeAgent, llm: Fake
     assert json.dumps(last).count("cache_control") == 4  # the API allows four breakpoints
 
 
-def test_oversized_tool_results_are_cut_with_a_spill_file(make_agent: MakeAgent, llm: FakeLLMServer, workspace: Path) -> None:
+def test_oversized_tool_results_are_cut_with_a_spill_file(
+    make_agent: MakeAgent, llm: FakeLLMServer, workspace: Path
+) -> None:
     (workspace / "big.log").write_text("".join(f"log line {n:05d} " + "x" * 60 + "\n" for n in range(400)))
     llm.script(calls(call("read_file", path="big.log")), reply("skimmed"))
     result = make_agent(overrides={"agent.max_tool_result_bytes": 4000}).run("read the log")

@@ -66,7 +66,9 @@ def test_left_out_when_every_tool_is_enabled(make_agent: MakeAgent, llm: FakeLLM
 
 
 def test_kept_and_marked_when_named_explicitly(make_agent: MakeAgent, llm: FakeLLMServer) -> None:
-    script = "from hermes_tools import gadget, ToolError\ntry:\n    gadget('x')\nexcept ToolError as exc:\n    print(exc)"
+    script = (
+        "from hermes_tools import gadget, ToolError\ntry:\n    gadget('x')\nexcept ToolError as exc:\n    print(exc)"
+    )
     llm.script(calls(call("execute_code", code=script)), reply("ok"))
     agent = make_agent(registry=_registry(), tools=["gadget", "direct_gadget", "read_file"])
     agent.run("use the gadget")

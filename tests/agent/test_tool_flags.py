@@ -8,9 +8,10 @@ import io
 import json
 from typing import Any
 
+from herald import Agent
 from herald.agent.events import InnerToolCall, ToolFinished, ToolStarted
 from herald.agent.view import AgentView, make_console
-from herald.tools.registry import Registry, Tool, default_registry
+from herald.tools.registry import Registry, Tool, ToolContext, default_registry
 from herald.transcript import read_transcript
 from tests.fakes.llm_server import FakeLLMServer, call, calls, reply
 
@@ -21,7 +22,8 @@ CODE = {"type": "object", "properties": {"code": {"type": "string"}}, "required"
 
 def _script_tool(holder: dict[str, Any]) -> Tool:
     def handler(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
-        return holder["agent"].runtime.execute(args["code"]).to_dict()  # type: ignore[no-any-return]
+        agent: Agent = holder["agent"]
+        return agent.runtime.execute(args["code"]).to_dict()
 
     return Tool("run_python", "Test tool: runs a script as execute_code does.", CODE, handler,
                 sandbox=False, runs_scripts=True)
@@ -58,10 +60,14 @@ def test_a_custom_script_tool_is_counted_summarised_and_fails_with_its_script(
 def test_a_tool_that_changes_agent_state_is_not_a_repeated_read(make_agent: MakeAgent, llm: FakeLLMServer) -> None:
     notes: list[str] = []
     params = {"type": "object", "properties": {}}
+
+    def tally(args: dict[str, Any], ctx: ToolContext) -> str:
+        notes.append("x")
+        return "same"
+
     tools = [
         Tool("peek", "Test tool: reads.", params, lambda args, ctx: "same"),
-        Tool("tally", "Test tool: keeps a tally.", params, lambda args, ctx: notes.append("x") or "same",
-             changes_agent_state=True),
+        Tool("tally", "Test tool: keeps a tally.", params, tally, changes_agent_state=True),
     ]
     llm.script(*[calls(call("tally")) for _ in range(3)], *[calls(call("peek")) for _ in range(2)], reply("ok"))
     result = make_agent(registry=Registry([*default_registry(), *tools])).run("go")
@@ -84,5 +90,7 @@ def test_the_view_shows_a_script_tool_by_its_script_and_inner_calls() -> None:
     view.handle(ToolStarted("c2", "lookup", {"code": "E501"}))
     view.handle(ToolFinished("c2", "lookup", True, 0.1, "line too long"))
     lines = out.getvalue().splitlines()
-    assert "→ run_python(3 line script)" in lines and any(line.startswith("✓ run_python · 1 inner call(s)") for line in lines)
+    assert "→ run_python(3 line script)" in lines and any(
+        line.startswith("✓ run_python · 1 inner call(s)") for line in lines
+    )
     assert '→ lookup(code="E501")' in lines and any(line.startswith("✓ lookup · 0.10 s") for line in lines)

@@ -8,6 +8,7 @@ import itertools
 import json
 import socket
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from herald.agent.budget import IterationBudget
 from herald.agent.compression import compress, estimate_tokens, prune_tool_results
 from herald.agent.guardrails import LoopGuard
 from herald.agent.jsonrepair import repair_arguments
-from herald.agent.providers.base import ModelRequest, ProviderConfig
+from herald.agent.providers.base import ApiMode, Message, ModelRequest, ProviderConfig
 from herald.agent.providers.errors import (
     FailoverReason,
     classify,
@@ -78,7 +79,11 @@ CASES = [
     (402, "Your credit balance is too low", FailoverReason.billing),
     (402, "Usage limit reached, try again in 5 minutes", FailoverReason.rate_limit),
     (429, "Rate limit reached", FailoverReason.rate_limit),
-    (429, "You exceeded your current quota, please check your plan and billing details (insufficient_quota)", FailoverReason.billing),
+    (
+        429,
+        "You exceeded your current quota, please check your plan and billing details (insufficient_quota)",
+        FailoverReason.billing,
+    ),
     (529, "Overloaded", FailoverReason.overloaded),
     (503, "Service unavailable", FailoverReason.overloaded),
     (500, "Internal server error", FailoverReason.server_error),
@@ -94,16 +99,18 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def error_server() -> FakeLLMServer:
+def error_server() -> Iterator[FakeLLMServer]:
     server = FakeLLMServer()
-    yield server  # type: ignore[misc]
+    yield server
     server.close()
 
 
 @pytest.mark.parametrize("protocol", ["openai", "anthropic"])
 @pytest.mark.parametrize(("status", "message", "reason"), CASES)
-def test_classification_of_real_sdk_errors(error_server: FakeLLMServer, protocol: Protocol, status: int, message: str, reason: FailoverReason) -> None:
-    mode = "chat_completions" if protocol == "openai" else "anthropic_messages"
+def test_classification_of_real_sdk_errors(
+    error_server: FakeLLMServer, protocol: Protocol, status: int, message: str, reason: FailoverReason
+) -> None:
+    mode: ApiMode = "chat_completions" if protocol == "openai" else "anthropic_messages"
     provider = make_provider(ProviderConfig("custom", "m", mode, base_url=error_server.base_url(protocol), api_key="k"))
     error_server.script(error(status, message))
     with pytest.raises(Exception) as caught:
@@ -131,10 +138,14 @@ def test_transport_errors_are_timeouts() -> None:
 
     threading.Thread(target=hang_up, daemon=True).start()
     port = listener.getsockname()[1]
-    provider = make_provider(ProviderConfig("custom", "m", "chat_completions", base_url=f"http://127.0.0.1:{port}/v1", api_key="k"))
+    provider = make_provider(
+        ProviderConfig("custom", "m", "chat_completions", base_url=f"http://127.0.0.1:{port}/v1", api_key="k")
+    )
     try:
         with pytest.raises(Exception) as caught:
-            provider.complete(ModelRequest("s", [{"role": "user", "content": "hi"}], []), lambda e: None, threading.Event())
+            provider.complete(
+                ModelRequest("s", [{"role": "user", "content": "hi"}], []), lambda e: None, threading.Event()
+            )
     finally:
         provider.close()
         listener.close()
@@ -213,7 +224,9 @@ def test_fallback_chain_parsing() -> None:
     assert parse_fallback("ollama:qwen3:8b@http://localhost:11434/v1") == ("ollama", "qwen3:8b", "http://localhost:11434/v1")
     with pytest.raises(ProviderSetupError, match="PROVIDER:MODEL"):
         parse_fallback("just-a-model")
-    chain = resolve_fallbacks(AgentSettings(fallback=["anthropic:c@http://127.0.0.1:1", "openai:g"]), {"OPENAI_API_KEY": "k"})
+    chain = resolve_fallbacks(
+        AgentSettings(fallback=["anthropic:c@http://127.0.0.1:1", "openai:g"]), {"OPENAI_API_KEY": "k"}
+    )
     assert [(c.provider, c.api_mode, c.api_key) for c in chain] == [
         ("anthropic", "anthropic_messages", None), ("openai", "chat_completions", "k")]
 
@@ -265,10 +278,14 @@ def test_guard_blocks_read_only_no_progress_until_something_changes() -> None:
 # -- compression -----------------------------------------------------------------------------------
 
 
-def _history(turns: int, size: int) -> list[dict[str, object]]:
-    messages: list[dict[str, object]] = [{"role": "user", "content": "the task"}]
+def _history(turns: int, size: int) -> list[Message]:
+    messages: list[Message] = [{"role": "user", "content": "the task"}]
     for i in range(turns):
-        call = {"id": f"c{i}", "type": "function", "function": {"name": "read_file", "arguments": json.dumps({"path": f"f{i}"})}}
+        call = {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "read_file", "arguments": json.dumps({"path": f"f{i}"})},
+        }
         messages.append({"role": "assistant", "content": f"step {i}", "tool_calls": [call]})
         messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"content {i} " * size})
     return messages
@@ -276,14 +293,14 @@ def _history(turns: int, size: int) -> list[dict[str, object]]:
 
 def test_pruning_keeps_the_latest_turn_whole() -> None:
     messages = _history(3, 500)
-    pruned = prune_tool_results(messages)  # type: ignore[arg-type]
+    pruned = prune_tool_results(messages)
     assert pruned[2]["content"].startswith("[compacted: result of read_file")
     assert pruned[-1] == messages[-1] and pruned[0] == messages[0]
 
 
 def test_compress_drops_the_middle_but_keeps_task_pairs_and_todo() -> None:
     messages = _history(12, 50)
-    result = compress(messages, target_tokens=100, todo_text=lambda: "[x] 1. read files")  # type: ignore[arg-type]
+    result = compress(messages, target_tokens=100, todo_text=lambda: "[x] 1. read files")
     assert result.effective and result.after_tokens < result.before_tokens
     head, *rest = result.messages
     assert head["role"] == "user" and head["content"].startswith("the task")
@@ -295,8 +312,8 @@ def test_compress_drops_the_middle_but_keeps_task_pairs_and_todo() -> None:
 
 
 def test_compress_keeps_the_last_user_message() -> None:
-    messages = [*_history(4, 200), {"role": "user", "content": "a follow-up question"}]
-    result = compress(messages, target_tokens=10)  # type: ignore[arg-type]
+    messages: list[Message] = [*_history(4, 200), {"role": "user", "content": "a follow-up question"}]
+    result = compress(messages, target_tokens=10)
     assert result.messages[-1]["content"].endswith("a follow-up question")
     roles = [m["role"] for m in result.messages]
     assert all(not (a == b == "user") for a, b in itertools.pairwise(roles))
@@ -328,7 +345,13 @@ def test_agent_settings_from_file_and_environment(tmp_path: Path) -> None:
     config.write_text('[agent]\nprovider = "openai"\nmodel = "gpt-x"\nmax_turns = 20\nfallback = ["anthropic:c"]\n')
     settings = load_settings(config, env={"HERALD_AGENT_MAX_TURNS": "7", "HERALD_AGENT_STREAM": "false"})
     agent = settings.agent
-    assert (agent.provider, agent.model, agent.max_turns, agent.stream, agent.fallback) == ("openai", "gpt-x", 7, False, ["anthropic:c"])
+    assert (agent.provider, agent.model, agent.max_turns, agent.stream, agent.fallback) == (
+        "openai",
+        "gpt-x",
+        7,
+        False,
+        ["anthropic:c"],
+    )
     env = {"HERALD_AGENT_FALLBACK": "anthropic:c,ollama:q:8b@http://h:1/v1"}
     env["HERALD_CONFIG"] = str(tmp_path / "none.toml")
     assert load_settings(env=env).agent.fallback == ["anthropic:c", "ollama:q:8b@http://h:1/v1"]

@@ -10,20 +10,24 @@ from __future__ import annotations
 import os
 import threading
 import time
+from typing import Any
 
 import pytest
 
 from herald.backends import Backend, BackendError
+from herald.backends.base import Channel
 from herald.backends.docker import DockerBackend, engine
+from herald.backends.docker.channel import ExecChannel
 from tests.fixtures.dockerd import MakeDockerBackend
 
 # Capability bits (linux/capability.h) of the default docker.cap_add.
 CHOWN, DAC_OVERRIDE, FOWNER = 1 << 0, 1 << 1, 1 << 3
 
 
-def inspect(backend: DockerBackend) -> dict:  # type: ignore[type-arg]
+def inspect(backend: DockerBackend) -> dict[str, Any]:
     backend.run("true")  # the container exists from the first call on
-    return backend._api.inspect_container(backend.container_id)  # type: ignore[no-any-return]
+    found: dict[str, Any] = backend._api.inspect_container(backend.container_id)
+    return found
 
 
 def test_is_a_backend_starting_in_workdir(docker_backend: DockerBackend) -> None:
@@ -57,7 +61,9 @@ def test_container_has_secure_defaults(docker_backend: DockerBackend) -> None:
 
 
 def test_limits_and_capabilities_are_settings(make_docker_backend: MakeDockerBackend) -> None:
-    backend = make_docker_backend(**{"docker.cap_add": [], "docker.pids_limit": 64, "docker.memory": "256m", "docker.cpus": 0.5})
+    backend = make_docker_backend(
+        **{"docker.cap_add": [], "docker.pids_limit": 64, "docker.memory": "256m", "docker.cpus": 0.5}
+    )
     host = inspect(backend)["HostConfig"]
     assert not host["CapAdd"] and host["PidsLimit"] == 64 and host["Memory"] == 256 * 1024**2
     assert host["NanoCpus"] == 500_000_000
@@ -82,7 +88,9 @@ def test_timeout_kills_the_command_tree_and_keeps_the_session(docker_backend: Do
     docker_backend.run("cd /tmp && export KEPT=yes")
     result = docker_backend.run("sleep 300 & sleep 301; echo never", timeout=1)
     assert result.timed_out and result.exit_code == 124 and "never" not in result.output
-    left = docker_backend.run("for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null | tr '\\0' ' '; echo; done | grep -c '^sleep 30[01]'")
+    left = docker_backend.run(
+        "for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null | tr '\\0' ' '; echo; done | grep -c '^sleep 30[01]'"
+    )
     assert left.output == "0"
     assert docker_backend.run('echo "$KEPT $PWD"').output == "yes /tmp"
 
@@ -115,7 +123,9 @@ def test_large_files_round_trip(docker_backend: DockerBackend) -> None:
 
 
 def test_write_keeps_mode_and_owner_and_follows_symlinks(docker_backend: DockerBackend) -> None:
-    docker_backend.run("printf old > script.sh && chmod 750 script.sh && chown 1234:4321 script.sh && ln -s script.sh link")
+    docker_backend.run(
+        "printf old > script.sh && chmod 750 script.sh && chown 1234:4321 script.sh && ln -s script.sh link"
+    )
     docker_backend.write_bytes("link", b"new")
     assert docker_backend.run("stat -c '%a %u:%g %F' script.sh; test -L link && cat link").output == (
         "750 1234:4321 regular file\nnew"
@@ -149,13 +159,19 @@ def test_list_dir_shows_hidden_unicode_and_links(docker_backend: DockerBackend) 
     assert entries["späce ü.txt"].is_file and not entries["dangling"].is_file and entries["dangling"].is_symlink
 
 
+def exit_status(channel: Channel) -> int | None:
+    """The exit status of a docker exec channel's process (None while it runs)."""
+    assert isinstance(channel, ExecChannel), channel
+    return channel.returncode
+
+
 def test_open_channel_runs_a_process_and_kills_its_tree(docker_backend: DockerBackend) -> None:
     channel = docker_backend.open_channel(["python3", "-c", "import sys; print(input()[::-1]); sys.exit(3)"])
     channel.send(b"olleh\n")
     output = b""
     while (chunk := channel.recv(60)) not in (b"", None):
         output += chunk
-    assert output == b"hello\n" and channel.returncode == 3
+    assert output == b"hello\n" and exit_status(channel) == 3
     channel.close()
 
     runaway = docker_backend.open_channel(["sh", "-c", "sleep 500 & sleep 501 & echo started; wait"], cwd="/tmp")
@@ -170,7 +186,7 @@ def test_channel_for_a_missing_program_reports_it(docker_backend: DockerBackend)
     output = b""
     while (chunk := channel.recv(60)) not in (b"", None):
         output += chunk
-    assert b"no-such-program" in output and channel.returncode == 127
+    assert b"no-such-program" in output and exit_status(channel) == 127
 
 
 def test_close_removes_the_container(make_docker_backend: MakeDockerBackend) -> None:
@@ -205,7 +221,9 @@ def test_reaper_removes_containers_whose_owner_died(docker_backend: DockerBacken
     dead = ":".join([*owner[:2], "999999999", "1"])  # this machine and boot, a process that is gone
     labels = {engine.MANAGED: "1", engine.KEEP: "0", engine.OWNER: dead}
     orphan = api.create_container(docker_test_image, command=["true"], labels=labels)["Id"]
-    foreign = api.create_container(docker_test_image, command=["true"], labels={**labels, engine.OWNER: "elsewhere:x:1:1"})["Id"]
+    foreign = api.create_container(
+        docker_test_image, command=["true"], labels={**labels, engine.OWNER: "elsewhere:x:1:1"}
+    )["Id"]
     try:
         removed = engine.reap_orphans(api)
         assert orphan in removed and foreign not in removed

@@ -125,7 +125,16 @@ def test_bash_errors_read_like_bash(local_backend: LocalBackend) -> None:
 
 @pytest.mark.parametrize(
     "broken",
-    ["echo 'unterminated", 'echo "unterminated', "echo $(date", "echo $(", "echo ${HOME", "echo `date", "echo \\", "if true; then"],
+    [
+        "echo 'unterminated",
+        'echo "unterminated',
+        "echo $(date",
+        "echo $(",
+        "echo ${HOME",
+        "echo `date",
+        "echo \\",
+        "if true; then",
+    ],
 )
 def test_broken_syntax_does_not_break_the_session(local_backend: LocalBackend, workspace: Path, broken: str) -> None:
     local_backend.run("mkdir -p sub && cd sub && export KEPT=1")

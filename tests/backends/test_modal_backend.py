@@ -50,7 +50,9 @@ def test_is_a_backend_and_opening_it_costs_nothing(settings: Settings) -> None:
     backend.close()
 
 
-def test_without_credentials_the_error_says_how_to_add_them(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_credentials_the_error_says_how_to_add_them(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("MODAL_TOKEN_ID", raising=False)
     monkeypatch.delenv("MODAL_TOKEN_SECRET", raising=False)
     if credentials_problem() is None:
@@ -95,7 +97,9 @@ def silent_port() -> Iterator[int]:
     server.close()
 
 
-def test_server_that_never_answers_is_bounded(settings: Settings, modal_env: pytest.MonkeyPatch, silent_port: int) -> None:
+def test_server_that_never_answers_is_bounded(
+    settings: Settings, modal_env: pytest.MonkeyPatch, silent_port: int
+) -> None:
     modal_env.setenv("MODAL_SERVER_URL", f"http://127.0.0.1:{silent_port}")
     message, took = first_call_error(settings, timeout=2.0)
     assert "did not answer within 2 s" in message

@@ -56,8 +56,10 @@ def echo(any_backend: Backend) -> tuple[Backend, int, str]:
     tag = uuid.uuid4().hex[:8]
     port = free_port()  # free here; the SSH and local backends share this machine's loopback
     backend.write_bytes(f"echo-{tag}.py", ECHO_SOURCE.encode())
-    started = backend.run(f"python3 echo-{tag}.py {port} echo-{tag}.log > echo-{tag}.out 2>&1 & "
-                          f"for i in $(seq 300); do grep -qs listening echo-{tag}.out && break; sleep 0.1; done; cat echo-{tag}.out")
+    started = backend.run(
+        f"python3 echo-{tag}.py {port} echo-{tag}.log > echo-{tag}.out 2>&1 & "
+        f"for i in $(seq 300); do grep -qs listening echo-{tag}.out && break; sleep 0.1; done; cat echo-{tag}.out"
+    )
     assert started.output == "listening", started
     return backend, port, f"echo-{tag}.log"
 
@@ -73,7 +75,11 @@ def test_bytes_arrive_intact_both_ways_and_half_close_passes(echo: tuple[Backend
     backend, port, _ = echo
     payload = hashlib.sha256(b"seed").digest() * (3 * 1024 * 1024 // 32)  # 3 MiB: past the relay's window
     with backend.open_tcp("127.0.0.1", port, timeout=30) as sock:
-        sender = threading.Thread(target=lambda: (sock.sendall(payload), sock.shutdown(socket.SHUT_WR)))
+        def send_then_close_our_side() -> None:
+            sock.sendall(payload)
+            sock.shutdown(socket.SHUT_WR)
+
+        sender = threading.Thread(target=send_then_close_our_side)
         sender.start()
         back = _read_all(sock)  # ends only once our EOF reached the server and its close came back
         sender.join(30)

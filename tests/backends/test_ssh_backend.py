@@ -21,6 +21,7 @@ import pytest
 from herald import Runtime, Settings
 from herald._sandbox.procs import alive
 from herald.backends import Backend, BackendError
+from herald.backends.base import Channel
 from herald.backends.factory import BackendSpecError, open_backend
 from herald.backends.ssh import SSHBackend, SSHTarget, parse_ssh_spec
 from herald.cli import main as herald_main
@@ -109,11 +110,15 @@ def test_default_directory_is_home(sshd: SSHServer, settings: Settings) -> None:
         assert backend.run("pwd").output == sshd.home
 
 
-def test_state_file_is_in_a_private_directory_in_dev_shm(sshd: SSHServer, settings: Settings, workspace_on_host: str) -> None:
+def test_state_file_is_in_a_private_directory_in_dev_shm(
+    sshd: SSHServer, settings: Settings, workspace_on_host: str
+) -> None:
     probe = uuid.uuid4().hex
     backend = SSHBackend(sshd.spec, cwd=workspace_on_host, settings=settings.with_overrides(sshd.overrides()))
     backend.run(f"export HERALD_PROBE={probe}")
-    holders = [p.parent for p in Path("/dev/shm").glob("herald-shell-*/state.sh") if probe in p.read_text(errors="replace")]
+    holders = [
+        p.parent for p in Path("/dev/shm").glob("herald-shell-*/state.sh") if probe in p.read_text(errors="replace")
+    ]
     assert len(holders) == 1
     info = holders[0].stat()
     assert stat.S_IMODE(info.st_mode) == 0o700
@@ -137,11 +142,11 @@ def test_home_paths(ssh_backend: SSHBackend, sshd: SSHServer) -> None:
 # -- channels ---------------------------------------------------------------------------------
 
 
-def read_until(channel: object, wanted: bytes, timeout: float = 60) -> bytes:
+def read_until(channel: Channel, wanted: bytes, timeout: float = 60) -> bytes:
     data = b""
     deadline = time.monotonic() + timeout
     while wanted not in data and time.monotonic() < deadline:
-        chunk = channel.recv(deadline - time.monotonic())  # type: ignore[attr-defined]
+        chunk = channel.recv(deadline - time.monotonic())
         if chunk == b"":
             break
         data += chunk or b""
@@ -202,7 +207,9 @@ def test_channel_close_stops_the_remote_process_tree(ssh_backend: SSHBackend) ->
     channel.close()  # idempotent
 
 
-def test_close_stops_the_shell_and_its_background_jobs(sshd: SSHServer, settings: Settings, workspace_on_host: str) -> None:
+def test_close_stops_the_shell_and_its_background_jobs(
+    sshd: SSHServer, settings: Settings, workspace_on_host: str
+) -> None:
     backend = SSHBackend(sshd.spec, cwd=workspace_on_host, settings=settings.with_overrides(sshd.overrides()))
     pids = [int(p) for p in backend.run("sleep 1000 & echo $!; echo $$").output.split()]
     assert all(map(alive, pids))
@@ -215,7 +222,12 @@ def test_close_stops_the_shell_and_its_background_jobs(sshd: SSHServer, settings
 
 def test_a_missing_shell_is_a_clear_error(sshd: SSHServer, settings: Settings, workspace_on_host: str) -> None:
     tuned = settings.with_overrides(sshd.overrides(**{"terminal.shell": "/no/such/bash"}))
-    with SSHBackend(sshd.spec, cwd=workspace_on_host, settings=tuned) as backend, pytest.raises(BackendError, match=r"could not start the shell '/no/such/bash' on .* \(setting terminal.shell\)"):
+    with (
+        SSHBackend(sshd.spec, cwd=workspace_on_host, settings=tuned) as backend,
+        pytest.raises(
+            BackendError, match=r"could not start the shell '/no/such/bash' on .* \(setting terminal.shell\)"
+        ),
+    ):
         backend.run("true")
 
 
@@ -238,7 +250,9 @@ def test_scripts_use_the_ssh_backend(ssh_backend: SSHBackend, settings: Settings
     )
 
 
-def test_cli_exec_with_backend_flag(sshd: SSHServer, workspace_on_host: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_exec_with_backend_flag(
+    sshd: SSHServer, workspace_on_host: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = tmp_path / "config.toml"
     config.write_text(
         f'data_dir = "{tmp_path / "data"}"\n[ssh]\nkey_file = "{sshd.key_file}"\n'
@@ -246,7 +260,9 @@ def test_cli_exec_with_backend_flag(sshd: SSHServer, workspace_on_host: str, tmp
     )
     script = tmp_path / "script.py"
     script.write_text("from hermes_tools import terminal\nprint(terminal('pwd; whoami')['output'])\n")
-    code = herald_main(["--config", str(config), "exec", str(script), "--backend", sshd.spec, "--cwd", workspace_on_host])
+    code = herald_main(
+        ["--config", str(config), "exec", str(script), "--backend", sshd.spec, "--cwd", workspace_on_host]
+    )
     assert code == 0
     assert capsys.readouterr().out == f"{workspace_on_host}\n{sshd.user}\n"
 
@@ -266,7 +282,9 @@ def test_cli_exec_with_an_unreachable_host_says_why(tmp_path: Path, capsys: pyte
     assert "the ssh backend is not usable" in message and "refused the connection" in message
 
 
-def test_doctor_checks_the_configured_ssh_host(sshd: SSHServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_doctor_checks_the_configured_ssh_host(
+    sshd: SSHServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = tmp_path / "config.toml"
     config.write_text(
         f'data_dir = "{tmp_path / "data"}"\nbackend = "{sshd.spec}"\n[ssh]\nkey_file = "{sshd.key_file}"\n'

@@ -36,7 +36,9 @@ def restartable_sshd(sshd: SSHServer) -> Iterator[SSHServer]:
 @pytest.fixture
 def backend(restartable_sshd: SSHServer, settings: Settings) -> Iterator[SSHBackend]:
     workspace = restartable_sshd.make_workspace()
-    backend = SSHBackend(restartable_sshd.spec, cwd=workspace, settings=settings.with_overrides(restartable_sshd.overrides()))
+    backend = SSHBackend(
+        restartable_sshd.spec, cwd=workspace, settings=settings.with_overrides(restartable_sshd.overrides())
+    )
     yield backend
     backend.close()
     restartable_sshd.remove_workspace(workspace)
@@ -104,7 +106,9 @@ def test_connection_lost_during_a_command(backend: SSHBackend, restartable_sshd:
     flag = Path(backend.cwd, "started")  # the host is this machine
     results: list[Any] = []
     # The command outlasts its timeout, which outlasts the wait below: only the drop can end it in time.
-    worker = threading.Thread(target=lambda: results.append(backend.run("echo started; touch started; sleep 300", timeout=2 * RELAXED)))
+    worker = threading.Thread(
+        target=lambda: results.append(backend.run("echo started; touch started; sleep 300", timeout=2 * RELAXED))
+    )
     worker.start()
     deadline = time.monotonic() + RELAXED
     while not flag.exists() and time.monotonic() < deadline:
@@ -141,7 +145,9 @@ def test_host_down_then_back(backend: SSHBackend, restartable_sshd: SSHServer) -
 def test_state_lost_with_the_hosts_temporary_files_is_said(backend: SSHBackend, restartable_sshd: SSHServer) -> None:
     probe = uuid.uuid4().hex
     backend.run(f"mkdir sub && cd sub && export PROBE={probe}")
-    state = next(p.parent for p in Path("/dev/shm").glob("herald-shell-*/state.sh") if probe in p.read_text(errors="replace"))
+    state = next(
+        p.parent for p in Path("/dev/shm").glob("herald-shell-*/state.sh") if probe in p.read_text(errors="replace")
+    )
     restartable_sshd.stop()
     shutil.rmtree(state)  # as a reboot would
     restartable_sshd.start()
@@ -177,7 +183,9 @@ def test_silent_server_times_out_within_the_connect_timeout(sshd: SSHServer, set
         tuned = settings_for(sshd, settings, **{"ssh.connect_timeout": 1.0})
         backend = SSHBackend(f"ssh://{sshd.user}@127.0.0.1:{port}", settings=tuned)
         started = time.monotonic()
-        with pytest.raises(BackendError, match=r"did not complete the SSH handshake within 1 s \(setting ssh.connect_timeout\)"):
+        with pytest.raises(
+            BackendError, match=r"did not complete the SSH handshake within 1 s \(setting ssh.connect_timeout\)"
+        ):
             backend.run("true")
         elapsed = time.monotonic() - started
     assert 0.9 < elapsed < RELAXED
@@ -185,7 +193,10 @@ def test_silent_server_times_out_within_the_connect_timeout(sshd: SSHServer, set
 
 
 def test_missing_start_directory(sshd: SSHServer, settings: Settings) -> None:
-    with SSHBackend(sshd.spec, cwd="/no/such/dir", settings=settings_for(sshd, settings)) as backend, pytest.raises(BackendError, match=re.escape("the directory /no/such/dir does not exist on 127.0.0.1")):
+    with (
+        SSHBackend(sshd.spec, cwd="/no/such/dir", settings=settings_for(sshd, settings)) as backend,
+        pytest.raises(BackendError, match=re.escape("the directory /no/such/dir does not exist on 127.0.0.1")),
+    ):
         backend.run("true")
 
 
@@ -194,7 +205,12 @@ def test_missing_start_directory(sshd: SSHServer, settings: Settings) -> None:
 
 def test_unknown_host_is_refused_naming_the_option(sshd: SSHServer, settings: Settings, tmp_path: Path) -> None:
     known_hosts = tmp_path / "known_hosts"
-    with SSHBackend(sshd.spec, settings=settings_for(sshd, settings, **{"ssh.known_hosts": str(known_hosts)})) as backend, pytest.raises(BackendError) as info:
+    with (
+        SSHBackend(
+            sshd.spec, settings=settings_for(sshd, settings, **{"ssh.known_hosts": str(known_hosts)})
+        ) as backend,
+        pytest.raises(BackendError) as info,
+    ):
         backend.run("true")
     message = str(info.value)
     assert f"[127.0.0.1]:{sshd.port} is not in {known_hosts}" in message
@@ -203,7 +219,9 @@ def test_unknown_host_is_refused_naming_the_option(sshd: SSHServer, settings: Se
     assert not known_hosts.exists()  # nothing recorded in strict mode
 
 
-def test_accept_new_records_the_key_and_strict_then_trusts_it(sshd: SSHServer, settings: Settings, tmp_path: Path) -> None:
+def test_accept_new_records_the_key_and_strict_then_trusts_it(
+    sshd: SSHServer, settings: Settings, tmp_path: Path
+) -> None:
     known_hosts = tmp_path / "ssh" / "known_hosts"
     accept = settings_for(sshd, settings, **{"ssh.known_hosts": str(known_hosts), "ssh.host_key_policy": "accept-new"})
     with SSHBackend(sshd.spec, settings=accept) as backend:
@@ -233,7 +251,10 @@ def test_changed_host_key_is_refused_even_with_accept_new(sshd: SSHServer, setti
 
 
 def test_a_bad_policy_name_is_a_clear_error(sshd: SSHServer, settings: Settings) -> None:
-    with SSHBackend(sshd.spec, settings=settings_for(sshd, settings, **{"ssh.host_key_policy": "yes"})) as backend, pytest.raises(BackendError, match=re.escape("ssh.host_key_policy is 'yes'; use 'strict' or 'accept-new'")):
+    with (
+        SSHBackend(sshd.spec, settings=settings_for(sshd, settings, **{"ssh.host_key_policy": "yes"})) as backend,
+        pytest.raises(BackendError, match=re.escape("ssh.host_key_policy is 'yes'; use 'strict' or 'accept-new'")),
+    ):
         backend.run("true")
 
 

@@ -52,7 +52,7 @@ def proxied(sshd: SSHServer, settings: Settings) -> Iterator[tuple[LatencyProxy,
     sshd.remove_workspace(workspace)
 
 
-def _dark_when_ready(proxy: LatencyProxy) -> object:
+def _dark_when_ready(proxy: LatencyProxy) -> Callable[[str, bytes], None]:
     def on_output(stream: str, data: bytes) -> None:
         if b"ready" in data:
             proxy.blackhole()
@@ -71,12 +71,14 @@ def test_a_black_holed_link_keeps_the_timeout_and_the_next_run_reconnects(
     try:
         assert runtime.execute("print('warm')").ok
         started = time.monotonic()
-        result = runtime.execute(BUSY, timeout=TIMEOUT, on_output=_dark_when_ready(proxy))  # type: ignore[arg-type]
+        result = runtime.execute(BUSY, timeout=TIMEOUT, on_output=_dark_when_ready(proxy))
         elapsed = time.monotonic() - started
         assert result.status in ("timeout", "error"), (result.status, result.error)  # found dark, or timed out
         assert elapsed < TIMEOUT + GRACE + 3 + SLACK, elapsed
         proxy.heal()
-        again = runtime.execute("from hermes_tools import terminal\nprint(terminal('echo back')['output'])", timeout=RELAXED)
+        again = runtime.execute(
+            "from hermes_tools import terminal\nprint(terminal('echo back')['output'])", timeout=RELAXED
+        )
         assert again.ok and again.output.strip() == "back", (again.status, again.error)
         proxy.blackhole()
         started = time.monotonic()
@@ -130,7 +132,9 @@ def test_sshd_killed_mid_script(killable_sshd: SSHServer, settings: Settings, mo
             assert "dropped during this command" in result.output
         else:  # the script ran over that connection: it is gone with it
             assert result.status == "error" and result.error, result
-        again = runtime.execute("from hermes_tools import terminal\nprint(terminal('echo back')['output'])", timeout=RELAXED)
+        again = runtime.execute(
+            "from hermes_tools import terminal\nprint(terminal('echo back')['output'])", timeout=RELAXED
+        )
         assert again.ok and again.output.strip() == "back", (again.status, again.error)
     server.remove_workspace(workspace)
 
@@ -194,7 +198,9 @@ def test_unreachable_at_run_start_in_backend_mode_is_an_error_result(sshd: SSHSe
         ) as runtime:
             result = runtime.execute("print('never')", timeout=RELAXED)
             assert result.status == "error"
-            assert f"127.0.0.1 port {proxy.port}" in result.error and "did not complete the SSH handshake" in result.error
+            assert (
+                f"127.0.0.1 port {proxy.port}" in result.error and "did not complete the SSH handshake" in result.error
+            )
             assert "reachable" in result.error and "next run" in result.error
             proxy.heal()
             again = runtime.execute("print('reached')", timeout=RELAXED)

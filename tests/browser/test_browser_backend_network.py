@@ -152,7 +152,10 @@ def test_the_policy_applies_on_the_backend_path(
     assert f"/image-from?127.0.0.1:{decoy.port}" in hits and "/pixel.png" not in hits, hits  # the image never loaded
     # A name that resolves to the metadata address *in the container* (its /etc/hosts): this
     # machine cannot resolve it at all, so only the check of the container's answer refuses it.
-    hosts = call("terminal", command="echo '169.254.169.254 metadata-alias.test' >> /etc/hosts && getent hosts metadata-alias.test")
+    hosts = call(
+        "terminal",
+        command="echo '169.254.169.254 metadata-alias.test' >> /etc/hosts && getent hosts metadata-alias.test",
+    )
     assert "169.254.169.254" in hosts["result"]["output"], hosts
     reply = call("browser_navigate", url=f"http://metadata-alias.test:{decoy.port}/")
     assert reply["error"]["type"] == "PolicyRefused", reply
@@ -310,9 +313,27 @@ print(web_extract("http://127.0.0.1:{decoy.port}/api/data")["results"][0]["conte
 """)
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERALD_")}
     env.update({"HERALD_DATA_DIR": str(tmp_path / "data"), "HERALD_CONFIG": str(tmp_path / "none.toml")})
-    done = subprocess.run([sys.executable, "-m", "herald", "exec", str(script), "--backend", f"docker:{docker_test_image}",
-                           "--exec-mode", "backend", "-c", f'docker.host="{docker_engine_url}"', "-c", 'docker.network="none"'],
-                          capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "herald",
+            "exec",
+            str(script),
+            "--backend",
+            f"docker:{docker_test_image}",
+            "--exec-mode",
+            "backend",
+            "-c",
+            f'docker.host="{docker_engine_url}"',
+            "-c",
+            'docker.network="none"',
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["Inside app cli", '{"word": "inside-cli"}'], done.stdout
     assert decoy.hits == []

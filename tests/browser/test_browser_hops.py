@@ -77,7 +77,9 @@ def test_navigation_redirected_to_a_host_outside_allowed_domains_is_refused(
     reply = call("browser_navigate", url=f"{site.url('localhost')}/page")
     assert reply["result"]["title"] == "Hop page", reply
     for code in (302, 307):
-        reply = call("browser_navigate", url=f"{site.url('localhost')}/redirect?code={code}&to={elsewhere.url()}/secret")
+        reply = call(
+            "browser_navigate", url=f"{site.url('localhost')}/redirect?code={code}&to={elsewhere.url()}/secret"
+        )
         error = reply["error"]
         assert error["type"] == "PolicyRefused", reply
         assert f"refused {elsewhere.url()}/secret" in error["message"]
@@ -111,7 +113,10 @@ def test_a_pages_frames_subresources_fetches_and_websockets_never_reach_a_refuse
     call = make_session(**{"policy.allowed_domains": ["localhost", "127.0.0.1"]})
     call("browser_navigate", url=f"{site.url('localhost')}/embeds?other={elsewhere.url()}")
     deadline = time.monotonic() + 10
-    while len(set(elsewhere.hits) & {"/frame", "/img.png", "/xhr", "/from-worker", "/ws"}) < 5 and time.monotonic() < deadline:
+    while (
+        len(set(elsewhere.hits) & {"/frame", "/img.png", "/xhr", "/from-worker", "/ws"}) < 5
+        and time.monotonic() < deadline
+    ):
         call("browser_snapshot")
         time.sleep(0.1)
     assert {"/frame", "/img.png", "/xhr", "/from-worker", "/ws"} <= set(elsewhere.hits), elsewhere.hits
@@ -243,7 +248,9 @@ def test_the_proxy_checks_each_request_as_chromium_sends_it(site: HopServer, els
         assert "127.0.0.1 is not in policy.allowed_domains (localhost)" in reasons[0]
         assert all("link-local / cloud metadata" in reason for reason in reasons[2:]), reasons
         # A CONNECT to an allowed name is tunnelled to the address checked for it.
-        answer = _through_proxy(proxy.port, f"CONNECT localhost:{site.port} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+        answer = _through_proxy(
+            proxy.port, f"CONNECT localhost:{site.port} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode()
+        )
         assert answer.startswith(b"HTTP/1.1 200 Connection established"), answer
     finally:
         proxy.close()

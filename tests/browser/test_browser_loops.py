@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from herald import Runtime
 from herald.tools import default_registry
@@ -75,7 +76,7 @@ def test_a_twenty_search_loop_fits_the_default_budget(
 def test_each_browser_tool_returns_its_declared_shape(make_browser: MakeBrowser, web_app: LocalWebApp) -> None:
     browser = make_browser()
     registry = default_registry()
-    calls = [
+    calls: list[tuple[str, dict[str, Any]]] = [
         ("browser_navigate", {"url": web_app.url + "/form"}),
         ("browser_snapshot", {}),
         ("browser_type", {"ref": "@e1", "text": "garden", "submit": True}),

@@ -53,7 +53,11 @@ def test_the_clicks_that_open_a_tab_are_told_apart(session: BrowserSession, web_
 
 
 def test_a_form_that_submits_to_a_new_tab_moves_the_session_there(session: BrowserSession) -> None:
-    session.run(lambda tab: (tab.page.set_content(PAGE), {})[1])
+    def show_page(tab: Tab) -> dict[str, object]:
+        tab.page.set_content(PAGE)
+        return {}
+
+    session.run(show_page)
     text = session.snapshot()["snapshot"]
     ref = re.search(r'- button "submit to a blank form" (@e\d+)', text)
     assert ref is not None, text

@@ -143,8 +143,21 @@ def test_herald_exec_browser_cdp_flag_attaches(cdp_chromium: CdpChromium, web_ap
     )
     env = {**os.environ, "HERALD_DATA_DIR": str(tmp_path / "data"), "HERALD_CONFIG": str(tmp_path / "none.toml")}
     proc = subprocess.run(
-        [sys.executable, "-m", "herald", "exec", str(script), "--browser-cdp", cdp_chromium.url, "--cwd", str(tmp_path)],
-        capture_output=True, text=True, timeout=120, env=env,
+        [
+            sys.executable,
+            "-m",
+            "herald",
+            "exec",
+            str(script),
+            "--browser-cdp",
+            cdp_chromium.url,
+            "--cwd",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "Results page 4"

@@ -68,7 +68,9 @@ def test_click_a_link_follows_it(browser: BrowserCaller, web_app: LocalWebApp) -
 
 def test_a_link_that_opens_a_new_tab_is_followed(browser: BrowserCaller, web_app: LocalWebApp) -> None:
     browser("browser_navigate", url=web_app.url + "/")
-    result = browser("browser_click", ref=ref_of(browser("browser_snapshot")["snapshot"], "link", "A survey in a new tab"))
+    result = browser(
+        "browser_click", ref=ref_of(browser("browser_snapshot")["snapshot"], "link", "A survey in a new tab")
+    )
     assert f"the link opened a new tab ({web_app.url}/article/2)" in result["note"]
     assert result["note"].endswith("act on that tab.")
     assert result["url"] == web_app.url + "/article/2"
@@ -80,7 +82,9 @@ def test_a_link_that_opens_a_new_tab_is_followed(browser: BrowserCaller, web_app
 def test_a_tab_opened_later_is_taken_over_by_the_next_call(make_browser: MakeBrowser, web_app: LocalWebApp) -> None:
     browser = make_browser()
     browser("browser_navigate", url=web_app.url + "/keys")
-    result = browser("browser_click", ref=ref_of(browser("browser_snapshot")["snapshot"], "button", "Open a window later"))
+    result = browser(
+        "browser_click", ref=ref_of(browser("browser_snapshot")["snapshot"], "button", "Open a window later")
+    )
     assert result["url"] == web_app.url + "/keys"  # the window opens 100 ms after the click
     deadline = time.monotonic() + 60  # only bounds a hang
     while "note" not in (snapshot := browser("browser_snapshot")) and time.monotonic() < deadline:

@@ -15,7 +15,9 @@ import pytest
 HERALD = [sys.executable, "-m", "herald"]
 
 
-def run(args: list[str], cwd: Path, env_home: Path, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run(
+    args: list[str], cwd: Path, env_home: Path, stdin: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, HERALD_DATA_DIR=str(env_home / "data"), HERALD_CONFIG=str(env_home / "none.toml"))
     return subprocess.run(HERALD + args, cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=timeout)
 
@@ -53,7 +55,14 @@ def test_exec_ctrl_c_interrupts_script(workspace: Path, home: Path) -> None:
     env = dict(os.environ, HERALD_DATA_DIR=str(home / "data"), HERALD_CONFIG=str(home / "none.toml"))
     script = workspace / "slow.py"
     script.write_text("print('started', flush=True)\nopen('running', 'w').close()\nimport time\ntime.sleep(60)\n")
-    proc = subprocess.Popen([*HERALD, "exec", str(script)], cwd=workspace, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*HERALD, "exec", str(script)],
+        cwd=workspace,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     started = time.monotonic()
     while not (workspace / "running").exists():  # interrupt once the script runs, not before
         assert time.monotonic() - started < 60 and proc.poll() is None, proc.communicate()
@@ -109,7 +118,9 @@ def test_exec_max_tool_calls_and_cwd(workspace: Path, home: Path) -> None:
         (["exec", "-", "--cwd", "/no/such/dir"], "no such directory"),
     ],
 )
-def test_exec_usage_errors_exit_two_with_a_clear_message(workspace: Path, home: Path, args: list[str], message: str) -> None:
+def test_exec_usage_errors_exit_two_with_a_clear_message(
+    workspace: Path, home: Path, args: list[str], message: str
+) -> None:
     proc = run(args, workspace, home, stdin="print(1)\n")
     assert proc.returncode == 2
     assert message in proc.stderr

@@ -113,7 +113,9 @@ def test_tool_error_traceback_shows_only_the_script(workspace: Path, home: Path)
 
 
 def test_importing_a_tool_that_is_not_enabled_names_the_enabled_ones(workspace: Path, home: Path) -> None:
-    proc = run(["exec", "-", "--tools", "read_file,patch"], workspace, home, stdin="from hermes_tools import terminal\n")
+    proc = run(
+        ["exec", "-", "--tools", "read_file,patch"], workspace, home, stdin="from hermes_tools import terminal\n"
+    )
     assert proc.returncode == 1
     assert ("ImportError: Tool 'terminal' is not enabled in this session. Tools this script can call: "
             "patch, read_file.") in proc.stderr
@@ -154,7 +156,9 @@ def test_tools_prints_type_annotations_intact(workspace: Path, home: Path) -> No
 def test_doctor_json_rows_and_config_row_is_honest(workspace: Path, home: Path) -> None:
     proc = run(["doctor", "--json"], workspace, home)
     rows = {r["check"]: r for r in json.loads(proc.stdout)}
-    assert {"python", "config", "data dir", "model provider", "web", "browser", "isolation", "backend local"} <= set(rows)
+    assert {"python", "config", "data dir", "model provider", "web", "browser", "isolation", "backend local"} <= set(
+        rows
+    )
     assert all(r["status"] in ("ok", "warn", "fail") for r in rows.values())
     assert "does not exist" in rows["config"]["detail"]
     assert rows["backend local"]["status"] == "ok"

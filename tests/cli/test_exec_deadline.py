@@ -55,13 +55,17 @@ def test_patches_parked_behind_a_files_lock(tmp_path: Path) -> None:
     work.mkdir()
     line = "a line of a large file, with some words on it\n"
     (work / "big.txt").write_text("".join(f"marker{k}\n" + line * 30_000 for k in range(12)))
-    elapsed, result, _ = _exec(tmp_path, (
-        "import threading\n"
-        "from hermes_tools import patch\n"
-        "threads = [threading.Thread(target=patch, args=('big.txt', 'marker%d' % k, 'done%d' % k)) for k in range(12)]\n"
-        "for t in threads: t.start()\n"
-        "for t in threads: t.join()\n"
-    ))
+    elapsed, result, _ = _exec(
+        tmp_path,
+        (
+            "import threading\n"
+            "from hermes_tools import patch\n"
+            "threads = [threading.Thread(target=patch, args=('big.txt', 'marker%d' % k, 'done%d' % k))\n"
+            "           for k in range(12)]\n"
+            "for t in threads: t.start()\n"
+            "for t in threads: t.join()\n"
+        ),
+    )
     assert result["status"] == "timeout", result
     assert elapsed < T + GRACE + MARGIN, f"herald exec took {elapsed:.1f} s"
     after_exit = (work / "big.txt").read_bytes()

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -29,8 +30,9 @@ def wait_for_file(name: str) -> str:
     return f"import os, time\nwhile not os.path.exists({name!r}):\n    time.sleep(0.01)\n"
 
 
-def read_line(stream: object) -> str:
-    line = stream.readline()  # type: ignore[attr-defined]
+def read_line(stream: IO[str] | None) -> str:
+    assert stream is not None, "herald was started without a pipe for this stream"
+    line = stream.readline()
     assert line, "herald closed its output before the expected line"
     return str(line)
 

@@ -17,8 +17,15 @@ def test_defaults_match_the_documented_limits() -> None:
 
 def test_file_then_environment_then_overrides(tmp_path: Path) -> None:
     config = tmp_path / "c.toml"
-    config.write_text('data_dir = "/srv/h"\ntools = ["read_file"]\n[sandbox]\ntimeout = 10\nmax_tool_calls = 7\n[files]\nsearch = "python"\n')
-    env = {"HERALD_SANDBOX_TIMEOUT": "20", "HERALD_SANDBOX_WARM": "false", "HERALD_SANDBOX_ENV_PASSTHROUGH": "A_TOKEN, B"}
+    config.write_text(
+        'data_dir = "/srv/h"\ntools = ["read_file"]\n'
+        '[sandbox]\ntimeout = 10\nmax_tool_calls = 7\n[files]\nsearch = "python"\n'
+    )
+    env = {
+        "HERALD_SANDBOX_TIMEOUT": "20",
+        "HERALD_SANDBOX_WARM": "false",
+        "HERALD_SANDBOX_ENV_PASSTHROUGH": "A_TOKEN, B",
+    }
     s = load_settings(config, env=env, overrides={"sandbox.max_tool_calls": 9, "sandbox.kill_grace": None})
     assert s.data_dir == Path("/srv/h")
     assert s.tools == ["read_file"]

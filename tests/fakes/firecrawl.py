@@ -182,7 +182,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     @staticmethod
     def _document(doc: FakeDocument, formats: list[str]) -> dict[str, Any]:
-        metadata = {"title": doc.title, "sourceURL": doc.url, "url": doc.url, "statusCode": doc.status, "contentType": "text/html"}
+        metadata = {
+            "title": doc.title,
+            "sourceURL": doc.url,
+            "url": doc.url,
+            "statusCode": doc.status,
+            "contentType": "text/html",
+        }
         if doc.status >= 400:
             metadata["error"] = "Not Found" if doc.status == 404 else f"HTTP {doc.status}"
         data: dict[str, Any] = {"metadata": metadata}

@@ -157,8 +157,9 @@ class FakeLLMServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._httpd.daemon_threads = True
         # shutdown() waits for the loop to notice, up to one poll: 0.05 s, not the default 0.5 s per test
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-llm",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-llm", daemon=True
+        )
         self._thread.start()
 
     @property
@@ -222,7 +223,9 @@ def _pieces(text: str, size: int = 7) -> list[str]:
 
 def _error_body(protocol: Protocol, turn: Turn) -> dict[str, Any]:
     if protocol == "openai":
-        kind = turn.error_type or {401: "invalid_request_error", 429: "rate_limit_exceeded"}.get(turn.status, "api_error")
+        kind = turn.error_type or {401: "invalid_request_error", 429: "rate_limit_exceeded"}.get(
+            turn.status, "api_error"
+        )
         return {"error": {"message": turn.error_message, "type": kind, "param": None, "code": kind}}
     kind = turn.error_type or {
         400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
@@ -259,7 +262,9 @@ def _openai_stream(server: FakeLLMServer, request: RecordedRequest, turn: Turn) 
             "model": request.body.get("model", "fake")}
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-        return "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}) + "\n\n"
+        return (
+            "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}) + "\n\n"
+        )
 
     yield chunk({"role": "assistant", "content": ""})
     for n, piece in enumerate(_pieces(turn.text)):
@@ -295,8 +300,13 @@ def _anthropic_json(server: FakeLLMServer, request: RecordedRequest, turn: Turn)
     content += [{"type": "tool_use", "id": c.id or server.next_id("toolu_"), "name": c.name, "input": _tool_input(c)}
                 for c in turn.tool_calls]
     return {
-        "id": server.next_id("msg_"), "type": "message", "role": "assistant", "model": request.body.get("model", "fake"),
-        "content": content, "stop_reason": "tool_use" if turn.tool_calls else "end_turn", "stop_sequence": None,
+        "id": server.next_id("msg_"),
+        "type": "message",
+        "role": "assistant",
+        "model": request.body.get("model", "fake"),
+        "content": content,
+        "stop_reason": "tool_use" if turn.tool_calls else "end_turn",
+        "stop_sequence": None,
         "usage": {"input_tokens": prompt, "output_tokens": completion},
     }
 
@@ -307,9 +317,21 @@ def _anthropic_stream(server: FakeLLMServer, request: RecordedRequest, turn: Tur
     def event(kind: str, data: dict[str, Any]) -> str:
         return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
 
-    yield event("message_start", {"message": {
-        "id": server.next_id("msg_"), "type": "message", "role": "assistant", "model": request.body.get("model", "fake"),
-        "content": [], "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": prompt, "output_tokens": 1}}})
+    yield event(
+        "message_start",
+        {
+            "message": {
+                "id": server.next_id("msg_"),
+                "type": "message",
+                "role": "assistant",
+                "model": request.body.get("model", "fake"),
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {"input_tokens": prompt, "output_tokens": 1},
+            }
+        },
+    )
     index = 0
     if turn.text:
         yield event("content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}})
@@ -320,10 +342,17 @@ def _anthropic_stream(server: FakeLLMServer, request: RecordedRequest, turn: Tur
         yield event("content_block_stop", {"index": index})
         index += 1
     for tool_call in turn.tool_calls:
-        block = {"type": "tool_use", "id": tool_call.id or server.next_id("toolu_"), "name": tool_call.name, "input": {}}
+        block = {
+            "type": "tool_use",
+            "id": tool_call.id or server.next_id("toolu_"),
+            "name": tool_call.name,
+            "input": {},
+        }
         yield event("content_block_start", {"index": index, "content_block": block})
         for piece in _pieces(tool_call.raw_arguments(), 40):
-            yield event("content_block_delta", {"index": index, "delta": {"type": "input_json_delta", "partial_json": piece}})
+            yield event(
+                "content_block_delta", {"index": index, "delta": {"type": "input_json_delta", "partial_json": piece}}
+            )
         yield event("content_block_stop", {"index": index})
         index += 1
     yield event("message_delta", {"delta": {"stop_reason": "tool_use" if turn.tool_calls else "end_turn",
@@ -346,7 +375,9 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 self._send_json(404, {"error": {"message": f"fake LLM server: no route {path}", "type": "not_found"}})
                 return
             raw = self.rfile.read(int(self.headers.get("content-length", "0")))
-            request = RecordedRequest(protocol, path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw), raw)
+            request = RecordedRequest(
+                protocol, path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw), raw
+            )
             turn = server.take_turn(request)
             if turn.delay:
                 server.sleep(turn.delay)
@@ -360,7 +391,11 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 self._send_json(turn.status, _error_body(protocol, turn), turn.headers)
                 return
             if not request.body.get("stream"):
-                body = _openai_json(server, request, turn) if protocol == "openai" else _anthropic_json(server, request, turn)
+                body = (
+                    _openai_json(server, request, turn)
+                    if protocol == "openai"
+                    else _anthropic_json(server, request, turn)
+                )
                 self._send_json(200, body)
                 return
             self.send_response(200)

@@ -55,7 +55,7 @@ class RefusingModalServer:
             await self.server.start("127.0.0.1", 0)
 
         asyncio.run_coroutine_threadsafe(start(), self.loop).result(10)
-        assert self.server is not None and self.server._server is not None
+        assert self.server is not None and isinstance(self.server._server, asyncio.Server)
         self.port = self.server._server.sockets[0].getsockname()[1]  # the port the OS chose
         return f"http://127.0.0.1:{self.port}"
 

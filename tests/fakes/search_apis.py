@@ -116,7 +116,9 @@ class _Handler(BaseHTTPRequestHandler):
         if method != "GET" or path != "/res/v1/web/search":
             return self._reply(404, brave_error(404, "RESOURCE_NOT_FOUND", "Resource not found"))
         if request["headers"].get("x-subscription-token") != fake.api_key:
-            return self._reply(422, brave_error(422, "SUBSCRIPTION_TOKEN_INVALID", "The provided subscription token is invalid."))
+            return self._reply(
+                422, brave_error(422, "SUBSCRIPTION_TOKEN_INVALID", "The provided subscription token is invalid.")
+            )
         params = request["query"]
         count = int(params.get("count", 20))
         if not 1 <= count <= 20 or not params.get("q"):
@@ -132,7 +134,10 @@ class _Handler(BaseHTTPRequestHandler):
                  "family_friendly": True, "profile": {"name": urlsplit(p.url).hostname, "url": p.url},
                  "meta_url": {"scheme": "https", "netloc": urlsplit(p.url).hostname, "path": urlsplit(p.url).path}}
                 for p in found]}
-            answer["mixed"] = {"type": "mixed", "main": [{"type": "web", "index": i, "all": False} for i in range(len(found))]}
+            answer["mixed"] = {
+                "type": "mixed",
+                "main": [{"type": "web", "index": i, "all": False} for i in range(len(found))],
+            }
         self._reply(200, answer)
 
     def _tavily(self, method: str, path: str, request: dict[str, Any]) -> None:
@@ -166,7 +171,13 @@ class _Handler(BaseHTTPRequestHandler):
         contents = body.get("contents") or {}
         results = []
         for p in fake.ranked(str(body["query"]))[:limit]:
-            result: dict[str, Any] = {"id": p.url, "url": p.url, "title": p.title, "publishedDate": None, "author": None}
+            result: dict[str, Any] = {
+                "id": p.url,
+                "url": p.url,
+                "title": p.title,
+                "publishedDate": None,
+                "author": None,
+            }
             if "highlights" in contents:
                 result["highlights"], result["highlightScores"] = [p.text], [0.5]
             if "text" in contents:
@@ -241,8 +252,17 @@ class FakeSearchAPI:
         """The provider's answer to too many requests, as it sends it."""
         bodies = {
             "searxng": "<html><title>429 Too Many Requests</title></html>",
-            "brave": brave_error(429, "RATE_LIMITED", "Request rate limit exceeded for plan.", plan="Free",
-                                 rate_limit=1, rate_current=2, quota_limit=2000, quota_current=12, component="rate_limiter"),
+            "brave": brave_error(
+                429,
+                "RATE_LIMITED",
+                "Request rate limit exceeded for plan.",
+                plan="Free",
+                rate_limit=1,
+                rate_current=2,
+                quota_limit=2000,
+                quota_current=12,
+                component="rate_limiter",
+            ),
             "tavily": {"detail": {"error": "Rate limit exceeded. Please slow down your requests."}},
             "exa": {"requestId": uuid.uuid4().hex, "error": "Rate limit exceeded", "tag": "RATE_LIMIT_EXCEEDED"},
         }
@@ -251,10 +271,26 @@ class FakeSearchAPI:
     def quota_used_up(self) -> None:
         """The provider's answer once the plan's credits are gone."""
         failures = {
-            "brave": (429, brave_error(429, "QUOTA_LIMITED", "Request quota limit exceeded for plan.", plan="Free",
-                                       quota_limit=2000, quota_current=2000, component="quota_limiter")),
-            "tavily": (432, {"detail": {"error": "This request exceeds your plan's set usage limit. Please upgrade your plan."}}),
-            "exa": (402, {"requestId": uuid.uuid4().hex, "error": "You have run out of credits.", "tag": "NO_MORE_CREDITS"}),
+            "brave": (
+                429,
+                brave_error(
+                    429,
+                    "QUOTA_LIMITED",
+                    "Request quota limit exceeded for plan.",
+                    plan="Free",
+                    quota_limit=2000,
+                    quota_current=2000,
+                    component="quota_limiter",
+                ),
+            ),
+            "tavily": (
+                432,
+                {"detail": {"error": "This request exceeds your plan's set usage limit. Please upgrade your plan."}},
+            ),
+            "exa": (
+                402,
+                {"requestId": uuid.uuid4().hex, "error": "You have run out of credits.", "tag": "NO_MORE_CREDITS"},
+            ),
         }
         status, body = failures[self.kind]
         self.fail_with(status, body)

@@ -103,7 +103,9 @@ def read_project(pyproject: Path) -> tuple[list[str], list[Pin]]:
 
 
 def venv_key(pyproject: Path, python: str) -> str:
-    version = subprocess.run([python, "-c", "import sys; print(sys.version)"], capture_output=True, text=True, check=True).stdout
+    version = subprocess.run(
+        [python, "-c", "import sys; print(sys.version)"], capture_output=True, text=True, check=True
+    ).stdout
     digest = hashlib.sha256()
     for part in (SCHEME, version, os.path.realpath(shutil.which(python) or python)):
         digest.update(part.encode() + b"\0")
@@ -118,7 +120,9 @@ def run_logged(argv: list[str], log: Path, what: str) -> None:
         proc = subprocess.run(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
         lines = log.read_text(errors="replace").strip().splitlines()[-25:]
-        raise Problem(f"{what} failed (exit {proc.returncode}); the end of {log}:\n" + "\n".join("    " + line for line in lines))
+        raise Problem(
+            f"{what} failed (exit {proc.returncode}); the end of {log}:\n" + "\n".join("    " + line for line in lines)
+        )
 
 
 def build_venv(venv: Path, python: str, extras: list[str], pins: list[Pin]) -> None:
@@ -132,8 +136,12 @@ def build_venv(venv: Path, python: str, extras: list[str], pins: list[Pin]) -> N
     constraints.write_text("".join(f"{pin.constraint}\n" for pin in pins))
     target = f"{ROOT}[{','.join(extras)}]"
     pip = [str(venv / "bin" / "python"), "-m", "pip"]
-    print(f"lowest-deps: installing {target} with {subprocess.run([*pip, '--version'], capture_output=True, text=True).stdout.split(' from ')[0]}"
-          f" (the venv's own), pinned to: {' '.join(p.constraint for p in pins)}", flush=True)
+    pip_version = subprocess.run([*pip, "--version"], capture_output=True, text=True).stdout.split(" from ")[0]
+    print(
+        f"lowest-deps: installing {target} with {pip_version}"
+        f" (the venv's own), pinned to: {' '.join(p.constraint for p in pins)}",
+        flush=True,
+    )
     build_is_ours = not (ROOT / "build").exists()  # pip builds the wheel in the tree: tidy up after it
     try:
         run_logged([*pip, "install", "--no-input", target, "-c", str(constraints)], log,
@@ -153,7 +161,11 @@ def check_installed(venv: Path, pins: list[Pin]) -> None:
     if out.returncode != 0:
         raise Problem(f"cannot read the installed versions: {out.stderr.strip()}")
     installed = dict(line.split() for line in out.stdout.splitlines())
-    wrong = [f"{p.name} {installed.get(p.name)} (wanted {p.minimum})" for p in pins if not same_version(installed.get(p.name), p.minimum)]
+    wrong = [
+        f"{p.name} {installed.get(p.name)} (wanted {p.minimum})"
+        for p in pins
+        if not same_version(installed.get(p.name), p.minimum)
+    ]
     if wrong:
         raise Problem("the minimum versions did not install: " + ", ".join(wrong))
 
@@ -169,8 +181,12 @@ def locked(cache: Path, mode: int) -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--python", default=os.environ.get("PYTHON", "python3"), help="the interpreter the venv is made from")
-    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help=f"where the venv is kept (default {DEFAULT_CACHE})")
+    parser.add_argument(
+        "--python", default=os.environ.get("PYTHON", "python3"), help="the interpreter the venv is made from"
+    )
+    parser.add_argument(
+        "--cache", type=Path, default=DEFAULT_CACHE, help=f"where the venv is kept (default {DEFAULT_CACHE})"
+    )
     parser.add_argument("--rebuild", action="store_true", help="make the venv anew even when one is cached")
     args = parser.parse_args(argv)
     started = time.monotonic()
@@ -195,9 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     if smoke.returncode != 0:
         print(
             f"lowest-deps: FAILED in {took:.0f} s: Herald does not work with the minimum versions pyproject.toml "
-            f"declares ({', '.join(p.declared for p in pins)}). Raise the minimum of (or declare) the package the failure "
+            f"declares ({', '.join(p.declared for p in pins)}). "
+            "Raise the minimum of (or declare) the package the failure "
             f"above names (`pip index versions NAME` lists them); the venv is {venv}.",
-            file=sys.stderr, flush=True,
+            file=sys.stderr,
+            flush=True,
         )
         return 1
     print(f"lowest-deps: ok in {took:.0f} s (every extra works at its declared minimum versions)", flush=True)

@@ -201,7 +201,9 @@ class Herald:
 
     def refusal(self, backend: str, **env: str) -> str:
         """What `herald exec --backend BACKEND` says when it cannot reach the backend."""
-        proc = self(["exec", "-", "--backend", backend], stdin="from hermes_tools import terminal\nterminal('true')\n", **env)
+        proc = self(
+            ["exec", "-", "--backend", backend], stdin="from hermes_tools import terminal\nterminal('true')\n", **env
+        )
         if proc.returncode == 0:
             raise Failed(f"herald exec on {backend} succeeded where nothing should be reachable")
         if "Traceback" in proc.stderr:
@@ -247,7 +249,9 @@ def check_web_extract(herald: Herald) -> str:
 def check_firecrawl(herald: Herald) -> str:
     from tests.fakes.firecrawl import FakeDocument, FakeFirecrawl
 
-    doc = FakeDocument("https://stars.example.org/vega", "Vega — star survey", f"# Vega\n\n{ARTICLE_SENTENCE}\n", "Notes on Vega")
+    doc = FakeDocument(
+        "https://stars.example.org/vega", "Vega — star survey", f"# Vega\n\n{ARTICLE_SENTENCE}\n", "Notes on Vega"
+    )
     with FakeFirecrawl([doc], api_key="fc-smoke") as firecrawl:
         reply = last_json(herald.script(
             "import json\nfrom hermes_tools import web_search, web_extract\n"
@@ -277,7 +281,10 @@ def check_browser(herald: Herald) -> str:
             "--tools", "browser_navigate,browser_snapshot",
         ))
     snapshot = reply.get("snapshot", "")
-    expect("Smoke shop" in snapshot and "Read the survey" in snapshot, f"the snapshot does not show the page: {snapshot[:300]!r}")
+    expect(
+        "Smoke shop" in snapshot and "Read the survey" in snapshot,
+        f"the snapshot does not show the page: {snapshot[:300]!r}",
+    )
     expect(reply.get("refs", 0) >= 2, f"the snapshot has {reply.get('refs')} refs, not the link and the button")
     return f"browser_navigate + browser_snapshot on {chromium}"
 
@@ -352,8 +359,10 @@ def check_mcp(herald: Herald) -> str:
     config.write_text(f"[mcp_servers.inner]\ncommand = {json.dumps(sys.executable)}\n"
                       f"args = [\"-m\", \"herald\", \"mcp\", \"serve\", \"--cwd\", {json.dumps(str(inner))}]\n"
                       f"env = {{ {', '.join(f'{k} = {json.dumps(v)}' for k, v in env.items())} }}\n")
-    out = herald.script("from hermes_tools import mcp_inner_execute_code as run\nprint(run('print(6 * 7)')['output'])\n",
-                        HERALD_CONFIG=str(config))
+    out = herald.script(
+        "from hermes_tools import mcp_inner_execute_code as run\nprint(run('print(6 * 7)')['output'])\n",
+        HERALD_CONFIG=str(config),
+    )
     expect(out.strip() == "42", f"an MCP call to herald mcp serve printed {out!r}, not 42")
     return "herald exec calls execute_code of herald mcp serve over stdio"
 

@@ -13,7 +13,19 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mcp import types
+
+
+def first_text(result: types.CallToolResult) -> str:
+    """The text of a tool result's first content block (an error's message, a plain answer)."""
+    from mcp import types
+
+    content = result.content[0]
+    assert isinstance(content, types.TextContent), content
+    return content.text
 
 
 def lying() -> None:
@@ -43,7 +55,8 @@ def lowlevel(listing: list[Any], on_list: Any = None, on_call: Any = None) -> No
         return types.ListToolsResult(tools=listing)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return on_call(params.name, dict(params.arguments or {}))
+        result: types.CallToolResult = on_call(params.name, dict(params.arguments or {}))
+        return result
 
     server = Server("fake", on_list_tools=list_tools, on_call_tool=call_tool)
 

@@ -42,7 +42,9 @@ class Installed:
 
 
 def _root() -> Path:
-    key = hashlib.sha256(repr((sorted(PYPI.items()), sorted(NPM.items()), sys.version_info[:2])).encode()).hexdigest()[:12]
+    key = hashlib.sha256(repr((sorted(PYPI.items()), sorted(NPM.items()), sys.version_info[:2])).encode()).hexdigest()[
+        :12
+    ]
     return CACHE / f"mcp-servers-{key}"
 
 
@@ -91,7 +93,7 @@ def ensure() -> Installed:
         npm_done = root / "npm.ok"
         if not npm_done.exists():
             if shutil.which("npm") is None or shutil.which("node") is None:
-                problem: str | None = "node and npm are not installed (apt-get install nodejs npm)"
+                problem = "node and npm are not installed (apt-get install nodejs npm)"
             else:
                 prefix.mkdir(parents=True, exist_ok=True)
                 problem = _run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(prefix),

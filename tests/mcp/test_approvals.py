@@ -19,6 +19,7 @@ from herald import Runtime, Settings
 from herald.backends.local import LocalBackend
 from herald.mcp.serve import Approvals, build_server
 from herald.tools.registry import Registry, Tool, ToolContext, default_registry
+from tests.mcp.fakeservers import first_text
 
 
 class Ask:
@@ -36,7 +37,9 @@ def _runtime(workspace: Path, settings: Settings, approvals: Approvals) -> tuple
     tool = Tool(name="deploy", description="Deploy (asks first).", handler=Ask(approvals),
                 parameters={"type": "object", "properties": {"target": {"type": "string"}}, "required": ["target"]})
     backend = LocalBackend(str(workspace), settings=settings)
-    return backend, Runtime(backend, settings=settings, registry=Registry([*default_registry(), tool]), transcript=False)
+    return backend, Runtime(
+        backend, settings=settings, registry=Registry([*default_registry(), tool]), transcript=False
+    )
 
 
 SCRIPT = "from hermes_tools import deploy\nprint(deploy('prod'))"
@@ -77,7 +80,7 @@ def test_a_client_without_elicitation_gets_the_reason(workspace: Path, settings:
         async with Client(server, mode="legacy") as client:
             result = await client.call_tool("deploy", {"target": "prod"})
             assert result.is_error
-            assert "does not support elicitation" in result.content[0].text
+            assert "does not support elicitation" in first_text(result)
 
     try:
         anyio.run(main)

@@ -177,8 +177,10 @@ def test_config_file_tables(tmp_path: Path) -> None:
     from herald.config import ConfigError, load_settings
 
     config = tmp_path / "c.toml"
-    config.write_text('[mcp_servers.time]\ncommand = "uvx"\nargs = ["mcp-server-time"]\nenv = { TZ = "UTC" }\n'
-                      '[mcp_servers.remote]\nurl = "http://127.0.0.1:9/mcp"\nheaders = { Authorization = "Bearer x" }\n')
+    config.write_text(
+        '[mcp_servers.time]\ncommand = "uvx"\nargs = ["mcp-server-time"]\nenv = { TZ = "UTC" }\n'
+        '[mcp_servers.remote]\nurl = "http://127.0.0.1:9/mcp"\nheaders = { Authorization = "Bearer x" }\n'
+    )
     settings = load_settings(config, env={})
     assert settings.mcp_servers["time"].args == ("mcp-server-time",)
     assert dict(settings.mcp_servers["remote"].headers) == {"Authorization": "Bearer x"}

@@ -21,6 +21,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from herald import Runtime, Settings
+from tests.mcp.fakeservers import first_text
+from tests.tools.conftest import registered
 
 SCRIPT = """
 from hermes_tools import write_file, read_file, terminal
@@ -49,13 +51,14 @@ async def stdio_herald(workspace: Path, tmp_path: Path, *flags: str) -> AsyncIte
 
 
 async def _run_with_progress(client: Client, code: str) -> tuple[Any, list[str]]:
-    progress: list[str] = []
+    reports: list[str] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append(f"{value:g} {message}")
+    # The SDK's ProgressFnT names its parameters: the callback takes the same names.
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reports.append(f"{progress:g} {message}")
 
     result = await client.call_tool("execute_code", {"code": code}, progress_callback=on_progress)
-    return result, progress
+    return result, reports
 
 
 def test_stdio_execute_code_with_inner_calls_and_progress(workspace: Path, tmp_path: Path) -> None:
@@ -71,7 +74,7 @@ def test_stdio_execute_code_with_inner_calls_and_progress(workspace: Path, tmp_p
             assert data["status"] == "success"
             assert data["output"].splitlines() == ["1|from an MCP client", "shell"]
             assert data["tool_calls_made"] == 3
-            assert "from an MCP client" in result.content[0].text
+            assert "from an MCP client" in first_text(result)
             assert progress == ["1 write_file", "2 read_file", "3 terminal"]
 
     anyio.run(main)
@@ -100,7 +103,7 @@ for i in range(2):
             assert lines[0] == "no terminal: True"
             assert lines[2].startswith("ToolError Tool call limit reached")  # the run's budget: 1 call
             direct = await client.call_tool("read_file", {"path": "a.txt"})
-            assert direct.is_error and "--direct-tools" in direct.content[0].text
+            assert direct.is_error and "--direct-tools" in first_text(direct)
 
     anyio.run(main)
 
@@ -109,7 +112,7 @@ async def _cancel_then_run_again(client: Client) -> None:
     """Cancel a running script once its first tool call is reported; the next run must answer."""
     started = anyio.Event()
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         started.set()
 
     async def long_script() -> None:
@@ -144,8 +147,9 @@ def test_direct_tools_are_offered_with_their_schemas(workspace: Path, tmp_path: 
         async with stdio_herald(workspace, tmp_path, "--direct-tools", "--tools", "read_file,write_file") as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             assert set(tools) == {"execute_code", "read_file", "write_file"}
-            assert tools["read_file"].annotations.read_only_hint is True
-            assert tools["write_file"].annotations.read_only_hint is False
+            reads, writes = tools["read_file"].annotations, tools["write_file"].annotations
+            assert reads is not None and reads.read_only_hint is True
+            assert writes is not None and writes.read_only_hint is False
             read = await client.call_tool("read_file", {"path": "a.txt"})
             assert "alpha" in read.structured_content["content"]
             missing = await client.call_tool("read_file", {"path": "nope.txt"})
@@ -192,7 +196,7 @@ def test_http_execute_code_progress_refusal_and_cancellation(workspace: Path, tm
                 assert result.structured_content["output"].splitlines() == ["1|from an MCP client", "shell"]
                 assert progress == ["1 write_file", "2 read_file", "3 terminal"]
                 refused = await client.call_tool("terminal", {"command": "true"})
-                assert refused.is_error and "--direct-tools" in refused.content[0].text
+                assert refused.is_error and "--direct-tools" in first_text(refused)
                 await _cancel_then_run_again(client)
 
         anyio.run(main)
@@ -210,4 +214,4 @@ from hermes_tools import mcp_remote_execute_code as remote
 print(remote("print(6 * 7)")["output"].strip())
 """)
             assert result.output.strip() == "42", result.error
-            assert rt.dispatcher.registry.get("mcp_remote_execute_code").mutates  # no readOnlyHint
+            assert registered(rt.dispatcher.registry, "mcp_remote_execute_code").mutates  # no readOnlyHint

@@ -58,6 +58,7 @@ def test_overlapping_waits_count_once() -> None:
 
     class Scope:
         deadline: float | None = 100.0
+        pausing: Callable[[], float] | None = None
 
     scope = Scope()
     paused.begin(scope)

@@ -79,7 +79,10 @@ def _attempts(runtime: Runtime) -> list[tuple[str, dict[str, Any]]]:
         ("read_file", {"path": ".netrc"}),
         ("read_file", {"path": "key-link"}),
         ("read_file", {"path": transcript}),
-        ("write_file", {"path": ".config/herald/config.toml", "content": 'backend = "local"\n[sandbox]\nisolation = "none"\n'}),
+        (
+            "write_file",
+            {"path": ".config/herald/config.toml", "content": 'backend = "local"\n[sandbox]\nisolation = "none"\n'},
+        ),
         ("write_file", {"path": transcript, "content": '{"type": "forged"}\n'}),
         ("write_file", {"path": "key-link", "content": "planted\n"}),
         ("patch", {"path": ".netrc", "old_string": SECRET, "new_string": "x"}),

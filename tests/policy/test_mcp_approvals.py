@@ -17,6 +17,7 @@ from herald import Runtime, Settings
 from herald.backends.local import LocalBackend
 from herald.mcp.serve import Approvals, build_server
 from herald.policy import Policy
+from tests.mcp.fakeservers import first_text
 
 SCRIPT = """
 from hermes_tools import terminal, ToolError
@@ -51,7 +52,7 @@ def test_ask_rules_ask_the_mcp_client(workspace: Path, settings: Settings) -> No
             result = await client.call_tool("execute_code", {"code": SCRIPT})
             assert result.structured_content["output"].splitlines() == ["yes.txt made", "no.txt PolicyRefused"]
             direct = await client.call_tool("terminal", {"command": "touch no.txt"})
-            assert direct.is_error and "was not approved (rule 'ask terminal command=touch')" in direct.content[0].text
+            assert direct.is_error and "was not approved (rule 'ask terminal command=touch')" in first_text(direct)
 
     try:
         anyio.run(main)
@@ -69,8 +70,8 @@ def test_a_client_that_cannot_be_asked_gets_the_reason(workspace: Path, settings
     async def main() -> None:
         async with Client(build_server(runtime, direct_tools=True, approvals=approvals), mode="legacy") as client:
             result = await client.call_tool("terminal", {"command": "touch x"})
-            assert result.is_error and "does not support elicitation" in result.content[0].text
-            assert "needs approval (rule 'ask terminal command=touch')" in result.content[0].text
+            assert result.is_error and "does not support elicitation" in first_text(result)
+            assert "needs approval (rule 'ask terminal command=touch')" in first_text(result)
 
     try:
         anyio.run(main)

@@ -12,6 +12,7 @@ import pytest
 from herald.tools.registry import default_registry
 from tests.fixtures.browsers import LocalWebApp
 from tests.runtime._helpers import run_ok
+from tests.tools.conftest import registered
 
 from .conftest import MakeRuntime, both, direct
 
@@ -72,7 +73,7 @@ def test_profile_matrix_direct_and_script_alike(
         refused = profile in refused_in
         if profile == FULL and name.startswith("browser_"):
             # Not refused, so it would really browse (metadata address, file:): the gate answers.
-            assert runtime.dispatcher.gate.check(default_registry().get(name), fill(args, tree),  # type: ignore[arg-type]
+            assert runtime.dispatcher.gate.check(registered(default_registry(), name), fill(args, tree),
                                                  runtime.dispatcher.ctx, "direct") is None
             continue
         if not refused and name in NEEDS_BROWSER:

@@ -86,7 +86,10 @@ class Targets:
         pairs = [
             (f"find . -maxdepth 0 $'-exec' sh -c '{write}' \\;", f"find . -maxdepth 0 -exec sh -c '{write}' \\;"),
             ("rg $'--pre=sh' -e . evil.sh", "rg --pre=sh -e . evil.sh"),
-            ("git grep --open-files-in-pag='sh evil-pager.sh' -e pwn", "git grep --open-files-in-pager='sh evil-pager.sh' -e pwn"),
+            (
+                "git grep --open-files-in-pag='sh evil-pager.sh' -e pwn",
+                "git grep --open-files-in-pager='sh evil-pager.sh' -e pwn",
+            ),
             ("file -kC -m magic", "file -C -m magic"),
             (f"date --s=@{int(time.time())}", f"date --set=@{int(time.time())}"),
         ]
@@ -117,7 +120,9 @@ class Targets:
             subprocess.run(argv, cwd=work, env=env, check=True, capture_output=True)
 
     def assert_nothing_escaped(self) -> None:
-        written = [p for tag in ("find", "rg", "git", "sort", "touch", "sh") for p in self.paths(tag) if os.path.lexists(p)]
+        written = [
+            p for tag in ("find", "rg", "git", "sort", "touch", "sh") for p in self.paths(tag) if os.path.lexists(p)
+        ]
         written += [str(p) for p in Path(self.workspace).glob("*.mgc")]
         assert not written, f"a confined command wrote {written}"
         for server in (self.tcp, self.unix):
@@ -174,7 +179,8 @@ def _attempts(runtime: Runtime, commands: list[str]) -> list[list[Any]]:
                      ["ran", reply["result"]["exit_code"], reply["result"]["output"][-300:]])
     result = runtime.execute(_script(commands), timeout=120)
     assert result.status == "success", result
-    return found + json.loads(result.output)
+    ran_in_script: list[list[Any]] = json.loads(result.output)
+    return found + ran_in_script
 
 
 def _assert_ran(found: list[list[Any]], commands: list[str]) -> None:
@@ -234,7 +240,8 @@ def test_cd_carries_over_and_the_session_environment_carries_in(targets: Targets
             def run(command: str, **more: Any) -> dict[str, Any]:
                 reply = runtime.dispatcher.call_direct("terminal", {"command": command, **more})
                 assert "result" in reply, reply
-                return reply["result"]
+                result: dict[str, Any] = reply["result"]
+                return result
 
             assert run("printenv HERALD_RO_VAR")["output"] == "kept"
             assert run("cd 'sub dir'")["exit_code"] == 0

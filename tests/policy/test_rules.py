@@ -138,7 +138,9 @@ def test_allowed_domains(make_runtime: MakeRuntime, web_settings: dict[str, Any]
 
 def test_hostile_arguments_are_refused_not_crashes(make_runtime: MakeRuntime, web_settings: dict[str, Any]) -> None:
     runtime = make_runtime(policy="read-only", overrides={**web_settings, "policy.rules": ["deny web_* domain=x.org"]})
-    for name, args in [("read_file", {"path": "a\x00b"}), ("search_files", {"pattern": "x", "path": "/"}),
-                       ("web_extract", {"urls": ["http://[::1"]}), ("terminal", {"command": "ls " * 40_000})]:
+    hostile: list[tuple[str, dict[str, Any]]] = [
+        ("read_file", {"path": "a\x00b"}), ("search_files", {"pattern": "x", "path": "/"}),
+        ("web_extract", {"urls": ["http://[::1"]}), ("terminal", {"command": "ls " * 40_000})]
+    for name, args in hostile:
         outcome = both(runtime, name, args)
         assert outcome.refused, (name, outcome)

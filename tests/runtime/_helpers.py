@@ -8,6 +8,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from herald import ExecutionResult, Runtime
 from herald._sandbox.procs import children
@@ -17,10 +18,10 @@ def script(code: str) -> str:
     return textwrap.dedent(code).strip() + "\n"
 
 
-def run_ok(runtime: Runtime, code: str, **kwargs: object) -> ExecutionResult:
+def run_ok(runtime: Runtime, code: str, **kwargs: Any) -> ExecutionResult:
     """Run `code` and fail the test (showing the result) unless it succeeded."""
     kwargs.setdefault("timeout", 30)
-    result = runtime.execute(script(code), **kwargs)  # type: ignore[arg-type]
+    result = runtime.execute(script(code), **kwargs)
     assert result.status == "success", result
     return result
 

@@ -209,9 +209,15 @@ def test_script_that_kills_its_supervisor_gets_a_clear_error(backend_runtime: Ru
     assert run_ok(runtime, "print('next run works')").output == "next run works\n"
 
 
-def test_sandbox_directory_is_private_and_removed_on_close(exec_backend: Backend, backend_runtime: RuntimeFactory) -> None:
+def test_sandbox_directory_is_private_and_removed_on_close(
+    exec_backend: Backend, backend_runtime: RuntimeFactory
+) -> None:
     runtime = backend_runtime()
-    result = run_ok(runtime, "import hermes_tools, os\nd = os.path.dirname(hermes_tools.__file__)\nprint(d)\nprint(oct(os.stat(d).st_mode & 0o777))")
+    result = run_ok(
+        runtime,
+        "import hermes_tools, os\nd = os.path.dirname(hermes_tools.__file__)\n"
+        "print(d)\nprint(oct(os.stat(d).st_mode & 0o777))",
+    )
     directory, mode = result.output.split()
     assert mode == "0o700"
     assert exec_backend.stat(directory) is not None

@@ -14,7 +14,8 @@ SCRIPT = (
     "from hermes_tools import read_file, terminal\n"
     "open('made-by-open.txt', 'w').write('hi\\n')\n"
     "print(read_file('made-by-open.txt')['content'].strip())\n"
-    "print(subprocess.run(['pwd'], capture_output=True, text=True).stdout.strip() == terminal('pwd')['output'].strip())\n"
+    "print(subprocess.run(['pwd'], capture_output=True, text=True).stdout.strip()\n"
+    "      == terminal('pwd')['output'].strip())\n"
     "print(os.environ.get('HERALD_SANDBOX'))\n"
 )
 

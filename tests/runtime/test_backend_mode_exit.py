@@ -43,7 +43,9 @@ def test_many_short_runs_each_get_their_own_output_and_status(backend_runtime: R
         assert (result.output, result.exit_code) == (f"{i}\n", i % 3), result
 
 
-def test_closing_the_runtime_leaves_no_process_of_its_sandbox(exec_backend: Backend, backend_runtime: RuntimeFactory) -> None:
+def test_closing_the_runtime_leaves_no_process_of_its_sandbox(
+    exec_backend: Backend, backend_runtime: RuntimeFactory
+) -> None:
     runtime = backend_runtime()
     sandbox_dir = runtime.execute("import os, hermes_tools\nprint(os.path.dirname(hermes_tools.__file__))", timeout=60)
     marker = sandbox_dir.output.strip()

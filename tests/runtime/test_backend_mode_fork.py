@@ -82,7 +82,12 @@ def test_runs_are_fresh_processes_forked_from_one_zygote(backend_runtime: Runtim
         assert run["sandbox"] == "1"
     assert len({first["pid"], second["pid"], third["pid"]}) == 3
     # The first run left a module attribute and a sys.modules entry behind: no later run sees them.
-    assert [second["leak"], second["leaked_module"], third["leak"], third["leaked_module"]] == [None, False, None, False]
+    assert [second["leak"], second["leaked_module"], third["leak"], third["leaked_module"]] == [
+        None,
+        False,
+        None,
+        False,
+    ]
     assert len({first["random"], second["random"], third["random"]}) == 3, "random is re-seeded per fork"
 
 
@@ -91,7 +96,9 @@ def test_exit_statuses_come_through_the_zygote(backend_runtime: RuntimeFactory) 
     first_forked(runtime)
     exited = runtime.execute(script(FORKED + "import sys\nprint(FORKED, flush=True)\nsys.exit(3)"), timeout=30)
     assert (exited.output, exited.exit_code, exited.status) == ("True\n", 3, "error"), exited
-    killed = runtime.execute(script(FORKED + "import signal\nprint(FORKED, flush=True)\nos.kill(os.getpid(), signal.SIGKILL)"), timeout=30)
+    killed = runtime.execute(
+        script(FORKED + "import signal\nprint(FORKED, flush=True)\nos.kill(os.getpid(), signal.SIGKILL)"), timeout=30
+    )
     assert (killed.output, killed.exit_code) == ("True\n", -9), killed
 
 
@@ -124,7 +131,9 @@ def test_killing_the_zygote_falls_back_to_spawning_and_recovers(
     before = first_forked(runtime)
     exec_backend.run(f"kill -9 {before['ppid']}", timeout=30)
     # By pid: a new zygote (same command line) may already be starting if a spawn saw it die.
-    assert wait_for(lambda: before["ppid"] not in remote_pids(exec_backend, zygote_marker(before)), timeout=60, step=0.2)
+    assert wait_for(
+        lambda: before["ppid"] not in remote_pids(exec_backend, zygote_marker(before)), timeout=60, step=0.2
+    )
     # The waiting child was forked by the dead zygote, the next ones are spawned: all work.
     for _ in range(3):
         run = probe(runtime)
@@ -249,7 +258,9 @@ time.sleep(30)
 """
 
 
-def test_a_killed_supervisor_takes_its_forked_tree_with_it(exec_backend: Backend, backend_runtime: RuntimeFactory) -> None:
+def test_a_killed_supervisor_takes_its_forked_tree_with_it(
+    exec_backend: Backend, backend_runtime: RuntimeFactory
+) -> None:
     runtime = backend_runtime(overrides=UNCONFINED)
     first_forked(runtime)
     marker = unique_sleep()
@@ -283,7 +294,9 @@ def test_fork_server_off_spawns_every_script(exec_backend: Backend, backend_runt
 # -- local only: control over the backend's interpreter and environment ---------------------
 
 
-def test_a_forked_script_gets_the_scrubbed_environment(tmp_path: Path, workspace: Path, settings: Settings, monkeypatch: Any) -> None:
+def test_a_forked_script_gets_the_scrubbed_environment(
+    tmp_path: Path, workspace: Path, settings: Settings, monkeypatch: Any
+) -> None:
     # The zygote's interpreter on the "backend" starts with a secret in its environment, like
     # a spawned one; its forks must not see it either.
     python = tmp_path / "fake-python3"
@@ -296,7 +309,11 @@ def test_a_forked_script_gets_the_scrubbed_environment(tmp_path: Path, workspace
         backend, settings=runtime_settings, exec_mode="backend"
     ) as runtime:
         first_forked(runtime)
-        code = FORKED + "print(FORKED, os.environ.get('SERVICE_API_TOKEN'), os.environ.get('WANTED_KEY'), os.environ.get('HERALD_SANDBOX'))"
+        code = (
+            FORKED
+            + "print(FORKED, os.environ.get('SERVICE_API_TOKEN'), os.environ.get('WANTED_KEY'),"
+            " os.environ.get('HERALD_SANDBOX'))"
+        )
         assert run_ok(runtime, code).output == "True None kept 1\n"
 
 
@@ -306,7 +323,12 @@ def test_the_zygote_runs_on_python_3_8(workspace: Path, settings: Settings) -> N
         backend, settings=oldest, exec_mode="backend"
     ) as runtime:
         first_forked(runtime)
-        result = run_ok(runtime, FORKED + "import sys\nfrom hermes_tools import terminal\nprint(FORKED, sys.version_info[:2], terminal('echo hi')['output'])")
+        result = run_ok(
+            runtime,
+            FORKED
+            + "import sys\nfrom hermes_tools import terminal\n"
+            "print(FORKED, sys.version_info[:2], terminal('echo hi')['output'])",
+        )
         assert result.output == "True (3, 8) hi\n"
         marker = unique_sleep()
         timed_out = runtime.execute(script(SPAWN_AND_WAIT.replace("{marker}", marker)), timeout=2)

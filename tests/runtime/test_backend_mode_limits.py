@@ -75,7 +75,9 @@ def test_interrupt_kills_the_remote_tree(exec_backend: Backend, backend_runtime:
     assert gone_on_backend(exec_backend, marker), remote_pids(exec_backend, marker)
 
 
-def test_a_successful_run_leaves_no_process_in_its_group(exec_backend: Backend, backend_runtime: RuntimeFactory) -> None:
+def test_a_successful_run_leaves_no_process_in_its_group(
+    exec_backend: Backend, backend_runtime: RuntimeFactory
+) -> None:
     marker = unique_sleep()
     result = run_ok(backend_runtime(), f"import subprocess\nsubprocess.Popen(['sleep', '{marker}'])\nprint('bye')")
     assert result.output == "bye\n"
@@ -191,14 +193,21 @@ def test_the_backend_side_runs_on_python_3_8(workspace: Path, settings: Settings
         assert runtime.transcript is not None
         runtime.transcript.flush()
         records = [json.loads(line) for line in runtime.transcript.path.read_text().splitlines()]
-        assert [r["tool"] for r in records if r.get("in_backend")] == ["terminal"] * 3 + ["write_file", "patch", "read_file"]
+        assert [r["tool"] for r in records if r.get("in_backend")] == ["terminal"] * 3 + [
+            "write_file",
+            "patch",
+            "read_file",
+        ]
         assert runtime.execute("import time\ntime.sleep(100)", timeout=1).status == "timeout"
 
 
 @pytest.mark.parametrize("version", ["2.7", "3.6"])
 def test_a_real_old_python_is_refused(version: str, workspace: Path, settings: Settings) -> None:
     old = settings.with_overrides({"sandbox.remote_python": _interpreter(version)})
-    with LocalBackend(str(workspace), settings=old) as backend, pytest.raises(BackendPythonError, match=f"is Python {version}"):
+    with (
+        LocalBackend(str(workspace), settings=old) as backend,
+        pytest.raises(BackendPythonError, match=f"is Python {version}"),
+    ):
         Runtime(backend, settings=old, exec_mode="backend")
 
 

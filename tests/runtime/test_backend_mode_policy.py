@@ -53,9 +53,12 @@ attempt("write-out", write_file, "{name}/etc-link/herald-test", "x")
     expected = ["inside ok", "absolute PolicyRefused", "dotdot PolicyRefused"]
     expected += ["symlink PolicyRefused", "write-out PolicyRefused"] if follows_links else []
     assert result.output.split("\n")[:-1] == expected
-    runtime.transcript.flush()  # type: ignore[union-attr]
+    assert runtime.transcript is not None
+    runtime.transcript.flush()
     # The allowed call ran in the backend; Herald's Gate decided every refusal.
-    assert [r.get("in_backend", False) for r in script_call_records(transcript)] == [True] + [False] * (len(expected) - 1)
+    assert [r.get("in_backend", False) for r in script_call_records(transcript)] == [True] + [False] * (
+        len(expected) - 1
+    )
     exec_backend.run(f"rm -rf {name}")
 
 

@@ -71,7 +71,8 @@ def test_the_script_shell_and_the_session_shell_are_one(
     _direct(runtime, "cd .. && export HERALD_X=2")
     again = run_ok(runtime, "from hermes_tools import terminal\nprint(terminal('echo $HERALD_X; pwd')['output'])")
     assert again.output == f"2\n{home}/{name}\n"
-    runtime.transcript.flush()  # type: ignore[union-attr]
+    assert runtime.transcript is not None
+    runtime.transcript.flush()
     assert _terminal_records(transcript) == [True, True, True]  # the script's calls ran in the backend
     _direct(runtime, f"cd {home} && rm -rf {name}; unset HERALD_X HERALD_FROM")
 
@@ -82,7 +83,8 @@ def test_output_past_the_cap_is_capped_and_spilled_by_herald(
     runtime = backend_runtime(overrides={"sandbox.max_stdout_bytes": 20_000_000})
     command = "seq -f line-%g 1 200000; exit 3"
     direct = runtime.dispatcher.call_direct("terminal", {"command": command.replace("exit 3", "false")})["result"]
-    code = f"import json\nfrom hermes_tools import terminal\nprint(json.dumps(terminal({command.replace('exit 3', 'false')!r})))"
+    quiet = command.replace("exit 3", "false")
+    code = f"import json\nfrom hermes_tools import terminal\nprint(json.dumps(terminal({quiet!r})))"
     got = json.loads(run_ok(runtime, code).output)
     assert got["truncated"] and got["exit_code"] == 1 and len(got["output"]) < 1_100_000
     spill = got["output"].split("full command output in ")[1].split(" ...]")[0]
@@ -97,7 +99,9 @@ def test_output_past_the_cap_is_capped_and_spilled_by_herald(
 def test_a_scripts_background_jobs_end_with_its_command(exec_backend: Backend, backend_runtime: RuntimeFactory) -> None:
     runtime = backend_runtime()
     marker = unique_sleep()
-    result = run_ok(runtime, f"from hermes_tools import terminal\nprint(terminal('sleep {marker} & echo started')['output'])")
+    result = run_ok(
+        runtime, f"from hermes_tools import terminal\nprint(terminal('sleep {marker} & echo started')['output'])"
+    )
     assert result.output == "started\n"
     assert gone_on_backend(exec_backend, marker), remote_pids(exec_backend, marker)
 
@@ -125,13 +129,18 @@ def test_a_huge_output_keeps_its_count_and_tail(backend_runtime: RuntimeFactory)
     assert "(spill file cut at 8,388,608 bytes)" in got["output"]
     assert got["output"].split(" bytes in all")[0] == direct["output"].split(" bytes in all")[0]  # the same count
     assert got["output"].split(" ...]\n")[1] == direct["output"].split(" ...]\n")[1]  # the same tail
-    assert run_ok(runtime, "from hermes_tools import terminal\nprint(terminal('echo next')['output'])").output == "next\n"
+    assert (
+        run_ok(runtime, "from hermes_tools import terminal\nprint(terminal('echo next')['output'])").output == "next\n"
+    )
 
 
 def test_a_terminal_timeout_is_cut_to_the_time_the_run_has_left(workspace: Path, settings: Settings) -> None:
     # The supervisor's side in this process, with the grant Herald makes for a run with 1 s left.
     quiet = settings.with_overrides({"sandbox.warm": False})
-    with LocalBackend(str(workspace), settings=quiet) as backend, Runtime(backend, settings=quiet, exec_mode="backend") as runtime:
+    with (
+        LocalBackend(str(workspace), settings=quiet) as backend,
+        Runtime(backend, settings=quiet, exec_mode="backend") as runtime,
+    ):
         backend.run("true")  # the session shell runs: the supervisor's may share it
         scope = runtime.dispatcher.new_scope(5, deadline=time.monotonic() + 1.0)
         tools = BackendTools(runtime.dispatcher)

@@ -160,7 +160,7 @@ def test_empty_code(runtime: Runtime, code: str) -> None:
 
 def test_code_must_be_a_string(runtime: Runtime) -> None:
     with pytest.raises(TypeError, match="str"):
-        runtime.execute(b"print(1)")  # type: ignore[arg-type]
+        runtime.execute(b"print(1)")  # type: ignore[arg-type]  # bytes on purpose: refused by name
 
 
 def test_herald_is_not_importable(runtime: Runtime) -> None:

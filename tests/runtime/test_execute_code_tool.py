@@ -42,7 +42,10 @@ def test_execute_code_runs_through_the_direct_path(make_runtime: Any, workspace:
     assert EXECUTE_CODE not in [t.name for t in rt.dispatcher.tools]  # the registry's offer stays as it was
     # The tool touches every file and the shell; the script's calls lock files and the shell
     # too, so this only finishes because the dispatcher holds nothing for the script itself.
-    code = "from hermes_tools import write_file, terminal\nwrite_file('a.txt', 'x')\nprint(terminal('cat a.txt')['output'])"
+    code = (
+        "from hermes_tools import write_file, terminal\n"
+        "write_file('a.txt', 'x')\nprint(terminal('cat a.txt')['output'])"
+    )
     reply = rt.dispatcher.call_direct(EXECUTE_CODE, {"code": code}, call_id="c1")
     result = reply["result"]
     assert result["status"] == "success" and result["output"].strip() == "x" and result["tool_calls_made"] == 2
@@ -77,8 +80,12 @@ def test_tools_that_run_scripts_are_refused_inside_a_script(make_runtime: Any) -
         """,
     )
     custom, builtin = result.output.splitlines()
-    assert custom.startswith("ToolNotAvailable | run_python cannot be called from inside a script (no nested sandboxes).")
-    assert builtin.startswith("ToolNotAvailable | execute_code cannot be called from inside a script (no nested sandboxes).")
+    assert custom.startswith(
+        "ToolNotAvailable | run_python cannot be called from inside a script (no nested sandboxes)."
+    )
+    assert builtin.startswith(
+        "ToolNotAvailable | execute_code cannot be called from inside a script (no nested sandboxes)."
+    )
     assert result.tool_calls_made == 0
 
 

@@ -127,7 +127,7 @@ class _ZygoteDyingMidRequest:
 def test_a_child_spawned_after_a_failed_fork_shares_no_pipe_with_the_orphan(tmp_path: Path) -> None:
     write_runtime_package(tmp_path)  # the spawned child runs and reads its pipe (else it may be gone before the send)
     zygote = _ZygoteDyingMidRequest()
-    child = ChildProcess(sys.executable, str(tmp_path), {"PATH": os.defpath}, forkserver=zygote)  # type: ignore[arg-type]
+    child = ChildProcess(sys.executable, str(tmp_path), {"PATH": os.defpath}, forkserver=zygote)  # type: ignore[arg-type]  # a fake fork server
     try:
         assert not child.forked
         child.send({"code": "print('for the spawned child only')"})

@@ -169,13 +169,18 @@ def test_parallel_patches_of_large_files_fail_clearly_past_the_cap(workspace: Pa
     line = "a line of a large file, with some words on it\n"
     for k in range(16):
         (workspace / f"large{k}.txt").write_text(f"marker{k}\n" + line * (19_000_000 // len(line)))
-    growth, result = _growth_in_a_fresh_herald(workspace, tmp_path / "data", textwrap.dedent("""
+    growth, result = _growth_in_a_fresh_herald(
+        workspace,
+        tmp_path / "data",
+        textwrap.dedent("""
         from hermes_tools import parallel, patch, ToolError
-        outcomes = parallel([(patch, "large%d.txt" % k, "marker%d" % k, "done%d" % k) for k in range(16)], return_exceptions=True)
+        outcomes = parallel([(patch, "large%d.txt" % k, "marker%d" % k, "done%d" % k) for k in range(16)],
+                            return_exceptions=True)
         for k, outcome in enumerate(outcomes):
             kind = outcome.error_type if isinstance(outcome, ToolError) else "patched"
             print(k, kind, str(outcome)[:400].replace("\\n", " "))
-        """))
+        """),
+    )
     assert result["status"] == "success", result
     lines = result["output"].splitlines()
     assert len(lines) == 16, result["output"]

@@ -10,8 +10,16 @@ from typing import Any
 
 from herald import Runtime
 from herald._sandbox.procs import descendants
+from herald.runtime.sandbox.host_child import ChildProcess
 
 from ._helpers import pids_with_marker, run_ok, wait_for
+
+
+def kernel_pid(runtime: Runtime, session: str) -> int:
+    """The pid of the interpreter that keeps session `session` (a process on this host)."""
+    child = runtime._kernels.child(session)
+    assert isinstance(child, ChildProcess), child
+    return child.pid
 
 
 def test_state_carries_over(runtime: Runtime) -> None:
@@ -174,7 +182,7 @@ def test_kernels_are_stopped_on_close(make_runtime: Any) -> None:
     before = set(descendants(os.getpid()))  # kernels may be forked by the fork server: any depth
     run_ok(runtime, "x = 1", session="a")
     run_ok(runtime, "x = 1", session="b")
-    kernels = {runtime._kernels.child(name).pid for name in runtime._kernels.names()}
+    kernels = {kernel_pid(runtime, name) for name in runtime._kernels.names()}
     assert kernels <= set(descendants(os.getpid())) - before
     runtime.close()
     assert wait_for(lambda: not (set(descendants(os.getpid())) - before))
@@ -185,7 +193,7 @@ def test_kernel_killed_between_runs_is_restarted(runtime: Runtime) -> None:
     import signal
 
     run_ok(runtime, "x = 1", session="k")
-    pid = runtime._kernels.child("k").pid
+    pid = kernel_pid(runtime, "k")
     os.kill(pid, signal.SIGKILL)
     assert wait_for(lambda: runtime._kernels.child("k").poll() is not None)
     result = runtime.execute("print('x' in globals())", session="k", timeout=30)

@@ -109,13 +109,17 @@ class Corpus:
         return frame[: self.rng.randrange(1, len(frame))]
 
     def lying_length(self) -> bytes:
-        size = self.rng.choice([MAX_FRAME_BYTES + 1, 0xFFFFFFFF, MAX_FRAME_BYTES, 60 * MiB, MAX_CONTROL_FRAME_BYTES + 1, 1 << 20])
+        size = self.rng.choice(
+            [MAX_FRAME_BYTES + 1, 0xFFFFFFFF, MAX_FRAME_BYTES, 60 * MiB, MAX_CONTROL_FRAME_BYTES + 1, 1 << 20]
+        )
         return HEADER.pack(size) + self.rng.randbytes(self.rng.randint(0, 100))
 
     def wrong_types(self) -> bytes:
         """A JSON object whose keys and values are anything (each such frame is answered)."""
         keys = ["id", "tool", "args", "type", "token", self.rng.choice(["x", "", "conn", "result", "error"])]
-        return encode_frame({key: self.rng.choice(VALUES) for key in self.rng.sample(keys, self.rng.randint(0, len(keys)))})
+        return encode_frame(
+            {key: self.rng.choice(VALUES) for key in self.rng.sample(keys, self.rng.randint(0, len(keys)))}
+        )
 
     def not_an_object(self) -> bytes:
         return encode_frame(self.rng.choice([*VALUES[:14], [{"id": 1, "tool": "read_file", "args": {}}]]))
@@ -154,7 +158,9 @@ class Corpus:
 Bytes = Callable[[], bytes]
 
 
-def test_a_hundred_thousand_hostile_frames(make_runtime: Callable[..., Runtime], caplog: pytest.LogCaptureFixture) -> None:
+def test_a_hundred_thousand_hostile_frames(
+    make_runtime: Callable[..., Runtime], caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.ERROR, logger="herald.runtime.rpc.server")  # a warning per closed connection
     runtime = make_runtime(transcript=False)
     run_ok(runtime, "from hermes_tools import terminal\nterminal('true')")  # warm: its threads and buffers exist
@@ -173,7 +179,10 @@ def test_a_hundred_thousand_hostile_frames(make_runtime: Callable[..., Runtime],
         # frame ends a connection, and with it the frames that came in the same read) ...
         answered = (corpus.stream(corpus.auth, [corpus.wrong_types, corpus.valid_call], 200) for _ in range(300))
         # ... and mutations of a valid call end their connection wherever they break the stream.
-        mutated = (corpus.stream(corpus.auth, [corpus.mutated_call] * 9 + [corpus.deep, corpus.lying_length], 10) for _ in range(2000))
+        mutated = (
+            corpus.stream(corpus.auth, [corpus.mutated_call] * 9 + [corpus.deep, corpus.lying_length], 10)
+            for _ in range(2000)
+        )
         assert pump(server.path, strangers) == 0  # no stranger ever got an answer
         assert pump(server.path, answered) > 0
         pump(server.path, mutated)

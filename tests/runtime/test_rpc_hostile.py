@@ -54,7 +54,9 @@ def test_a_nested_json_frame_closes_only_its_connection(runtime: Runtime, grant:
 def test_running_out_of_descriptors_pauses_accepting(caplog: pytest.LogCaptureFixture) -> None:
     """EMFILE in accept() ended the accept loop for good; now it waits and tries again."""
     caplog.set_level(logging.WARNING, logger="herald.runtime.rpc.server")
-    server: RpcServer[str] = RpcServer(lambda t: t if t == "good" else None, lambda s, m, e: reply_frame(m, {"result": "ok"}, e))
+    server: RpcServer[str] = RpcServer(
+        lambda t: t if t == "good" else None, lambda s, m, e: reply_frame(m, {"result": "ok"}, e)
+    )
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     waiting = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     waiting.settimeout(120)
@@ -74,7 +76,9 @@ def test_running_out_of_descriptors_pauses_accepting(caplog: pytest.LogCaptureFi
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     try:
         # The connection that waited in the backlog is served, and so are new ones.
-        waiting.sendall(encode_frame({"type": "auth", "token": "good"}) + encode_frame({"id": 1, "tool": "x", "args": {}}))
+        waiting.sendall(
+            encode_frame({"type": "auth", "token": "good"}) + encode_frame({"id": 1, "tool": "x", "args": {}})
+        )
         assert FrameReader(waiting).read() == {"result": "ok", "id": 1}
         assert RpcClient(lambda: raw_connect(server.path), "good").call("x", {}) == "ok"
     finally:
@@ -102,7 +106,9 @@ def test_big_unauthenticated_frames_are_refused_at_the_header(runtime: Runtime) 
 
 def test_an_auth_frame_trickled_a_byte_at_a_time_is_cut_at_the_deadline() -> None:
     """A timeout per read let a peer that sends a byte a second hold a thread for ever."""
-    server: RpcServer[str] = RpcServer(lambda t: "s", lambda s, m, e: reply_frame(m, {"result": None}, e), auth_timeout=1.0)
+    server: RpcServer[str] = RpcServer(
+        lambda t: "s", lambda s, m, e: reply_frame(m, {"result": None}, e), auth_timeout=1.0
+    )
     frame = encode_frame({"type": "auth", "token": "t" * 3000})
     try:
         with raw_connect(server.path) as sock:

@@ -77,9 +77,15 @@ def test_parked_and_working_calls_end_at_the_runs_deadline(make_runtime: Any, wo
     runtime = make_runtime(overrides={"sandbox.kill_grace": 4})
     target = workspace / "big.txt"
     _big_file(target)
-    code = PATCHES_IN_TURN.format(markers=MARKERS).replace(
-        "import threading\n", "import signal, threading, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-    ).replace('print("failed", k, type(exc).__name__, flush=True)', 'print("failed", k, exc.error_type, exc, flush=True)')
+    code = (
+        PATCHES_IN_TURN.format(markers=MARKERS)
+        .replace(
+            "import threading\n", "import signal, threading, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        )
+        .replace(
+            'print("failed", k, type(exc).__name__, flush=True)', 'print("failed", k, exc.error_type, exc, flush=True)'
+        )
+    )
     result = runtime.execute(script(code + "time.sleep(60)\n"), timeout=1.5)
     assert result.status == "timeout", result
     failed = [line for line in result.output.splitlines() if line.startswith("failed")]
@@ -122,7 +128,9 @@ def test_the_deadline_moves_while_a_person_is_asked(make_runtime: Any, settings:
         time.sleep(15)  # a person thinking it over
         return True
 
-    policy = Policy.from_settings(settings.with_overrides({"policy.rules": ["ask terminal command=echo"]}), approve=approve)
+    policy = Policy.from_settings(
+        settings.with_overrides({"policy.rules": ["ask terminal command=echo"]}), approve=approve
+    )
     runtime = make_runtime(policy=policy)
     _big_file(workspace / "big.txt")
     result = runtime.execute(script("""

@@ -203,8 +203,11 @@ def test_a_killed_script_s_answers_are_all_in_the_transcript(make_runtime: Runti
 def test_kernel_cells_answer_their_own_reads(make_runtime: RuntimeFactory, files: Path) -> None:
     runtime = make_runtime(transcript=True)
     for _ in range(2):
-        result = runtime.execute("from hermes_tools import read_file\nprint(read_file('small.txt', limit=1)['content'])",
-                                 session="k", max_tool_calls=1)
+        result = runtime.execute(
+            "from hermes_tools import read_file\nprint(read_file('small.txt', limit=1)['content'])",
+            session="k",
+            max_tool_calls=1,
+        )
         assert result.output.strip() == "1|line 0" and result.tool_calls_made == 1
     assert _in_script(runtime) == [True, True]
 
@@ -224,13 +227,16 @@ def test_a_script_s_forged_records_only_use_up_its_own_budget(make_runtime: Runt
     dropped); they never give it a call its budget does not have, and calls it cannot answer
     itself then find Herald's count full."""
     runtime = make_runtime(transcript=True)
-    result = run_ok(runtime, """
+    result = run_ok(
+        runtime,
+        """
         import json, os, stat, struct
         from hermes_tools import read_file, ToolError
         def frame(message):
             body = json.dumps(message).encode()
             return struct.pack('>I', len(body)) + body
-        forged = frame({'type': 'record', 'tool': 'read_file', 'args': {'path': 'x'}, 'duration_ms': 1, 'reply_bytes': 1})
+        forged = frame({'type': 'record', 'tool': 'read_file', 'args': {'path': 'x'},
+                        'duration_ms': 1, 'reply_bytes': 1})
         junk = frame({'type': 'record', 'tool': 'web_search', 'args': {}, 'duration_ms': 1, 'reply_bytes': 1})
         for fd in map(int, os.listdir('/proc/self/fd')):
             try:
@@ -245,7 +251,9 @@ def test_a_script_s_forged_records_only_use_up_its_own_budget(make_runtime: Runt
             except ToolError as exc:
                 return exc.error_type
         print(one('missing.txt'), one('small.txt'), one('small.txt'), one('small.txt'))
-    """, max_tool_calls=3)
+    """,
+        max_tool_calls=3,
+    )
     missing, *reads = result.output.split()
     # Its own count lets two more reads through, whatever it forged; the missing file goes to
     # Herald, which refuses it once the forged records are in (or, read before them, says it is
@@ -269,7 +277,9 @@ def test_a_file_only_herald_can_read_is_read_by_herald(make_runtime: RuntimeFact
     private.chmod(0o000)
     runtime = make_runtime(transcript=True)
     if runtime.isolation.mode != "bwrap":
-        pytest.skip(f"the script is root with its capabilities outside bwrap; isolation here: {runtime.isolation.describe}")
+        pytest.skip(
+            f"the script is root with its capabilities outside bwrap; isolation here: {runtime.isolation.describe}"
+        )
     assert _call(runtime, "read_file", path="private.txt")["result"]["content"] == "     1|root only"
     assert _in_script(runtime) == [False]
 
@@ -280,12 +290,16 @@ def test_live_events_keep_the_order_of_calls_and_output(make_runtime: RuntimeFac
     runtime = make_runtime()
     events: list[str] = []
     runtime.dispatcher.on_script_call = lambda name, ok: events.append(name)
-    result = runtime.execute(script("""
+    result = runtime.execute(
+        script("""
         from hermes_tools import read_file
         for i in range(20):
             read_file('small.txt', limit=1)
             print(i, flush=True)
-    """), timeout=60, on_output=lambda stream, data: events.extend(f"out {line}" for line in data.decode().splitlines()))
+    """),
+        timeout=60,
+        on_output=lambda stream, data: events.extend(f"out {line}" for line in data.decode().splitlines()),
+    )
     assert result.status == "success"
     assert sorted(events) == sorted(["read_file"] * 20 + [f"out {i}" for i in range(20)])
     for i in range(20):  # (several may come in one read: then the calls come first, as they happened first)

@@ -97,6 +97,10 @@ def test_spill_settings_are_validated(key: str, value: str, message: str) -> Non
 def test_spill_settings_defaults_and_environment() -> None:
     defaults = load_settings(env={"HERALD_CONFIG": "/nonexistent.toml"}).sandbox
     assert (defaults.max_spill_bytes, defaults.spill_retention) == (256 * 1024 * 1024, 7 * 24 * 3600.0)
-    env = {"HERALD_CONFIG": "/nonexistent.toml", "HERALD_SANDBOX_SPILL_RETENTION": "3600", "HERALD_SANDBOX_MAX_SPILL_BYTES": "1000"}
+    env = {
+        "HERALD_CONFIG": "/nonexistent.toml",
+        "HERALD_SANDBOX_SPILL_RETENTION": "3600",
+        "HERALD_SANDBOX_MAX_SPILL_BYTES": "1000",
+    }
     chosen = load_settings(env=env).sandbox
     assert (chosen.max_spill_bytes, chosen.spill_retention) == (1000, 3600.0)

@@ -119,7 +119,8 @@ def test_stub_bytecode_is_checked_against_the_source_not_its_time(tmp_path: Path
     valid for whichever file holds that source: a hash-checked .pyc, used by the child only
     while the source is unchanged."""
     one, two = tmp_path / "one", tmp_path / "two"
-    one.mkdir(), two.mkdir()
+    one.mkdir()
+    two.mkdir()
     stubs = write_sandbox(one, script_tools()), write_sandbox(two, script_tools())
     compiled = [Path(importlib.util.cache_from_source(str(stub))).read_bytes() for stub in stubs]
     assert compiled[0] == compiled[1]
@@ -194,7 +195,11 @@ def test_stub_passes_arguments_by_name() -> None:
     calls: list[tuple[str, dict[str, Any]]] = []
     header = "from typing import Any, Dict, List, Optional, Union\n"
     exec(header + stub, namespace)
-    namespace["_call"] = lambda tool, args: calls.append((tool, args)) or "sent"
+    def call(tool: str, args: dict[str, Any]) -> str:
+        calls.append((tool, args))
+        return "sent"
+
+    namespace["_call"] = call
     assert namespace["tricky"]("n", count=5) == "sent"
     assert calls == [
         (

@@ -29,7 +29,7 @@ from tests.runtime._helpers import run_ok
 
 PLANTED = "planted code ran"
 # The script's attack on what the next session imports; CACHE_ROOT, MARKER and HOW are prepended.
-ATTACK = r'''
+ATTACK = r"""
 import importlib.util, json, os, sys, hermes_tools
 from importlib._bootstrap_external import _code_to_timestamp_pyc
 PAYLOAD = "\nopen(%r, 'a').write(__file__ + '\\n')  # planted code ran\n" % MARKER
@@ -55,7 +55,8 @@ def shadow(directory):  # a stdlib module the supervisor imports, and bytecode i
             open(pyc, "wb").write(_code_to_timestamp_pyc(code, found.st_mtime, found.st_size))
         attempt(pyc, plant)
 package = done["package"] = os.path.dirname(hermes_tools.__file__)
-places = [package] + [os.path.join(CACHE_ROOT, n) for n in (os.listdir(CACHE_ROOT) if os.path.isdir(CACHE_ROOT) else [])]
+places = [package] + [os.path.join(CACHE_ROOT, n)
+                      for n in (os.listdir(CACHE_ROOT) if os.path.isdir(CACHE_ROOT) else [])]
 for place in places:
     if HOW == "shadow":
         shadow(place)
@@ -65,7 +66,7 @@ for place in places:
             if name.endswith(".py"):
                 attempt(os.path.join(directory, name), lambda p=os.path.join(directory, name): rewrite(p))
 print(json.dumps(done))
-'''
+"""
 
 
 def _cache_root(backend: Backend) -> str:
@@ -139,7 +140,11 @@ def tmpdir_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-FILES = {"hermes_tools.py": "import _hermes_runtime\n", "_hermes_runtime/__init__.py": "", "_hermes_runtime/a.py": "A = 1\n"}
+FILES = {
+    "hermes_tools.py": "import _hermes_runtime\n",
+    "_hermes_runtime/__init__.py": "",
+    "_hermes_runtime/a.py": "A = 1\n",
+}
 
 
 def test_a_cache_root_not_safely_ours_is_not_used(tmpdir_env: Path) -> None:

@@ -212,7 +212,9 @@ def test_a_backend_without_bwrap_falls_back_and_says_so() -> None:
     assert settled.describe == ("none (neither bwrap (bwrap is not installed (Debian: apt-get install bubblewrap)) "
                                 "nor Landlock is usable the ssh backend)")
     fallback = isolation.settle(asked, {**without, "landlock": 4}, "the ssh backend")
-    assert fallback.describe.startswith("landlock (no IP network; host unix sockets reachable; bwrap unusable on the ssh backend: bwrap is not")
+    assert fallback.describe.startswith(
+        "landlock (no IP network; host unix sockets reachable; bwrap unusable on the ssh backend: bwrap is not"
+    )
     with pytest.raises(ValueError, match=r"sandbox\.isolation = \"bwrap\" but bwrap is not installed"):
         isolation.settle(isolation.request(Settings().with_overrides({"sandbox.isolation": "bwrap"}), "/w"),
                          {**without, "landlock": 4}, "the ssh backend")

@@ -110,8 +110,11 @@ def test_terminal_commands_do_not_outlive_their_command(
         # the script must not then end first (a race the run's kill loses under load).
         code += "import time\ntime.sleep(300)\n"
     if ending == "interrupt":
-        threading.Thread(target=lambda: (wait_for(lambda: len(_alive_with(marker)) >= 1, timeout=60),
-                                         runtime.interrupt()), daemon=True).start()
+        def interrupt_once_started() -> None:
+            wait_for(lambda: len(_alive_with(marker)) >= 1, timeout=60)
+            runtime.interrupt()
+
+        threading.Thread(target=interrupt_once_started, daemon=True).start()
     result = runtime.execute(code, timeout=5 if ending == "timeout" else 120)
     assert result.status == {"success": "success", "timeout": "timeout", "interrupt": "interrupted"}[ending], result
     assert wait_for(lambda: not _alive_with(marker), timeout=30), f"left running: {_alive_with(marker)}"

@@ -175,10 +175,22 @@ def test_a_non_root_user_s_flipping_link_never_leads_out(nonroot: User, exec_mod
     try:
         outside = Outside(root / "o", owner=nonroot)
         work = nonroot.run(["mktemp", "-d"]).stdout.strip()
-        done = nonroot.herald("exec", "--json", "--cwd", work, "--exec-mode", exec_mode, "-c",
-                              f"sandbox.timeout={SECONDS + 60}", "-c", f"sandbox.max_tool_calls={CALLS['sandbox.max_tool_calls']}",
-                              "-", input=outside.attack(), cwd=work,
-                              timeout=SECONDS + 120)
+        done = nonroot.herald(
+            "exec",
+            "--json",
+            "--cwd",
+            work,
+            "--exec-mode",
+            exec_mode,
+            "-c",
+            f"sandbox.timeout={SECONDS + 60}",
+            "-c",
+            f"sandbox.max_tool_calls={CALLS['sandbox.max_tool_calls']}",
+            "-",
+            input=outside.attack(),
+            cwd=work,
+            timeout=SECONDS + 120,
+        )
         assert done.returncode == 0, done.stderr
         result = json.loads(done.stdout)
         assert result["status"] == "success", result
@@ -192,7 +204,9 @@ def test_a_non_root_user_s_flipping_link_never_leads_out(nonroot: User, exec_mod
 # -- the swap made while a checked call waits for its lock -----------------------------------
 
 
-def _call_into(reply: dict[str, Any], call: Callable[[str, Any], dict[str, Any]], tool: str, args: dict[str, Any]) -> None:
+def _call_into(
+    reply: dict[str, Any], call: Callable[[str, Any], dict[str, Any]], tool: str, args: dict[str, Any]
+) -> None:
     reply.update(call(tool, dict(args)))
 
 
@@ -222,7 +236,9 @@ def test_a_link_swapped_while_the_call_waits_behind_a_patch_is_refused(
     (workspace / "safe").mkdir()
     (workspace / "safe" / "h.txt").write_text("harmless line\n")
     link = workspace / ("flipdir" if tool == "search_files" else "flip")
-    inside, out = (workspace / "safe", outside.dir) if tool == "search_files" else (workspace / "harmless.txt", outside.file)
+    inside, out = (
+        (workspace / "safe", outside.dir) if tool == "search_files" else (workspace / "harmless.txt", outside.file)
+    )
     dispatcher = runtime.dispatcher
     locks = dispatcher._locks  # what a slow patch of the same path holds, held here for as long as needed
     for _ in range(3):

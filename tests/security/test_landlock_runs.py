@@ -61,12 +61,12 @@ def _script(udp: socket.socket, tcp_port: int, secret_dir: str) -> str:
     return f"UDP_PORT = {udp.getsockname()[1]}\nTCP_PORT = {tcp_port}\nSECRET_DIR = {secret_dir!r}\n" + SCRIPT
 
 
-def _assert_held(found: dict[str, object], udp: socket.socket) -> None:
+def _assert_held(found: dict[str, Any], udp: socket.socket) -> None:
     assert found["write"] == ["ok", 13]
     assert found["rpc"] == ["ok", "called"], found["rpc"]
     assert found["parallel"] == ["ok", [1, 1]], found["parallel"]
     for attack in ("udp", "tcp", "shadow", "secret_dir"):
-        assert found[attack][0] == "refused", (attack, found[attack])  # type: ignore[index]
+        assert found[attack][0] == "refused", (attack, found[attack])
     assert found["caps"] == ["0000000000000000"]
     with pytest.raises(BlockingIOError):
         udp.recv(64)
@@ -102,7 +102,9 @@ def test_herald_data_inside_the_workspace_stays_out_of_reach(
                                       "data_dir": str(data)})
     run_ok(runtime, "print(1)")  # a transcript now exists in the data dir
     assert any(data.rglob("*.jsonl"))
-    result = run_ok(runtime, """
+    result = run_ok(
+        runtime,
+        """
         import json, os
         from hermes_tools import write_file
         found = {}
@@ -112,14 +114,16 @@ def test_herald_data_inside_the_workspace_stays_out_of_reach(
             except Exception as exc:
                 found[name] = ["refused", type(exc).__name__]
         attempt("list_data", lambda: os.listdir(".herald-data"))
-        attempt("read_transcript", lambda: [open(os.path.join(d, f)).read() for d, _, fs in os.walk(".herald-data") for f in fs])
+        attempt("read_transcript",
+                lambda: [open(os.path.join(d, f)).read() for d, _, fs in os.walk(".herald-data") for f in fs])
         attempt("plant_in_data", lambda: open(".herald-data/planted", "w").write("x"))
         attempt("subdir", lambda: open("src/new.py", "w").write("x = 1"))
         attempt("existing", lambda: open("notes.txt", "w").write("new"))
         attempt("top_level", lambda: open("top.txt", "w").write("x"))
         attempt("tool_top_level", lambda: write_file("top-by-tool.txt", "x") and "called")
         print(json.dumps(found))
-    """)
+    """,
+    )
     found = json.loads(result.output)
     # Listing is granted to the workspace and so beneath it: the names show, never the contents.
     for attack in ("read_transcript", "plant_in_data"):

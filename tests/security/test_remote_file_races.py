@@ -100,7 +100,7 @@ def host_outside(sshd: SSHServer) -> Iterator[Outside]:
     root.mkdir(mode=0o700)
     os.chown(root, entry.pw_uid, entry.pw_gid)
     try:
-        yield Outside(root / "o", owner=SimpleNamespace(uid=entry.pw_uid, gid=entry.pw_gid))  # type: ignore[arg-type]
+        yield Outside(root / "o", owner=SimpleNamespace(uid=entry.pw_uid, gid=entry.pw_gid))  # type: ignore[arg-type]  # only uid, gid read
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -175,8 +175,9 @@ class ContainerOutside(Outside):
         self._before = self.digest()
 
     def digest(self) -> str:
-        said = self.backend.run(f"cat {self.file} {self.dir}/inner.txt | sha256sum; ls -A {self.dir} {self.file.parent}",
-                                timeout=30)
+        said = self.backend.run(
+            f"cat {self.file} {self.dir}/inner.txt | sha256sum; ls -A {self.dir} {self.file.parent}", timeout=30
+        )
         return str(said.output)
 
     def assert_untouched(self) -> None:

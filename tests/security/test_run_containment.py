@@ -72,11 +72,17 @@ def test_nothing_the_script_started_outlives_the_run(
     code = _escapes(marker) + ("" if ending == "success" else "time.sleep(300)\n")
     if ending == "interrupt":
         started = threading.Event()
-        timer = threading.Thread(target=lambda: (wait_for(lambda: len(_alive_with(marker)) >= 3, timeout=60),
-                                                 started.set(), runtime.interrupt()), daemon=True)
+        def interrupt_once_started() -> None:
+            wait_for(lambda: len(_alive_with(marker)) >= 3, timeout=60)
+            started.set()
+            runtime.interrupt()
+
+        timer = threading.Thread(target=interrupt_once_started, daemon=True)
         timer.start()
     result = runtime.execute(code, timeout=3 if ending == "timeout" else 120)
-    assert result.status == ending + ("ed" if ending == "interrupt" else "") if ending != "success" else result.ok, result
+    assert result.status == ending + ("ed" if ending == "interrupt" else "") if ending != "success" else result.ok, (
+        result
+    )
     assert wait_for(lambda: not _alive_with(marker), timeout=30), \
         f"left running after {ending}: {_alive_with(marker)} ({result.isolation})"
 

@@ -37,7 +37,9 @@ SOCK_RAW, SOCK_PACKET = 3, 10
 def run(program: bytes, arch: int, nr: int, args: tuple[int, ...] = ()) -> int:
     """The kernel's reading of `program` for one call (the instructions Herald emits)."""
     data = struct.pack("<IIQ6Q", nr, arch, 0, *(list(args) + [0] * (6 - len(args))))
-    code = [struct.unpack_from("<HBBI", program, at) for at in range(0, len(program), 8)]
+    code: list[tuple[int, int, int, int]] = [
+        struct.unpack_from("<HBBI", program, at) for at in range(0, len(program), 8)
+    ]
     assert len(program) % 8 == 0 and 0 < len(code) <= 4096
     acc, pc = 0, 0
     while True:

@@ -13,8 +13,16 @@ from herald.backends.base import Backend
 from herald.backends.local import LocalBackend
 from herald.tools import ToolContext, default_registry
 from herald.tools.arguments import bind_arguments
+from herald.tools.registry import Registry, Tool
 
 CallTool = Callable[..., Any]
+
+
+def registered(registry: Registry, name: str) -> Tool:
+    """The tool `name` in `registry` (a test fails here, by name, when it is missing)."""
+    tool = registry.get(name)
+    assert tool is not None, f"no tool named {name}"
+    return tool
 
 
 def caller(backend: Backend, settings: Settings) -> CallTool:
@@ -23,8 +31,7 @@ def caller(backend: Backend, settings: Settings) -> CallTool:
     ctx = ToolContext(backend=backend, settings=settings)
 
     def call(name: str, **args: Any) -> Any:
-        tool = registry.get(name)
-        assert tool is not None, f"no tool named {name}"
+        tool = registered(registry, name)
         return tool.handler(bind_arguments(tool, args), ctx)
 
     return call

@@ -53,7 +53,13 @@ def test_defaults_are_filled_and_missing_optionals_are_none() -> None:
 
 def test_given_values_are_kept() -> None:
     bound = bind({"name": "x", "count": 7, "ratio": 0.5, "mode": "slow", "flag": True, "tags": ["a"]})
-    assert (bound["count"], bound["ratio"], bound["mode"], bound["flag"], bound["tags"]) == (7, 0.5, "slow", True, ["a"])
+    assert (bound["count"], bound["ratio"], bound["mode"], bound["flag"], bound["tags"]) == (
+        7,
+        0.5,
+        "slow",
+        True,
+        ["a"],
+    )
 
 
 def test_none_for_an_optional_argument_means_its_default() -> None:

@@ -84,7 +84,9 @@ def test_a_page_that_just_fits_the_budget_is_whole(
 
 def test_offset_past_the_end(call: CallTool, workspace: Path) -> None:
     lines_file(workspace / "ten.txt", 10)
-    with pytest.raises(ToolError, match=re.escape("ten.txt has 10 lines; offset 11 is past the end. Use an offset from 1 to 10.")):
+    with pytest.raises(
+        ToolError, match=re.escape("ten.txt has 10 lines; offset 11 is past the end. Use an offset from 1 to 10.")
+    ):
         call("read_file", path="ten.txt", offset=11)
     assert call("read_file", path="ten.txt", offset=10)["content"] == "    10|line 10"
 

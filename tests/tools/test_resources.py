@@ -12,6 +12,7 @@ from herald import Runtime
 from herald.tools import default_registry
 from herald.tools.resources import ANY_FILE, BROWSER, SHELL, KeyedLocks, Resource, conflicts
 from tests.runtime._helpers import run_ok
+from tests.tools.conftest import registered
 
 SET = threading.Event()
 SET.set()
@@ -43,12 +44,14 @@ def test_shell_and_scripts_touch_every_file_but_not_the_browser() -> None:
 
 def test_tools_declare_what_their_arguments_touch(runtime: Runtime, workspace: Path) -> None:
     ctx, registry = runtime.dispatcher.ctx, default_registry()
-    read = registry.get("read_file").resources({"path": "a.py"}, ctx)
+    read = registered(registry, "read_file").resources({"path": "a.py"}, ctx)
     assert read == [Resource(f"file:{workspace}/a.py", shared=True)]
-    assert registry.get("patch").resources({"path": "sub/../a.py"}, ctx) == [Resource(f"file:{workspace}/a.py")]
-    assert registry.get("search_files").resources({"pattern": "x"}, ctx) == [Resource(f"file:{workspace}", shared=True)]
-    assert {r.key for r in registry.get("terminal").resources({"command": "ls"}, ctx)} == {SHELL, ANY_FILE}
-    assert registry.get("web_extract").resources({"urls": ["http://x"]}, ctx) == []
+    assert registered(registry, "patch").resources({"path": "sub/../a.py"}, ctx) == [Resource(f"file:{workspace}/a.py")]
+    assert registered(registry, "search_files").resources({"pattern": "x"}, ctx) == [
+        Resource(f"file:{workspace}", shared=True)
+    ]
+    assert {r.key for r in registered(registry, "terminal").resources({"command": "ls"}, ctx)} == {SHELL, ANY_FILE}
+    assert registered(registry, "web_extract").resources({"urls": ["http://x"]}, ctx) == []
 
 
 def test_an_exclusive_hold_makes_others_wait_and_cancel_gives_up() -> None:

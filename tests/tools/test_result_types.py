@@ -62,7 +62,10 @@ class _Page(TypedDict):
 
 
 def test_shape_and_stub_of_a_result_with_nested_optional_and_literal_keys() -> None:
-    assert shape(_Page) == "{'items': [{'name': str, 'kind': 'a'|'b'}], 'total': int, 'cursor'?: str | None, 'extra'?: {str: float}}"
+    assert (
+        shape(_Page)
+        == "{'items': [{'name': str, 'kind': 'a'|'b'}], 'total': int, 'cursor'?: str | None, 'extra'?: {str: float}}"
+    )
     source = stub_classes([_Page])
     assert source.index("class _Item(TypedDict)") < source.index("class _Page(__PageKeys, total=False)")
     assert "    items: List[_Item]\n" in source and "    cursor: Optional[str]\n" in source
@@ -70,19 +73,19 @@ def test_shape_and_stub_of_a_result_with_nested_optional_and_literal_keys() -> N
     assert annotation(_Page) == "_Page"
     namespace: dict[str, object] = {}
     exec("from typing import Any, Dict, List, Literal, Optional, TypedDict, Union\n" + source, namespace)
-    made = namespace["_Page"]
-    assert made.__required_keys__ == {"items", "total"} and made.__optional_keys__ == {"cursor", "extra"}  # type: ignore[attr-defined]
+    made: Any = namespace["_Page"]  # a TypedDict class, made at run time
+    assert made.__required_keys__ == {"items", "total"} and made.__optional_keys__ == {"cursor", "extra"}
 
 
 def test_two_result_types_of_one_name_are_refused() -> None:
-    first = TypedDict("Result", {"a": int})  # type: ignore[operator]  # noqa: UP013 (two classes, one name)
-    second = TypedDict("Result", {"b": str})  # type: ignore[operator]  # noqa: UP013
+    first = TypedDict("Result", {"a": int})  # type: ignore[name-match]  # noqa: UP013 (two classes, one name)
+    second = TypedDict("Result", {"b": str})  # type: ignore[name-match]  # noqa: UP013
     with pytest.raises(ValueError, match="two result types are named Result"):
         stub_classes([first, second])
 
 
 def test_a_result_type_named_like_a_tool_or_a_helper_is_refused() -> None:
-    clash = TypedDict("parallel", {"a": int})  # type: ignore[operator]  # noqa: UP013 (a lower-case name)
+    clash = TypedDict("parallel", {"a": int})  # type: ignore[name-match]  # noqa: UP013 (a lower-case name)
     tool = Tool(name="clashing", description="d", parameters={"type": "object", "properties": {}},
                 handler=lambda args, ctx: {"a": 1}, returns=clash)
     with pytest.raises(ValueError, match="named parallel"):
@@ -107,7 +110,9 @@ def test_a_script_sees_the_result_types_in_the_stub_module(tmp_path: Path) -> No
         "print(typing.get_type_hints(result)['matches'])\n"
         "print(sorted(typing.get_type_hints(h.SearchMatch)))\n"
     )
-    done = subprocess.run([sys.executable, "-I", "-B", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-I", "-B", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         "SearchResult ['count', 'engine', 'has_more', 'offset'] ['files', 'hint', 'matches', 'next_offset']",

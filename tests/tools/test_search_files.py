@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ def search(make_call: Callable[..., CallTool], local_backend: LocalBackend, engi
     return searcher(make_call({"files.search": ENGINES[engine]}, backend=local_backend), engine)
 
 
-def write(root: Path, files: dict[str, str | bytes]) -> None:
+def write(root: Path, files: Mapping[str, str | bytes]) -> None:
     for name, content in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -278,14 +278,20 @@ def test_small_terminal_output_cap_does_not_lose_results(
     assert files["files"] == [f"f{i:03}.txt" for i in range(60) if f"{i:03}".startswith("0")]
     write(workspace, {f"z/f{i:03}.txt": "needle here\n" for i in range(5)})  # filtered from a long output
     globbed = call("search_files", pattern="needle", file_glob="z/*.txt", limit=3, offset=1)
-    assert ([m["path"] for m in globbed["matches"]], globbed["has_more"]) == ([f"z/f{i:03}.txt" for i in (1, 2, 3)], True)
+    assert ([m["path"] for m in globbed["matches"]], globbed["has_more"]) == (
+        [f"z/f{i:03}.txt" for i in (1, 2, 3)],
+        True,
+    )
 
 
 def test_engines_agree(make_call: Callable[..., CallTool], local_backend: LocalBackend, project: Path) -> None:
     if shutil.which("rg") is None:
         pytest.skip("ripgrep (rg) is not installed")
-    write(project, {"dos.txt": b"TODO\r\n", "odd/ünï.py": "x = 'TODO'\n", "bin.dat": b"\0TODO", "node_modules/a.py": "TODO\n"})
-    calls = [
+    write(
+        project,
+        {"dos.txt": b"TODO\r\n", "odd/ünï.py": "x = 'TODO'\n", "bin.dat": b"\0TODO", "node_modules/a.py": "TODO\n"},
+    )
+    calls: list[dict[str, Any]] = [
         {"pattern": "TODO"},
         {"pattern": "TODO", "limit": 2, "offset": 1},
         {"pattern": "t", "file_glob": "*.py"},
@@ -354,7 +360,9 @@ def test_file_glob_semantics(search: Search, workspace: Path, glob: str) -> None
 
 def test_file_glob_is_anchored_at_the_searched_path(search: Search, call: CallTool, workspace: Path) -> None:
     write(workspace, GLOB_TREE)
-    assert [m["path"] for m in search(pattern="needle", path="src", file_glob="sub/*.py")["matches"]] == ["src/sub/c.py"]
+    assert [m["path"] for m in search(pattern="needle", path="src", file_glob="sub/*.py")["matches"]] == [
+        "src/sub/c.py"
+    ]
     assert search(pattern="*", target="files", path="src", file_glob="*.md")["files"] == ["src/b.md"]
     call("terminal", command="cd src")  # paths stay relative to the shell's cwd, globs to `path`
     assert search(pattern="*", target="files", path="sub", file_glob="deep/*.py")["files"] == ["sub/deep/d.py"]
@@ -380,7 +388,11 @@ def test_file_glob_pages(search: Search, workspace: Path) -> None:
 
 @pytest.mark.parametrize(
     ("glob", "why"),
-    [("*.{py,md", "'{' is never closed"), ("src/", "for everything under it write 'src/\\*\\*'"), ("a}b", "'}' without")],
+    [
+        ("*.{py,md", "'{' is never closed"),
+        ("src/", "for everything under it write 'src/\\*\\*'"),
+        ("a}b", "'}' without"),
+    ],
 )
 def test_invalid_globs_are_clear_errors(search: Search, workspace: Path, glob: str, why: str) -> None:
     write(workspace, GLOB_TREE)
@@ -413,7 +425,11 @@ def test_gitignore_root_and_nested_with_negation(search: Search, workspace: Path
     assert [m["path"] for m in search(pattern="needle")["matches"]] == NOT_IGNORED
     assert search(pattern="*", target="files")["files"] == NOT_IGNORED
     # A path glob (which ripgrep gets as --glob, overriding ignore files) changes nothing.
-    assert search(pattern="*", target="files", file_glob="src/**")["files"] == ["src/dist/ok.js", "src/keep.log", "src/main.py"]
+    assert search(pattern="*", target="files", file_glob="src/**")["files"] == [
+        "src/dist/ok.js",
+        "src/keep.log",
+        "src/main.py",
+    ]
     assert [m["path"] for m in search(pattern="needle", file_glob="*/*.py")["matches"]] == ["src/main.py"]
 
 
@@ -484,7 +500,9 @@ def test_ignore_and_rgignore_files_and_the_repository_boundary(search: Search, w
     ],
 )
 def test_odd_gitignore_lines(search: Search, workspace: Path, line: str, expected: list[str]) -> None:
-    write(workspace, {"a.log": "x\n", "s/b.log": "x\n", "s/c.py": "x\n", "d.py": "x\n", ".gitignore": f"*.log\n{line}\n"})
+    write(
+        workspace, {"a.log": "x\n", "s/b.log": "x\n", "s/c.py": "x\n", "d.py": "x\n", ".gitignore": f"*.log\n{line}\n"}
+    )
     assert search(pattern="*", target="files")["files"] == expected
 
 
@@ -498,7 +516,9 @@ def test_engines_agree_on_globs_and_ignore_files(
         pytest.skip("ripgrep (rg) is not installed")
     write(workspace, GLOB_TREE)
     write(workspace, {f"x/{name}": content for name, content in IGNORED_TREE.items()})
-    write(workspace, {".hid.py": "needle\n", "src/.h/q.py": "needle\n", "a,b.txt": "needle\n", "we{ird}.txt": "needle\n"})
+    write(
+        workspace, {".hid.py": "needle\n", "src/.h/q.py": "needle\n", "a,b.txt": "needle\n", "we{ird}.txt": "needle\n"}
+    )
     globs = [None, *GLOB_CASES, "x/**", "**/*.log", "we\\{ird\\}.txt", "a,b.txt", "[!c]*.txt", "s*/**/d.py"]
     answers: dict[str, list[Any]] = {}
     for name, setting in ENGINES.items():

@@ -24,7 +24,10 @@ PATHS = ["a.py", "src/a.py", "src/sub/b.py", "src/sub/deep/c.py", "lib/src/d.py"
         ("src/a**.py", ["src/a.py"]),  # `**` inside a component is `*`
         ("*.{py,md}", ["a.py", "src/a.py", "src/sub/b.py", "src/sub/deep/c.py", "lib/src/d.py", "x.md", "src/y.md"]),
         ("{src/sub,lib}/**/{b,d}.py", ["src/sub/b.py", "lib/src/d.py"]),
-        ("*.{p{y,z},m?}", ["a.py", "src/a.py", "src/sub/b.py", "src/sub/deep/c.py", "lib/src/d.py", "x.md", "src/y.md"]),
+        (
+            "*.{p{y,z},m?}",
+            ["a.py", "src/a.py", "src/sub/b.py", "src/sub/deep/c.py", "lib/src/d.py", "x.md", "src/y.md"],
+        ),
         ("[a-c].py", ["a.py", "src/a.py", "src/sub/b.py", "src/sub/deep/c.py"]),
         ("[!a].py", ["src/sub/b.py", "src/sub/deep/c.py", "lib/src/d.py"]),
         ("[^ab].py", ["src/sub/deep/c.py", "lib/src/d.py"]),
@@ -71,7 +74,14 @@ def test_expand_braces() -> None:
 
 @pytest.mark.parametrize(
     ("glob", "why"),
-    [("{a,b", "'{' is never closed"), ("a}", "'}' without a matching '{'"), ("src/", "write 'src/**'"), ("", "empty"), ("!", "empty"), ("[z-a].py", "bad character class")],
+    [
+        ("{a,b", "'{' is never closed"),
+        ("a}", "'}' without a matching '{'"),
+        ("src/", "write 'src/**'"),
+        ("", "empty"),
+        ("!", "empty"),
+        ("[z-a].py", "bad character class"),
+    ],
 )
 def test_bad_globs(glob: str, why: str) -> None:
     with pytest.raises(GlobError, match=why.replace("*", "\\*")):

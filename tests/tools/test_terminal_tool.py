@@ -99,7 +99,8 @@ def test_backend_failure_is_a_tool_error(make_call: Callable[..., CallTool], wor
 
 
 def _alive(call: CallTool, pid: int) -> bool:
-    return call("terminal", command=f"kill -0 {pid} && echo alive || echo gone")["output"] == "alive"
+    output: str = call("terminal", command=f"kill -0 {pid} && echo alive || echo gone")["output"]
+    return output == "alive"
 
 
 def test_background_starts_and_returns_with_pid_and_log(call: CallTool, workspace: Path) -> None:
@@ -108,7 +109,8 @@ def test_background_starts_and_returns_with_pid_and_log(call: CallTool, workspac
     assert started["exit_code"] == 0 and started["pid"] > 0
     log = started["log"]
     assert log in started["output"] and f"kill {started['pid']}" in started["output"]
-    tail = call("terminal", command=f"for i in $(seq 100); do grep -q second {log} && break; sleep 0.1; done; cat {log}")
+    wait_then_show = f"for i in $(seq 100); do grep -q second {log} && break; sleep 0.1; done; cat {log}"
+    tail = call("terminal", command=wait_then_show)
     assert tail["output"] == "first\nsecond"
     assert _alive(call, started["pid"])  # still running after later calls of the session
     call("terminal", command=f"pkill -P {started['pid']}; kill {started['pid']}")

@@ -8,6 +8,7 @@ import pytest
 
 from herald.agent.todo import TodoList, todo_tool
 from herald.tools import Tool, default_registry
+from tests.tools.conftest import registered
 
 CODE = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
 
@@ -32,7 +33,7 @@ def test_read_only_is_neither_a_mutation_nor_a_change_of_agent_state() -> None:
     todo = todo_tool(TodoList())
     assert not todo.mutates and todo.changes_agent_state and not todo.read_only
     registry = default_registry()
-    assert registry.get("read_file").read_only and not registry.get("terminal").read_only  # type: ignore[union-attr]
+    assert registered(registry, "read_file").read_only and not registered(registry, "terminal").read_only
 
 
 class PeekResult(TypedDict):

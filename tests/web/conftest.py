@@ -38,7 +38,11 @@ def star_documents() -> list[FakeDocument]:
             f"See also: {', '.join(see_also(i))}.\n"
         )
         links = [star_url(other) for other in see_also(i)]
-        docs.append(FakeDocument(star_url(star), f"{star} — star survey", markdown, f"Survey notes on the star {star}.", links=links))
+        docs.append(
+            FakeDocument(
+                star_url(star), f"{star} — star survey", markdown, f"Survey notes on the star {star}.", links=links
+            )
+        )
     docs.append(FakeDocument("https://food.example.org/pasta", "Cooking pasta", "# Pasta\n\nBoil water.", "Recipes"))
     docs.append(FakeDocument("https://stars.example.org/missing", "Not found", "", status=404))
     return docs

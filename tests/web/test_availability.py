@@ -40,8 +40,14 @@ def tool(name: str) -> Tool:
     return found
 
 
-def in_fresh_interpreter(tmp_path: Path, *, missing: Sequence[str] = (), path: Sequence[Path] = (),
-                         overrides: dict[str, Any] | None = None, calls: Sequence[tuple[str, dict[str, Any]]] = ()) -> Any:
+def in_fresh_interpreter(
+    tmp_path: Path,
+    *,
+    missing: Sequence[str] = (),
+    path: Sequence[Path] = (),
+    overrides: dict[str, Any] | None = None,
+    calls: Sequence[tuple[str, dict[str, Any]]] = (),
+) -> Any:
     """In a new interpreter lacking `missing`: every tool's unavailable_reason, and each call's
     ToolError (type and message) through the tool's handler with a real ToolContext."""
     program = textwrap.dedent(f"""
@@ -110,7 +116,9 @@ def test_browser_tools_need_chromium_or_a_cdp_url(settings: Settings, tmp_path: 
     fake = tmp_path / "chromium"
     fake.write_text("#!/bin/sh\nexit 1\n")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    assert all(t.unavailable_reason(settings.with_overrides({"browser.executable": str(fake)})) is None for t in BROWSER_TOOLS)
+    assert all(
+        t.unavailable_reason(settings.with_overrides({"browser.executable": str(fake)})) is None for t in BROWSER_TOOLS
+    )
 
 
 # -- missing libraries -------------------------------------------------------------------------------
@@ -119,16 +127,22 @@ def test_browser_tools_need_chromium_or_a_cdp_url(settings: Settings, tmp_path: 
 def test_missing_lxml_html_clean_is_named(tmp_path: Path, web_app: LocalWebApp, firecrawl: FakeFirecrawl) -> None:
     """The fresh-install bug: lxml_html_clean absent, so trafilatura (through justext and lxml's
     shim) cannot import. Before: every page's result was that ImportError."""
-    out = in_fresh_interpreter(tmp_path, missing=["lxml_html_clean"],
-                               calls=[("web_extract", {"urls": [web_app.url + "/article/1", web_app.url + "/article/2"]})])
+    out = in_fresh_interpreter(
+        tmp_path,
+        missing=["lxml_html_clean"],
+        calls=[("web_extract", {"urls": [web_app.url + "/article/1", web_app.url + "/article/2"]})],
+    )
     reason = out["unavailable"]["web_extract"]
     assert "lxml_html_clean" in reason and "pip install 'herald[web]'" in reason and "FIRECRAWL_API_KEY" in reason
     error_type, message = out["calls"]["web_extract"]
     assert error_type == "MissingPackage"
     assert message.startswith("web_extract needs the lxml_html_clean package: pip install 'herald[web]'")
     # With a Firecrawl configured the keyless libraries are not needed.
-    configured = in_fresh_interpreter(tmp_path, missing=["lxml_html_clean", "trafilatura"],
-                                      overrides={"web.firecrawl_api_url": firecrawl.url, "web.firecrawl_api_key": API_KEY})
+    configured = in_fresh_interpreter(
+        tmp_path,
+        missing=["lxml_html_clean", "trafilatura"],
+        overrides={"web.firecrawl_api_url": firecrawl.url, "web.firecrawl_api_key": API_KEY},
+    )
     assert configured["unavailable"]["web_extract"] is None
 
 

@@ -24,23 +24,36 @@ def page(head: str, body: str) -> str:
 # path -> (Content-Type header, body bytes)
 PAGES: dict[str, tuple[str, bytes]] = {
     # A long windows-1251 article whose charset is only in <meta charset>.
-    "/cp1251-meta": ("text/html", page(
-        "<meta charset='windows-1251'><title>Москва</title>",
-        "<h1>Москва</h1>" + "".join(f"<p>{MOSCOW} Абзац {i}.</p>" for i in range(1, 4)),
-    ).encode("cp1251")),
+    "/cp1251-meta": (
+        "text/html",
+        page(
+            "<meta charset='windows-1251'><title>Москва</title>",
+            "<h1>Москва</h1>" + "".join(f"<p>{MOSCOW} Абзац {i}.</p>" for i in range(1, 4)),
+        ).encode("cp1251"),
+    ),
     # Too short for detection to be sure: only reading the <meta> gets it right.
-    "/cp1251-short": ("text/html", page("<meta charset=windows-1251><title>Привет</title>", f"<p>{HELLO}</p>").encode("cp1251")),
+    "/cp1251-short": (
+        "text/html",
+        page("<meta charset=windows-1251><title>Привет</title>", f"<p>{HELLO}</p>").encode("cp1251"),
+    ),
     # The http-equiv form; iso-8859-1 as browsers read it (windows-1252: 0x93/0x94 are curly quotes).
-    "/latin1-http-equiv": ("text/html", page(
-        '<meta http-equiv="Content-Type" content="text/html; charset=ISO-8859-1"><title>Café</title>',
-        "<p>Le café crème et la “brûlée” sont très appréciés à Paris, où l'on déjeune tard.</p>",
-    ).encode("cp1252")),
+    "/latin1-http-equiv": (
+        "text/html",
+        page(
+            '<meta http-equiv="Content-Type" content="text/html; charset=ISO-8859-1"><title>Café</title>',
+            "<p>Le café crème et la “brûlée” sont très appréciés à Paris, où l'on déjeune tard.</p>",
+        ).encode("cp1252"),
+    ),
     # The header's charset beats a wrong <meta> (as in browsers) and detection.
-    "/koi8-header": ("text/html; charset=KOI8-R", page("<meta charset='windows-1251'><title>koi8</title>", f"<p>{HELLO}</p>").encode("koi8-r")),
+    "/koi8-header": (
+        "text/html; charset=KOI8-R",
+        page("<meta charset='windows-1251'><title>koi8</title>", f"<p>{HELLO}</p>").encode("koi8-r"),
+    ),
     # No charset anywhere: the bytes go to trafilatura, which detects windows-1251 in a long text.
-    "/cp1251-undeclared": ("text/html", page(
-        "<title>Москва</title>", "".join(f"<p>{MOSCOW} Абзац {i}.</p>" for i in range(1, 4))
-    ).encode("cp1251")),
+    "/cp1251-undeclared": (
+        "text/html",
+        page("<title>Москва</title>", "".join(f"<p>{MOSCOW} Абзац {i}.</p>" for i in range(1, 4))).encode("cp1251"),
+    ),
     # Plain text follows its header too.
     "/koi8.txt": ("text/plain; charset=koi8-r", f"{HELLO}\n".encode("koi8-r")),
 }

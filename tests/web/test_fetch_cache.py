@@ -89,9 +89,13 @@ def test_a_page_is_fetched_once_per_session(make_session: Callable[..., Session]
 
 
 def test_max_age_is_honoured_and_expires(make_session: Callable[..., Session], site: Site) -> None:
-    long = site.add("/long", Page(html("Long", "Fresh for an hour."), headers={"Cache-Control": "public, max-age=3600"}))
+    long = site.add(
+        "/long", Page(html("Long", "Fresh for an hour."), headers={"Cache-Control": "public, max-age=3600"})
+    )
     short = site.add("/short", Page(html("Short", "Fresh for a second."), headers={"Cache-Control": "max-age=1"}))
-    aged = site.add("/aged", Page(html("Aged", "Arrived already old."), headers={"Cache-Control": "max-age=60", "Age": "60"}))
+    aged = site.add(
+        "/aged", Page(html("Aged", "Arrived already old."), headers={"Cache-Control": "max-age=60", "Age": "60"})
+    )
     session = make_session()
     for url in (long, short, aged):
         session.content(url)
@@ -183,7 +187,10 @@ def test_a_cached_redirect_to_a_refused_host_is_refused(make_session: Callable[.
     assert site.hits["/moved"] == 1 and site.hits["/target"] == 1  # both hops came from the cache
     session.dispatcher(**{"policy.allowed_domains": ["localhost"]})
     (result,) = session.extract(site.url("/moved", host="localhost"))
-    assert "refused the redirect from" in result["error"] and "127.0.0.1 is not in policy.allowed_domains" in result["error"]
+    assert (
+        "refused the redirect from" in result["error"]
+        and "127.0.0.1 is not in policy.allowed_domains" in result["error"]
+    )
     reply = session.current.call_direct("web_extract", {"urls": [start]})
     assert "127.0.0.1 is not in policy.allowed_domains" in reply["error"]["message"]  # the Gate, on the argument
     # /moved was asked again (entries are kept apart by the policy they were fetched under);

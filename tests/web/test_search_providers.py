@@ -19,6 +19,7 @@ from herald.tools import ToolError, default_registry
 from tests.fakes.firecrawl import FakeFirecrawl
 from tests.fakes.search_apis import FakeSearchAPI
 from tests.fixtures.browsers import free_port
+from tests.tools.conftest import registered
 
 from .conftest import API_KEY as FIRECRAWL_KEY
 from .conftest import CallTool, star_url
@@ -27,7 +28,7 @@ from .search_setup import KEY, api, make_api, no_search_keys_in_environment, set
 __all__ = ["api", "make_api", "no_search_keys_in_environment"]  # fixtures used here
 
 MakeWeb = Callable[..., CallTool]
-TOOL = default_registry().get("web_search")
+TOOL = registered(default_registry(), "web_search")
 
 
 def search_error(call: CallTool, **args: Any) -> ToolError:
@@ -46,7 +47,9 @@ def test_search_returns_hits_and_names_the_provider(make_web: MakeWeb, api: Fake
     assert len(hits) == 3 and set(hits[0]) == {"url", "title", "description"}
     assert hits[0]["url"] == star_url("Deneb") and hits[0]["title"] == "Deneb — star survey"
     # Brave's <strong> markup and entities are gone; every provider's snippet reads the same.
-    assert hits[0]["description"] == "Survey notes on the star Deneb, a blue-white supergiant about 2615 light-years away."
+    assert (
+        hits[0]["description"] == "Survey notes on the star Deneb, a blue-white supergiant about 2615 light-years away."
+    )
     assert all(h["url"].startswith("https://stars.example.org/") for h in hits)
     assert "note" not in result
 
@@ -123,7 +126,9 @@ def test_a_refused_key_from_the_environment_names_the_variable(make_web: MakeWeb
     error = search_error(make_web(settings_for(brave, key=None)), query="star")
     message = str(error)
     # Brave says 422 SUBSCRIPTION_TOKEN_INVALID, not 401: still a refused key.
-    assert error.error_type == "SearchAuthFailed" and "HTTP 422" in message and "subscription token is invalid" in message
+    assert (
+        error.error_type == "SearchAuthFailed" and "HTTP 422" in message and "subscription token is invalid" in message
+    )
     assert "refused the API key from BRAVE_SEARCH_API_KEY (Herald's environment): set a valid key there" in message
     assert "web.brave_api_key" in message and "stale-key" not in message
 
@@ -174,7 +179,10 @@ def test_searxng_whose_engines_failed_is_not_an_empty_answer(make_web: MakeWeb, 
     searxng = make_api("searxng")
     searxng.unresponsive = ["google", "duckduckgo"]
     error = search_error(make_web(settings_for(searxng)), query="star")
-    assert error.error_type == "SearchFailed" and "its engines did not answer (google CAPTCHA; duckduckgo CAPTCHA)" in str(error)
+    assert (
+        error.error_type == "SearchFailed"
+        and "its engines did not answer (google CAPTCHA; duckduckgo CAPTCHA)" in str(error)
+    )
 
 
 def test_a_url_that_is_not_the_api_says_so(make_web: MakeWeb, web_app: Any) -> None:
@@ -222,7 +230,10 @@ def test_a_stalling_provider_ends_at_the_fetch_timeout(make_web: MakeWeb, make_a
 
 def test_a_search_started_after_the_deadline_does_not_go_out(make_web: MakeWeb, make_api: Any) -> None:
     exa = make_api("exa")
-    with call_deadline(time.monotonic() - 1), pytest.raises(TimeoutError, match="time limit was reached before web_search"):
+    with (
+        call_deadline(time.monotonic() - 1),
+        pytest.raises(TimeoutError, match="time limit was reached before web_search"),
+    ):
         make_web(settings_for(exa))("web_search", query="star")
     assert exa.requests == []
 
@@ -232,7 +243,11 @@ def test_a_cancelled_call_stops_waiting(make_web: MakeWeb, make_api: Any) -> Non
     brave.stall()
     call = make_web(settings_for(brave))
     cancel = threading.Event()
-    brave_asked = threading.Thread(target=lambda: brave.stalled.wait(60) and cancel.set(), daemon=True)
+    def cancel_once_brave_is_asked() -> None:
+        if brave.stalled.wait(60):
+            cancel.set()
+
+    brave_asked = threading.Thread(target=cancel_once_brave_is_asked, daemon=True)
     brave_asked.start()
     started = time.monotonic()
     with cancellable(cancel):
@@ -283,7 +298,9 @@ def test_an_unknown_provider_is_a_settings_error(settings: Any, tmp_path: Any) -
     with pytest.raises(ConfigError, match=r"setting 'web.search_provider' must be one of \"auto\", \"searxng\", "
                                           r"\"firecrawl\", \"brave\", \"tavily\", \"exa\", got 'google'"):
         settings.with_overrides({"web.search_provider": "google"})
-    with pytest.raises(ConfigError, match=r"environment variable HERALD_WEB_SEARCH_PROVIDER: setting 'web\.search_provider'"):
+    with pytest.raises(
+        ConfigError, match=r"environment variable HERALD_WEB_SEARCH_PROVIDER: setting 'web\.search_provider'"
+    ):
         load_settings(env={"HERALD_CONFIG": str(tmp_path / "absent.toml"), "HERALD_WEB_SEARCH_PROVIDER": "bing"})
     config = tmp_path / "config.toml"
     config.write_text('[web]\nsearch_provider = "Brave"\n')
@@ -294,8 +311,18 @@ def test_an_unknown_provider_is_a_settings_error(settings: Any, tmp_path: Any) -
 def test_unavailable_says_precisely_what_to_set(settings: Any, make_api: Any) -> None:
     reason = TOOL.unavailable_reason(settings)
     assert reason is not None and reason.startswith("no search provider is configured")
-    for needed in ("web.searxng_url", "FIRECRAWL_API_KEY", "FIRECRAWL_API_URL", "web.firecrawl_api_url", "BRAVE_API_KEY",
-                   "BRAVE_SEARCH_API_KEY", "web.brave_api_key", "TAVILY_API_KEY", "EXA_API_KEY", "web.exa_api_key"):
+    for needed in (
+        "web.searxng_url",
+        "FIRECRAWL_API_KEY",
+        "FIRECRAWL_API_URL",
+        "web.firecrawl_api_url",
+        "BRAVE_API_KEY",
+        "BRAVE_SEARCH_API_KEY",
+        "web.brave_api_key",
+        "TAVILY_API_KEY",
+        "EXA_API_KEY",
+        "web.exa_api_key",
+    ):
         assert needed in reason, needed
     for kind in ("searxng", "brave", "tavily", "exa"):
         assert TOOL.unavailable_reason(settings.with_overrides(settings_for(make_api(kind)))) is None, kind
@@ -314,7 +341,7 @@ def test_doctor_names_the_provider_in_force_and_the_others(tmp_path: Any) -> Non
     from tests.cli._herald import run
 
     def web_row(**env: str) -> dict[str, str]:
-        proc = run(["doctor", "--json"], tmp_path, tmp_path, **env)
+        proc = run(["doctor", "--json"], tmp_path, tmp_path, None, 120, **env)
         return next(r for r in json.loads(proc.stdout) if r["check"] == "web")
 
     row = web_row(HERALD_WEB_SEARXNG_URL="http://searx.lan:8080", BRAVE_API_KEY="bk-1", TAVILY_API_KEY="tvly-1")

@@ -24,7 +24,8 @@ replies = parallel([(web_search, f"star survey {star}", 1) for star in STARS])  
 print(json.dumps({
     "providers": sorted({r["provider"] for r in replies}),
     "stars": [r["results"][0]["title"].split(" — ")[0] for r in replies],
-    "distances": [int(re.search(r"about (\\d+) light-years", r["results"][0]["description"]).group(1)) for r in replies],
+    "distances": [int(re.search(r"about (\\d+) light-years", r["results"][0]["description"]).group(1))
+                  for r in replies],
 }))
 """
 
@@ -40,7 +41,9 @@ def test_a_script_searches_through_each_provider(make_runtime: Callable[..., Run
     assert result.tool_calls_made == 10 and len(api.requests) == 10
 
 
-def test_a_script_sees_what_to_do_when_the_key_is_refused(make_runtime: Callable[..., Runtime], make_api: Callable[..., FakeSearchAPI]) -> None:
+def test_a_script_sees_what_to_do_when_the_key_is_refused(
+    make_runtime: Callable[..., Runtime], make_api: Callable[..., FakeSearchAPI]
+) -> None:
     tavily = make_api("tavily")
     runtime = make_runtime(overrides=settings_for(tavily, key="tvly-wrong"))
     result = run_ok(runtime, """
@@ -55,8 +58,9 @@ def test_a_script_sees_what_to_do_when_the_key_is_refused(make_runtime: Callable
     assert "tvly-wrong" not in result.output
 
 
-def test_the_run_time_limit_ends_a_search_that_stalls(make_runtime: Callable[..., Runtime], make_api: Callable[..., FakeSearchAPI],
-                                                      settings: Settings) -> None:
+def test_the_run_time_limit_ends_a_search_that_stalls(
+    make_runtime: Callable[..., Runtime], make_api: Callable[..., FakeSearchAPI], settings: Settings
+) -> None:
     brave = make_api("brave")
     brave.stall()
     runtime = make_runtime(overrides=settings_for(brave))

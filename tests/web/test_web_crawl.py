@@ -37,9 +37,14 @@ NAV = [("/about", "About"), ("/guide/", "Guide")]
 def site() -> Iterator[Site]:
     server = Site()
     pages = {
-        "/": html("Home", links=[("/guide/intro", "Intro"), ("/guide/setup", "Setup"), ("/blog/post-1", "Post 1")], nav=NAV),
-        "/guide/intro": html("Intro", links=[("/guide/advanced", "Advanced"), ("/", "Home"), ("#usage", "Usage"),
-                                             ("/missing", "Missing")], nav=NAV),
+        "/": html(
+            "Home", links=[("/guide/intro", "Intro"), ("/guide/setup", "Setup"), ("/blog/post-1", "Post 1")], nav=NAV
+        ),
+        "/guide/intro": html(
+            "Intro",
+            links=[("/guide/advanced", "Advanced"), ("/", "Home"), ("#usage", "Usage"), ("/missing", "Missing")],
+            nav=NAV,
+        ),
         "/guide/setup": html("Setup", links=[("/guide/intro", "Intro"), ("/moved", "Moved")], nav=NAV),
         "/guide/advanced": html("Advanced", links=[("/guide/deep", "Deep")], nav=NAV),
         "/guide/deep": html("Deep", "The deepest page.", nav=NAV),
@@ -63,7 +68,9 @@ def make_crawl(local_backend: LocalBackend, settings: Settings) -> Iterator[Call
     contexts: list[ToolContext] = []
 
     def factory(**overrides: Any) -> Crawl:
-        session = settings.with_overrides({"web.extract": "direct", "policy.allowed_domains": ["localhost"], **overrides})
+        session = settings.with_overrides(
+            {"web.extract": "direct", "policy.allowed_domains": ["localhost"], **overrides}
+        )
         ctx = ToolContext(backend=local_backend, settings=session)
         contexts.append(ctx)
         dispatcher = Dispatcher(default_registry(), ctx, policy=Policy.from_settings(session))
@@ -194,7 +201,10 @@ def test_a_level_is_fetched_in_parallel(make_crawl: Callable[..., Crawl], site: 
 def test_the_run_deadline_ends_a_crawl(make_crawl: Callable[..., Crawl], site: Site, stalls: str) -> None:
     """A page of a level, or a site's robots.txt, that does not answer: the crawl ends at the
     run's deadline with an error that says what to do."""
-    site.add(stalls, Page("User-agent: *\nDisallow:\n", hold=True) if stalls == "/robots.txt" else Page(html("Slow"), hold=True))
+    site.add(
+        stalls,
+        Page("User-agent: *\nDisallow:\n", hold=True) if stalls == "/robots.txt" else Page(html("Slow"), hold=True),
+    )
     crawl = make_crawl()
     started = time.monotonic()
     with call_deadline(started + 2):
@@ -208,14 +218,25 @@ def test_the_run_deadline_ends_a_crawl(make_crawl: Callable[..., Crawl], site: S
 
 def test_web_crawl_from_a_script(make_runtime: Callable[..., Runtime], site: Site) -> None:
     runtime = make_runtime(overrides={"web.extract": "direct", "policy.allowed_domains": ["localhost"]})
-    result = run_ok(runtime, f"""
+    result = run_ok(
+        runtime,
+        f"""
         import json
         from hermes_tools import web_crawl
         reply = web_crawl({site.url("/", host="localhost")!r}, max_pages=6, include="/guide/**")
-        print(json.dumps([[p["url"].rsplit(":", 1)[1].split("/", 1)[1], p["depth"], p.get("title")] for p in reply["results"]]))
-    """, timeout=120)
-    assert json.loads(result.output) == [["", 0, "Home"], ["guide/intro", 1, "Intro"], ["guide/setup", 1, "Setup"],
-                                         ["guide/", 1, "Guide"], ["guide/advanced", 2, "Advanced"], ["guide/deep", 3, "Deep"]]
+        print(json.dumps([[p["url"].rsplit(":", 1)[1].split("/", 1)[1], p["depth"], p.get("title")]
+                          for p in reply["results"]]))
+    """,
+        timeout=120,
+    )
+    assert json.loads(result.output) == [
+        ["", 0, "Home"],
+        ["guide/intro", 1, "Intro"],
+        ["guide/setup", 1, "Setup"],
+        ["guide/", 1, "Guide"],
+        ["guide/advanced", 2, "Advanced"],
+        ["guide/deep", 3, "Deep"],
+    ]
     assert result.tool_calls_made == 1
 
 

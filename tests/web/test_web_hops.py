@@ -149,8 +149,13 @@ def test_herald_exec_timeout_ends_a_stalling_web_extract(site: HopServer, tmp_pa
     env = {"HERALD_DATA_DIR": str(tmp_path / "data"), "HERALD_CONFIG": str(tmp_path / "none.toml"),
            "HERALD_WEB_EXTRACT": "direct"}
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "herald", "exec", str(script), "--timeout", "5", "--cwd", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, env={**_environ(), **env})
+    proc = subprocess.run(
+        [sys.executable, "-m", "herald", "exec", str(script), "--timeout", "5", "--cwd", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**_environ(), **env},
+    )
     took = time.monotonic() - started
     grace = Settings().sandbox.kill_grace
     print(f"herald exec --timeout 5 with a stalling web_extract exited after {took:.2f} s (kill grace {grace:g} s)")

@@ -18,7 +18,9 @@ from .conftest import API_KEY, CallTool, see_also, star_url
 MakeWeb = Callable[..., CallTool]
 
 
-def test_search_goes_through_firecrawl(make_web: MakeWeb, firecrawl: FakeFirecrawl, firecrawl_settings: dict[str, Any]) -> None:
+def test_search_goes_through_firecrawl(
+    make_web: MakeWeb, firecrawl: FakeFirecrawl, firecrawl_settings: dict[str, Any]
+) -> None:
     call = make_web(firecrawl_settings)
     result = call("web_search", query="star survey", limit=3)
     assert result["query"] == "star survey"
@@ -44,7 +46,9 @@ def test_search_without_a_provider_names_what_to_set(make_web: MakeWeb) -> None:
         assert name in message
 
 
-def test_firecrawl_from_herald_environment(make_web: MakeWeb, firecrawl: FakeFirecrawl, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_firecrawl_from_herald_environment(
+    make_web: MakeWeb, firecrawl: FakeFirecrawl, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FIRECRAWL_API_URL", firecrawl.url)
     monkeypatch.setenv("FIRECRAWL_API_KEY", API_KEY)
     call = make_web()
@@ -108,7 +112,13 @@ def test_extract_without_firecrawl_reports_each_failure(make_web: MakeWeb, web_a
             web_app.url + "/no-such-page", refused, "ftp://example.org/file", web_app.url + "/plain.txt"]
     result = make_web()("web_extract", urls=urls)
     plain, data, binary, missing, down, ftp, plain_again = result["results"]
-    assert plain == {"url": urls[0], "title": "", "content": "Just plain text.\nSecond line.\n", "chars": 30, "links": []}
+    assert plain == {
+        "url": urls[0],
+        "title": "",
+        "content": "Just plain text.\nSecond line.\n",
+        "chars": 30,
+        "links": [],
+    }
     assert "Aldebaran" in data["content"]
     assert "application/octet-stream is not a text page" in binary["error"]
     assert missing == {"url": urls[3], "error": "HTTP 404 Not Found"}

@@ -79,8 +79,23 @@ _BILLING_PATTERNS = ("insufficient_quota", "billing", "credit balance", "credits
 _TRANSIENT_PATTERNS = ("try again", "retry after", "resets at", "per minute", "temporarily")
 _OVERLOAD_PATTERNS = ("overloaded", "capacity", "unavailable")
 _MODEL_PATTERNS = ("model", "does not exist", "not found", "no such")
-_TIMEOUT_TYPES = ("APITimeoutError", "TimeoutException", "ReadTimeout", "ConnectTimeout", "WriteTimeout", "PoolTimeout", "TimeoutError")
-_TRANSPORT_TYPES = ("APIConnectionError", "ConnectError", "RemoteProtocolError", "ReadError", "ConnectionError", "ProtocolError")
+_TIMEOUT_TYPES = (
+    "APITimeoutError",
+    "TimeoutException",
+    "ReadTimeout",
+    "ConnectTimeout",
+    "WriteTimeout",
+    "PoolTimeout",
+    "TimeoutError",
+)
+_TRANSPORT_TYPES = (
+    "APIConnectionError",
+    "ConnectError",
+    "RemoteProtocolError",
+    "ReadError",
+    "ConnectionError",
+    "ProtocolError",
+)
 
 
 # A refused connection gets one quick retry (a local server that is just starting), then the
@@ -89,7 +104,9 @@ REFUSED_RETRIES = 1
 REFUSED_DELAY = 0.5
 
 
-def _make(reason: FailoverReason, message: str, status: int | None = None, retry_after: float | None = None) -> ClassifiedError:
+def _make(
+    reason: FailoverReason, message: str, status: int | None = None, retry_after: float | None = None
+) -> ClassifiedError:
     retryable, compress, fallback = _POLICY[reason]
     return ClassifiedError(reason, retryable, compress, fallback, message, status, retry_after)
 

@@ -121,7 +121,9 @@ def resolve_primary(agent: AgentSettings, env: Mapping[str, str]) -> ProviderCon
             if not found:
                 raise ProviderSetupError(NO_PROVIDER)
             provider = found[0]
-    return _build(provider, agent.model, agent.base_url or None, agent.api_key or None, agent.api_mode or None, agent, env)
+    return _build(
+        provider, agent.model, agent.base_url or None, agent.api_key or None, agent.api_mode or None, agent, env
+    )
 
 
 def parse_fallback(entry: str) -> tuple[str, str, str | None]:

@@ -126,7 +126,9 @@ def find_kept(api: Any, name: str) -> dict[str, Any] | None:
             return None
         raise BackendError(f"could not look up container herald-{name}: {_reason(exc)}") from None
     if info.get("Config", {}).get("Labels", {}).get(MANAGED) != "1":
-        raise BackendError(f"a container named herald-{name} exists but Herald did not create it; choose another docker.name")
+        raise BackendError(
+            f"a container named herald-{name} exists but Herald did not create it; choose another docker.name"
+        )
     if not info.get("State", {}).get("Running"):
         try:
             api.start(info["Id"])
@@ -204,5 +206,7 @@ def _reason(exc: BaseException) -> str:
     text = str(text)
     for marker in ("FileNotFoundError", "ConnectionRefusedError", "Connection refused", "timed out", "No such file"):
         if marker in text:
-            return {"FileNotFoundError": "no such socket", "No such file": "no such socket"}.get(marker, marker.replace("Error", "").lower())
+            return {"FileNotFoundError": "no such socket", "No such file": "no such socket"}.get(
+                marker, marker.replace("Error", "").lower()
+            )
     return text.strip().splitlines()[0][:300]

@@ -72,17 +72,24 @@ class ModalBackend(ExecSessionBackend):
             tokens = (config.get("token_id"), config.get("token_secret"))
             try:
                 if self._client is None and all(tokens):  # our own connection, closed with the backend
-                    self._client = self._loop.call(modal.Client.from_credentials.aio(*tokens), self.options.connect_timeout)
+                    self._client = self._loop.call(
+                        modal.Client.from_credentials.aio(*tokens), self.options.connect_timeout
+                    )
                 lookup = modal.App.lookup.aio(self.options.app, create_if_missing=True, client=self._client)
                 app = self._loop.call(lookup, self.options.connect_timeout)
             except SDKTimeout:
                 raise BackendError(
-                    f"Modal did not answer within {self.options.connect_timeout:g} s (modal.connect_timeout) at {server}: "
+                    f"Modal did not answer within {self.options.connect_timeout:g} s (modal.connect_timeout) "
+                    f"at {server}: "
                     "check the network, or MODAL_SERVER_URL"
                 ) from None
             except Exception as exc:
                 raise BackendError(f"Modal refused the request at {server}: {_reason(exc)}") from None
-            image = modal.Image.from_id(self.image) if self.image.startswith("im-") else modal.Image.from_registry(self.image)
+            image = (
+                modal.Image.from_id(self.image)
+                if self.image.startswith("im-")
+                else modal.Image.from_registry(self.image)
+            )
             create = modal.Sandbox.create.aio(
                 *IDLE_COMMAND,
                 app=app,
@@ -204,7 +211,9 @@ class ModalBackend(ExecSessionBackend):
             kind = info.type.value
             if kind == "symlink":
                 pointed = self.stat(posixpath.join(target, info.name))
-                entries.append(DirEntry(info.name, bool(pointed and pointed.is_dir), bool(pointed and pointed.is_file), True))
+                entries.append(
+                    DirEntry(info.name, bool(pointed and pointed.is_dir), bool(pointed and pointed.is_file), True)
+                )
             else:
                 entries.append(DirEntry(info.name, kind == "directory", kind == "file"))
         return entries

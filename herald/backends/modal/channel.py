@@ -78,7 +78,9 @@ class ModalChannel:
         self._code: int | None = None
         self._pending = b""
         try:
-            self._process = loop.call(sandbox.exec.aio(*launch_argv(argv, cwd), text=False, env=env or None), START_TIMEOUT)
+            self._process = loop.call(
+                sandbox.exec.aio(*launch_argv(argv, cwd), text=False, env=env or None), START_TIMEOUT
+            )
         except Exception as exc:
             raise BackendError(f"could not start {argv[0]!r} in the Modal sandbox: {exc}") from None
         loop.spawn(self._pump())

@@ -118,7 +118,9 @@ class SSHBackend:
                 if self._shell is None:
                     self._set_up(conn)
                 else:
-                    _, said = conn.exec(f"/bin/sh -c {shell_quote(RESTORE)} herald {shell_quote(self._state_dir)}", timeout=conn.timeout)
+                    _, said = conn.exec(
+                        f"/bin/sh -c {shell_quote(RESTORE)} herald {shell_quote(self._state_dir)}", timeout=conn.timeout
+                    )
                     kept = "with the same exported variables" if said.strip() == b"kept" else (
                         "but its exported variables were lost with the host's temporary files"
                     )
@@ -254,7 +256,9 @@ class SSHBackend:
                 if not conn.alive() and attempt == 1:
                     continue
                 shell_name = self.settings.terminal.shell
-                raise BackendError(f"could not start the shell {shell_name!r} on {self.target} (setting terminal.shell): {exc}") from None
+                raise BackendError(
+                    f"could not start the shell {shell_name!r} on {self.target} (setting terminal.shell): {exc}"
+                ) from None
             if conn.alive():
                 break
             channel = self._shell_channel

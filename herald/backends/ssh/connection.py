@@ -79,7 +79,9 @@ def _tcp_socket(target: SSHTarget, timeout: float | None, keepalive: float) -> s
             "check the host name, that the host is up, and that no firewall drops the connection"
         ) from None
     except ConnectionRefusedError:
-        raise BackendError(f"{where} refused the connection: is sshd running there and listening on that port?") from None
+        raise BackendError(
+            f"{where} refused the connection: is sshd running there and listening on that port?"
+        ) from None
     except OSError as exc:
         raise BackendError(f"cannot reach {where}: {exc.strerror or exc}") from None
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -201,7 +203,9 @@ class SSHConnection:
     once, `alive()` turns False, and the backend's next call reconnects.
     """
 
-    def __init__(self, client: paramiko.SSHClient, transport: paramiko.Transport, target: SSHTarget, timeout: float) -> None:
+    def __init__(
+        self, client: paramiko.SSHClient, transport: paramiko.Transport, target: SSHTarget, timeout: float
+    ) -> None:
         self.client = client
         self.transport = transport
         self.target = target

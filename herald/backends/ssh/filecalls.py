@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from ..base import BackendError, DirEntry, FileStat
 from ..realpath import Pins
-from . import files
+from . import files, filewrite
 from .connection import SSHConnection
 from .seen import Seen
 from .sftp import SFTPCancelled, SFTPSession, SFTPTimeout
@@ -63,7 +63,9 @@ class FileCalls:
                         raise
                     raise BackendError(f"SFTP on {self._target} failed: {type(exc).__name__}: {exc}") from None
                 if attempt == 2:
-                    raise BackendError(f"the SSH connection to {self._target} dropped twice during a file operation") from None
+                    raise BackendError(
+                        f"the SSH connection to {self._target} dropped twice during a file operation"
+                    ) from None
         raise AssertionError("unreachable")
 
     def realpath(self, target: str) -> str:
@@ -103,8 +105,8 @@ class FileCalls:
         with self._lock:
             pinned = self._pins.get(target)
 
-        def write(conn: SSHConnection, s: SFTPSession) -> files.Written:
-            written = files.write_bytes(s, target, data, conn.default_mode, pinned)
+        def write(conn: SSHConnection, s: SFTPSession) -> filewrite.Written:
+            written = filewrite.write_bytes(s, target, data, conn.default_mode, pinned)
             conn.default_mode = written.default_mode
             return written
 

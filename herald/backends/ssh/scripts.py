@@ -31,7 +31,8 @@ for old in /dev/shm/herald-shell-* "${TMPDIR:-/tmp}"/herald-shell-*; do
 done
 """
 SETUP = 'start=$1; keep=' + OWNER + SWEEP + r"""
-d=$(mktemp -d /dev/shm/herald-shell-XXXXXX 2>/dev/null) || d=$(mktemp -d "${TMPDIR:-/tmp}/herald-shell-XXXXXX") || exit 3
+d=$(mktemp -d /dev/shm/herald-shell-XXXXXX 2>/dev/null) ||
+  d=$(mktemp -d "${TMPDIR:-/tmp}/herald-shell-XXXXXX") || exit 3
 : > "$d/state.sh"; [ -n "$owner" ] && printf '%s\n' "$owner" > "$d/owner"
 cd -- "${start:-$HOME}" 2>/dev/null || { rm -rf -- "$d"; exit 4; }
 printf '%s\0%s\0%s\0' "$d" "$HOME" "$PWD"

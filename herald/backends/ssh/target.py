@@ -41,7 +41,9 @@ def parse_ssh_spec(spec: str) -> SSHTarget:
     if not parts.hostname:
         raise ValueError(f"{spec!r} names no host; write ssh://USER@HOST[:PORT]")
     if parts.password is not None:
-        raise ValueError(f"{spec!r}: passwords are not accepted in the spec; use a key (setting ssh.key_file) or an ssh-agent")
+        raise ValueError(
+            f"{spec!r}: passwords are not accepted in the spec; use a key (setting ssh.key_file) or an ssh-agent"
+        )
     try:
         port = parts.port or DEFAULT_PORT
     except ValueError:

@@ -60,7 +60,11 @@ class Tunnels:
                 if address not in found:
                     found.append(address)
         if not found:
-            why = "no such name" if status == 2 else f"getent ahosts said: {said[:200].decode('utf-8', 'replace').strip() or status}"
+            why = (
+                "no such name"
+                if status == 2
+                else f"getent ahosts said: {said[:200].decode('utf-8', 'replace').strip() or status}"
+            )
             raise socket.gaierror(socket.EAI_NONAME, f"{host} does not resolve on {self._where} ({why})")
         with self._lock:
             self._names[host] = (now, found)
@@ -75,13 +79,19 @@ class Tunnels:
         except paramiko.ChannelException as exc:
             what = OPEN_FAILED.get(exc.code, f"code {exc.code}")
             if exc.code == 1:
-                raise PermissionError(f"{self._where} refuses TCP forwarding ({exc.text or what}): "
-                                      "allow it (sshd_config AllowTcpForwarding yes), or set browser.network = \"local\"") from None
-            raise ConnectionRefusedError(f"{self._where} could not connect to {host}:{port} ({exc.text or what})") from None
+                raise PermissionError(
+                    f"{self._where} refuses TCP forwarding ({exc.text or what}): "
+                    'allow it (sshd_config AllowTcpForwarding yes), or set browser.network = "local"'
+                ) from None
+            raise ConnectionRefusedError(
+                f"{self._where} could not connect to {host}:{port} ({exc.text or what})"
+            ) from None
         except (paramiko.SSHException, EOFError, OSError) as exc:
             if "timeout" in str(exc).lower():
                 raise TimeoutError(f"{self._where} did not open a connection to {host}:{port} in time") from None
-            raise ConnectionError(f"no connection to {host}:{port} through {self._where}: {exc or type(exc).__name__}") from None
+            raise ConnectionError(
+                f"no connection to {host}:{port} through {self._where}: {exc or type(exc).__name__}"
+            ) from None
         return _bridged(channel)
 
 

@@ -159,7 +159,9 @@ class RpcServer(Generic[S]):
                     self._pending += 1
                     self._connections.add(conn)
             if conn is None:
-                log.debug("closing an RPC connection: %d connections are already waiting to authenticate", self._max_pending)
+                log.debug(
+                    "closing an RPC connection: %d connections are already waiting to authenticate", self._max_pending
+                )
                 sock.close()
                 continue
             self._threads.submit(conn.serve)
@@ -370,7 +372,9 @@ class _Connection(Generic[S]):
             return False
         limit = self.server._admit(self, session)
         if limit is None:
-            self.server.warn_refused("closing RPC connection: its run already holds %d connections", self.server._max_connections)
+            self.server.warn_refused(
+                "closing RPC connection: its run already holds %d connections", self.server._max_connections
+            )
             return False
         self.sock.settimeout(None)
         self.session, self.limit = session, limit

@@ -12,7 +12,8 @@ Policy:
   supervisor.py). The directory is removed when the Runtime closes, or by a later session's
   setup once its owner is gone.
 - Per run, `BackendChild` opens one exec channel (`Backend.open_channel`, in a background thread,
-  so a warm successor costs the run that spawns it nothing; the first run's is the setup's) running the supervisor, which
+  so a warm successor costs the run that spawns it nothing; the first run's is the setup's)
+  running the supervisor, which
   starts the host mode's child bootstrap in its own process group: forked by the Runtime's
   zygote in the backend (backend_zygote.py) when there is one, else spawned (see
   herald/_sandbox/supervisor.py for the frames). Tool calls, output, control and exit all travel
@@ -197,7 +198,9 @@ class BackendChild(Generic[S]):
         while not self.ready:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise SandboxStartError(f"the sandbox interpreter on {self._where} did not start within {timeout:.0f} s")
+                raise SandboxStartError(
+                    f"the sandbox interpreter on {self._where} did not start within {timeout:.0f} s"
+                )
             self._backlog.extend(m for m in self._read(min(remaining, 0.25)) if m.get("type") != frames.READY)
             if self._open_error:
                 raise SandboxStartError(self._open_error)
@@ -230,7 +233,9 @@ class BackendChild(Generic[S]):
                 raise BrokenPipeError(f"the exec channel to {self._where} is gone")
         else:
             cell: frames.CodeFrame = {
-                "type": frames.CODE, "code": message.get("code", ""), "line_buffered": bool(message.get("line_buffered"))
+                "type": frames.CODE,
+                "code": message.get("code", ""),
+                "line_buffered": bool(message.get("line_buffered")),
             }
             self._add_grant(cell)
             self._send(encode_frame(cell))
@@ -263,18 +268,9 @@ class BackendChild(Generic[S]):
         done, done_status = False, None
         messages, self._backlog = self._backlog, []
         while True:
-            for message in messages:
-                kind = message.get("type")
-                if kind in (frames.OUT, frames.ERR):
-                    streams[kind].feed(str(message.get("data", "")).encode("latin-1", "replace"))
-                elif kind is None and "tool" in message:
-                    self._dispatch(message)
-                elif kind == frames.RECORD and self._tools is not None and self._session is not None:
-                    self._tools.record(self._session, message)
-                    if isinstance(message.get("cwd"), str):
-                        self._cwd_sent = message["cwd"]  # the supervisor's own move: no CWD frame back
-                elif kind == frames.DONE:
-                    done, done_status = True, _int(message.get("exit_code"))
+            cells_done = self._take_frames(messages, streams)
+            if cells_done:
+                done, done_status = True, cells_done[-1]
             if self.exit_code is not None or self.gone:
                 break
             if done and clock.reason is None and all(s.seen for s in streams.values()):
@@ -288,9 +284,31 @@ class BackendChild(Generic[S]):
                 break
             wake = clock.wait(now)
             messages = self._read(min(POLL_SECONDS, wake if wake is not None else POLL_SECONDS))
-        killing = cast("Reason | None", clock.reason)
         for stream in streams.values():
             stream.finish()
+        return self._outcome(cast("Reason | None", clock.reason), done, done_status, stderr)
+
+    def _take_frames(self, messages: list[dict[str, Any]], streams: dict[str, OutputStream]) -> list[int | None]:
+        """Feed output to the captures, serve tool calls, count the supervisor's records: the exit
+        statuses of the kernel cells these frames say are done."""
+        cells_done: list[int | None] = []
+        for message in messages:
+            kind = message.get("type")
+            if kind in (frames.OUT, frames.ERR):
+                streams[kind].feed(str(message.get("data", "")).encode("latin-1", "replace"))
+            elif kind is None and "tool" in message:
+                self._dispatch(message)
+            elif kind == frames.RECORD and self._tools is not None and self._session is not None:
+                self._tools.record(self._session, message)
+                if isinstance(message.get("cwd"), str):
+                    self._cwd_sent = message["cwd"]  # the supervisor's own move: no CWD frame back
+            elif kind == frames.DONE:
+                cells_done.append(_int(message.get("exit_code")))
+        return cells_done
+
+    def _outcome(self, killing: Reason | None, done: bool, done_status: int | None,
+                 stderr: CappedCapture) -> Collected:
+        """How the run ended; a link that broke or a supervisor that failed is said in stderr."""
         if killing is None and self.exit_code is None:
             reason = self.failure or "the exec channel closed without an exit status"
             stderr.feed(f"\nThe sandbox on {self._where} stopped unexpectedly: {reason}\n".encode())
@@ -327,13 +345,18 @@ class BackendChild(Generic[S]):
 
     def _serve_call(self, session: S | None, message: dict[str, Any]) -> None:
         if session is None:
-            self._reply(message, {"error": {"type": "ConnectionLost", "message": "This run is over; its tool calls are closed."}})
+            self._reply(
+                message,
+                {"error": {"type": "ConnectionLost", "message": "This run is over; its tool calls are closed."}},
+            )
         elif isinstance(message.get("ran"), dict) and message.get("tool") == "terminal" and self._tools is not None:
             try:
                 reply = reply_frame(message, self._tools.ran(session, message), echo=CALL_KEYS)
             except (KeyError, TypeError, ValueError) as exc:
                 log.warning("a malformed terminal output from the backend's supervisor: %s", exc)
-                self._reply(message, {"error": {"type": "ConnectionLost", "message": "The supervisor's answer was malformed."}})
+                self._reply(
+                    message, {"error": {"type": "ConnectionLost", "message": "The supervisor's answer was malformed."}}
+                )
                 return
             self._cwd_sent = self._tools.cwd()
             self._send(reply)

@@ -215,7 +215,9 @@ class BackendSandbox(Generic[S]):
         if not (major.isdigit() and minor.isdigit()):
             if remote_dir:
                 self._remove(remote_dir)
-            raise BackendPythonError(f"`{self._python}` on {self.where} did not run: {said[:500] or 'no output'}. {fix}")
+            raise BackendPythonError(
+                f"`{self._python}` on {self.where} did not run: {said[:500] or 'no output'}. {fix}"
+            )
         if (int(major), int(minor)) < MIN_PYTHON:
             if remote_dir:
                 self._remove(remote_dir)

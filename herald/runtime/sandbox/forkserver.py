@@ -4,7 +4,8 @@ how they exit.
 Policy: one zygote per (interpreter, environment, isolation), shared by every Runtime of this
 process that asks for the same and closed when the last of them lets go. An isolated zygote runs
 in its own PID namespace (isolation.py): it names its children by their pid there, which Herald
-translates to this machine's pid (`NSpid` in /proc) before it waits for, signals or reaps them. A fork costs a fraction of a
+translates to this machine's pid (`NSpid` in /proc) before it waits for, signals or reaps them.
+A fork costs a fraction of a
 millisecond where starting an interpreter costs ~35 ms. If the zygote cannot start or dies, the
 caller falls back to spawning an interpreter (host_child.py), and the next request starts a new
 zygote; a run never fails because the fork server did.

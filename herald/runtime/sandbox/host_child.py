@@ -12,6 +12,7 @@ records of those answers come back on the control pipe, ahead of the frame that 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import select
@@ -20,6 +21,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, cast
 
 from ..._sandbox import frames
@@ -41,6 +43,16 @@ LOADER = (
 )
 EXIT_SETTLE_SECONDS = 2.0
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class _ControlState:
+    """What the control pipe said during one run."""
+
+    done: bool = False  # a kernel cell ended
+    done_status: int | None = None
+    reported: int | None = None  # the exit status the child sent just before exiting
+    open: bool = True
 
 
 class ChildProcess:
@@ -232,61 +244,67 @@ class ChildProcess:
             signal_pids(known | set(descendants(self.pid)) | {self.pid}, signal.SIGKILL)
 
         clock = KillClock(deadline, kill_grace, terminate, kill)
-        done_status: int | None = None
-        reported: int | None = None  # the exit status the child sent just before exiting
-        done = False
-        control_open = True
-
-        def take_control() -> None:
-            nonlocal done, done_status, reported, control_open
-            for message in self._read_control() if control_open else ():
-                if message.get("type") == frames.DONE:
-                    done, done_status = True, int(message.get("exit_code", 1))
-                elif message.get("type") == frames.EXIT:
-                    reported = int(message.get("exit_code", 1))
-                elif message.get("type") == frames.EOF:
-                    control_open = False
-                    poller.unregister(self._from_child)
-                else:
-                    self._control(message)
-
+        control = _ControlState()
         # A record of a call the script answered itself was written before anything it printed
         # after that call: the control pipe is read before each piece of output is taken, so a
         # live view sees the call first.
-        first = take_control if self._tools is not None else None
+        first = functools.partial(self._take_control, control, poller) if self._tools is not None else None
         while True:
-            now = time.monotonic()
             if paused is not None:
                 clock.deadline = deadline + paused()
-            clock.tick(now)
-            wake = clock.wait(now)
-            wake = EXIT_SETTLE_SECONDS if wake is None else wake  # killed: wait for the exit
-            timeout_ms = min(wake, 0.25 if self._pidfd is None else 3600.0) * 1000
-            exited = False
-            for fd, _ in poller.poll(timeout_ms):
-                if fd in streams:
-                    self._pump(streams[fd], poller, first=first)
-                elif fd == self._from_child:
-                    take_control()
-                elif fd == interrupt_fd:
-                    drain_fd(interrupt_fd)
-                    clock.stop("interrupted")
-                elif fd == self._pidfd:
-                    exited = True
-            if not exited and self._pidfd is None:
-                exited = self._exited()
-            if exited:
+            if self._poll_once(poller, streams, interrupt_fd, clock, control, first):
                 break
-            if reported is not None and self.forked and sentinel is None and clock.reason is None:
+            if control.reported is not None and self.forked and sentinel is None and clock.reason is None:
                 # The script flushed its output, killed what it started and said it is leaving
                 # (bootstrap.py): the run is over now, not when the kernel has torn the process
                 # down (a millisecond or more). kill() takes the rest, and the fork server, a
                 # subreaper, kills whatever a status forged by the script left running.
                 self._leaving = True
                 break
-            if done and clock.reason is None and all(s.seen for s in streams.values()):
-                return Collected("done", done_status, alive=True)
-        killing = cast("Reason | None", clock.reason)
+            if control.done and clock.reason is None and all(s.seen for s in streams.values()):
+                return Collected("done", control.done_status, alive=True)
+        return self._finish(streams, known, cast("Reason | None", clock.reason), control, first)
+
+    def _poll_once(
+        self, poller: Any, streams: dict[int, OutputStream], interrupt_fd: int, clock: KillClock,
+        control: _ControlState, first: Callable[[], None] | None,
+    ) -> bool:
+        """Wait until something happens (or the clock's next step) and handle it: True once the
+        child has exited."""
+        now = time.monotonic()
+        clock.tick(now)
+        wake = clock.wait(now)
+        wake = EXIT_SETTLE_SECONDS if wake is None else wake  # killed: wait for the exit
+        exited = False
+        for fd, _ in poller.poll(min(wake, 0.25 if self._pidfd is None else 3600.0) * 1000):
+            if fd in streams:
+                self._pump(streams[fd], poller, first=first)
+            elif fd == self._from_child:
+                self._take_control(control, poller)
+            elif fd == interrupt_fd:
+                drain_fd(interrupt_fd)
+                clock.stop("interrupted")
+            elif fd == self._pidfd:
+                exited = True
+        return exited or (self._pidfd is None and self._exited())
+
+    def _take_control(self, control: _ControlState, poller: Any) -> None:
+        for message in self._read_control() if control.open else ():
+            if message.get("type") == frames.DONE:
+                control.done, control.done_status = True, int(message.get("exit_code", 1))
+            elif message.get("type") == frames.EXIT:
+                control.reported = int(message.get("exit_code", 1))
+            elif message.get("type") == frames.EOF:
+                control.open = False
+                poller.unregister(self._from_child)
+            else:
+                self._control(message)
+
+    def _finish(
+        self, streams: dict[int, OutputStream], known: set[int], killing: Reason | None, control: _ControlState,
+        first: Callable[[], None] | None,
+    ) -> Collected:
+        """The run is over: kill what is left, take the last output and records, reap."""
         # The child is gone but not yet reaped, so its pid (= its group id) cannot be reused:
         # kill what is left of its group and any descendants we saw, then drain and reap.
         signal_pids(known | {self.pid}, signal.SIGKILL)
@@ -295,14 +313,15 @@ class ChildProcess:
             stream.finish()
         for message in self._drain_control():
             if message.get("type") == frames.EXIT:
-                reported = int(message.get("exit_code", 1))
+                control.reported = int(message.get("exit_code", 1))
             else:
                 self._control(message)
+        reported = control.reported
         status = reported if reported is not None and killing is None else self._process.wait(None)
         if killing is not None:
             return Collected(killing, status)
-        if done:
-            return Collected("done", done_status)
+        if control.done:
+            return Collected("done", control.done_status)
         return Collected("exited", status)
 
     def _terminate(self) -> set[int]:
@@ -311,7 +330,9 @@ class ChildProcess:
         return known
 
     @staticmethod
-    def _pump(stream: OutputStream, poller: Any, *, drain: bool = False, first: Callable[[], None] | None = None) -> None:
+    def _pump(
+        stream: OutputStream, poller: Any, *, drain: bool = False, first: Callable[[], None] | None = None
+    ) -> None:
         """Feed what `stream` holds to its capture; `first`, if given, runs before each piece is fed."""
         while stream.open:
             try:

@@ -25,7 +25,9 @@ class ExecutionResult:
     notes: list[str] = field(default_factory=list)
     isolation: str = ""  # what confined the script: "bwrap (no network)", "none (why)", ... (isolation.py)
     profile: str = ""  # the permission profile its tool calls ran under (herald/policy/)
-    budgets: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {limit, used, refused} (policy/budgets.py)
+    budgets: dict[str, dict[str, Any]] = field(
+        default_factory=dict
+    )  # name -> {limit, used, refused} (policy/budgets.py)
     # Calls of the script that Herald refused to run (the call limit, a budget, the permission
     # policy): each raised ToolError in the script, which may have caught it, so a `success`
     # with refused calls may be incomplete. `notes` says which and why.

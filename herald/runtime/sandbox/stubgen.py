@@ -231,7 +231,9 @@ def shared_runtime_package(root: str) -> Path:
     with _shared_lock:
         package = _shared_packages.get(root)
         if package is None or not package.is_dir():
-            package = _shared_packages[root] = write_runtime_package(Path(tempfile.mkdtemp(prefix="package-", dir=root)))
+            package = _shared_packages[root] = write_runtime_package(
+                Path(tempfile.mkdtemp(prefix="package-", dir=root))
+            )
         return package
 
 

@@ -63,7 +63,9 @@ class SearchProvider(Protocol):
 class SearchFailure(Exception):
     """A search that failed; str() is the whole message for the model, `error_type` its type."""
 
-    def __init__(self, endpoint: Endpoint, kind: Kind, detail: str, advice: str = "", status: int | None = None) -> None:
+    def __init__(
+        self, endpoint: Endpoint, kind: Kind, detail: str, advice: str = "", status: int | None = None
+    ) -> None:
         self.endpoint, self.kind, self.detail, self.status = endpoint, kind, detail.strip().rstrip("."), status
         self.advice = advice or default_advice(endpoint, kind)
         super().__init__(redacted(f"the search failed at {endpoint.url}: {self.detail}. {self.advice}", endpoint))
@@ -95,7 +97,9 @@ def default_advice(endpoint: Endpoint, kind: Kind, retry_after: str | None = Non
     return f"{title} is down or unreachable at {endpoint.url}: try again later, or check {endpoint.url_from}."
 
 
-def keyed_endpoint(settings: Settings, provider: str, title: str, default_url: str, env: tuple[str, ...]) -> Endpoint | None:
+def keyed_endpoint(
+    settings: Settings, provider: str, title: str, default_url: str, env: tuple[str, ...]
+) -> Endpoint | None:
     """A provider configured by an API key: `web.<provider>_api_key`, else the first of `env` set
     in Herald's environment (keys are moved out of os.environ at start: herald/keys.py); its
     address `web.<provider>_api_url`, else `default_url`. None when no key is set."""
@@ -109,9 +113,15 @@ def keyed_endpoint(settings: Settings, provider: str, title: str, default_url: s
         name = next((n for n in env if environ.get(n)), None)
         if name is None:
             return None
-        key, key_from, elsewhere = environ[name], f"{name} (Herald's environment)", f" (or in the setting {key_setting}, which comes first)"
+        key, key_from, elsewhere = (
+            environ[name],
+            f"{name} (Herald's environment)",
+            f" (or in the setting {key_setting}, which comes first)",
+        )
     url = getattr(web, f"{provider}_api_url").strip()
-    url_from = f"the setting {url_setting}" if url else f"that Herald's machine can reach {default_url} (or set {url_setting})"
+    url_from = (
+        f"the setting {url_setting}" if url else f"that Herald's machine can reach {default_url} (or set {url_setting})"
+    )
     url = url or default_url
     return Endpoint(provider, title, shown_url(url), base=url.rstrip("/"), key=key, key_from=key_from,
                     key_elsewhere=elsewhere, url_from=url_from)

@@ -55,7 +55,9 @@ def chosen(settings: Settings) -> Endpoint:
             f"no search provider is configured. Set one of these (keys in the environment Herald runs "
             f"in, or in its settings): {options}. (web_extract works without one.)")
     if name not in PROVIDERS:
-        raise NoSearchProvider(f"the setting web.search_provider must be one of {', '.join(SEARCH_PROVIDERS)}, not {name!r}")
+        raise NoSearchProvider(
+            f"the setting web.search_provider must be one of {', '.join(SEARCH_PROVIDERS)}, not {name!r}"
+        )
     endpoint, needs = PROVIDERS[name]
     found = endpoint(settings)
     if found is None:

@@ -22,17 +22,28 @@ def firecrawl_endpoint(settings: Settings) -> Endpoint | None:
         return None
     web = settings.web
     if web.firecrawl_api_key:
-        key_from, elsewhere = "the setting web.firecrawl_api_key", " (or remove it to use FIRECRAWL_API_KEY from Herald's environment)"
+        key_from, elsewhere = (
+            "the setting web.firecrawl_api_key",
+            " (or remove it to use FIRECRAWL_API_KEY from Herald's environment)",
+        )
     elif config.api_key:
-        key_from, elsewhere = "FIRECRAWL_API_KEY (Herald's environment)", " (or in the setting web.firecrawl_api_key, which comes first)"
+        key_from, elsewhere = (
+            "FIRECRAWL_API_KEY (Herald's environment)",
+            " (or in the setting web.firecrawl_api_key, which comes first)",
+        )
     else:
-        key_from, elsewhere = "", "FIRECRAWL_API_KEY in the environment Herald runs in, or the setting web.firecrawl_api_key"
+        key_from, elsewhere = (
+            "",
+            "FIRECRAWL_API_KEY in the environment Herald runs in, or the setting web.firecrawl_api_key",
+        )
     if web.firecrawl_api_url:
         url_from = "the setting web.firecrawl_api_url (else FIRECRAWL_API_URL)"
     elif os.environ.get("FIRECRAWL_API_URL"):
         url_from = "FIRECRAWL_API_URL (Herald's environment) or the setting web.firecrawl_api_url"
     else:
-        url_from = f"that Herald's machine can reach {FIRECRAWL_CLOUD} (or set FIRECRAWL_API_URL / web.firecrawl_api_url)"
+        url_from = (
+            f"that Herald's machine can reach {FIRECRAWL_CLOUD} (or set FIRECRAWL_API_URL / web.firecrawl_api_url)"
+        )
     return Endpoint("firecrawl", "Firecrawl", shown_url(config.api_url), base=config.api_url, key=config.api_key,
                     key_from=key_from, key_elsewhere=elsewhere, url_from=url_from)
 

@@ -47,11 +47,17 @@ class SearxngSearch:
         results = data.get("results") if isinstance(data, dict) else None
         if not isinstance(results, list):
             raise SearchFailure(self.endpoint, Kind.SETUP, "the answer has no 'results' list")
-        hits = [h for h in (hit(r.get("url"), r.get("title"), r.get("content")) for r in results if isinstance(r, dict)) if h]
+        hits = [
+            h
+            for h in (hit(r.get("url"), r.get("title"), r.get("content")) for r in results if isinstance(r, dict))
+            if h
+        ]
         unresponsive = data.get("unresponsive_engines") or []
         if not hits and unresponsive:
             # Nothing found because its engines failed (a CAPTCHA, a ban), not because nothing exists.
-            said = "; ".join(" ".join(str(part) for part in e) if isinstance(e, list) else str(e) for e in unresponsive[:5])
+            said = "; ".join(
+                " ".join(str(part) for part in e) if isinstance(e, list) else str(e) for e in unresponsive[:5]
+            )
             raise SearchFailure(self.endpoint, Kind.DOWN, f"its engines did not answer ({said})",
                                 "Try again later; the instance's engines are failing, not the query.")
         return hits[:limit]

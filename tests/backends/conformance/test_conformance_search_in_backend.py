@@ -83,14 +83,19 @@ def test_search_in_the_supervisor_answers_as_herald_does(
     if engine == "auto" and backend.run("command -v rg").exit_code != 0:
         pytest.skip(f"ripgrep is not installed on the {backend.name} backend")
     for name, content in TREE.items():
-        backend.write_bytes(name, content.encode("utf-8", "surrogateescape") if name != "logo.png" else content.encode("latin-1"))
+        backend.write_bytes(
+            name, content.encode("utf-8", "surrogateescape") if name != "logo.png" else content.encode("latin-1")
+        )
     tuned = settings.with_overrides({"files.search": engine})
     direct = _answers(caller(backend, tuned), backend.cwd)
     transcript = tmp_path / "t.jsonl"
-    runtime = Runtime(backend, settings=in_backend_settings(tuned), exec_mode="backend", transcript=transcript, policy="full")
+    runtime = Runtime(
+        backend, settings=in_backend_settings(tuned), exec_mode="backend", transcript=transcript, policy="full"
+    )
     try:
         in_backend = _answers(script_caller(runtime), backend.cwd)
-        runtime.transcript.flush()  # type: ignore[union-attr]
+        assert runtime.transcript is not None
+        runtime.transcript.flush()
     finally:
         runtime.close()
     for args, got, want in zip(CALLS, in_backend, direct, strict=True):
@@ -133,10 +138,13 @@ def test_search_in_the_supervisor_keeps_the_policy_and_the_call_budget(
     backend = any_backend
     backend.write_bytes("README.md", b"TODO\n")
     transcript = tmp_path / "t.jsonl"
-    runtime = Runtime(backend, settings=in_backend_settings(settings), exec_mode="backend", transcript=transcript, policy=profile)
+    runtime = Runtime(
+        backend, settings=in_backend_settings(settings), exec_mode="backend", transcript=transcript, policy=profile
+    )
     try:
         result = runtime.execute(POLICY_SCRIPT, max_tool_calls=6, timeout=120)
-        runtime.transcript.flush()  # type: ignore[union-attr]
+        assert runtime.transcript is not None
+        runtime.transcript.flush()
     finally:
         runtime.close()
     assert result.status == "success", result
@@ -168,5 +176,7 @@ def test_a_regex_bomb_in_the_supervisor_ends_with_the_run(any_backend: Backend, 
         result = runtime.execute(f"from hermes_tools import search_files\nsearch_files({BOMB!r})\n", timeout=3)
         assert result.status == "timeout", result
         assert gone_on_backend(backend, f"{RUNTIME_PACKAGE}/regex_worker.py"), "the regex worker is still running"
-        again = runtime.execute("from hermes_tools import search_files\nprint(search_files('a!')['matches'])\n", timeout=60)
+        again = runtime.execute(
+            "from hermes_tools import search_files\nprint(search_files('a!')['matches'])\n", timeout=60
+        )
         assert again.output == "[{'path': 'bomb.txt', 'line': 1, 'text': '" + "a" * 60 + "!'}]\n", again

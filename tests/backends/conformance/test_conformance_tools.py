@@ -18,7 +18,7 @@ from tests.tools.conftest import CallTool
 
 from ._helpers import sh
 
-PROJECT = {
+PROJECT: dict[str, str | bytes] = {
     "README.md": "# Demo\nTODO: write docs\n",
     "src/app.py": "import os\n\ndef main():\n    # TODO: handle errors\n    return os.getcwd()\n",
     "src/util.py": "def helper():\n    return 42  # TODO\n",
