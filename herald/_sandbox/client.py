@@ -192,15 +192,18 @@ class RpcClient:
                 call["past_budget"] = True
         return call_id, encode_frame(call), None
 
-    def _reply(self, link: _Link, poll: float) -> Optional[Dict[str, Any]]:
+    def _reply(self, link: _Link, poll: float) -> Optional[frames.ReplyFrame]:
         """The next reply on `link` (None: the peer closed), after any CWD frame sent just before it."""
-        reply = link.frames.read(poll=poll)
-        while reply is not None and reply.get("type") == frames.CWD:
+        message = link.frames.read(poll=poll)
+        while message is not None:
+            frame = frames.to_client(message)
+            if frames.is_reply(frame):
+                return frame
             local = self._local
             if local is not None:
-                local.moved(reply.get("cwd"))
-            reply = link.frames.read()
-        return reply
+                local.moved(frame["cwd"])
+            message = link.frames.read()
+        return None
 
     def offer(self, offer: Optional[Offer]) -> None:
         """What this process may answer itself from now on (None: nothing): a run's grant, its
@@ -300,10 +303,10 @@ def unix_connector(path: str, timeout: Optional[float] = None) -> Any:
 _default: Optional[RpcClient] = None
 
 
-def _result(reply: Dict[str, Any], tool: str) -> Any:
+def _result(reply: frames.ReplyFrame, tool: str) -> Any:
     """A reply's result, or the ToolError (ConnectionLost) it carries, raised."""
     if "error" in reply:
-        err = reply["error"] or {}
+        err: Any = reply["error"] or {}  # decoded as it came: a malformed one still raises
         error_type = str(err.get("type", "ToolError"))
         message = str(err.get("message", "tool call failed"))
         if error_type == "ConnectionLost":

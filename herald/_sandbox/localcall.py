@@ -100,7 +100,7 @@ class Workers:
         except Exception:  # a bug here must not cost the script its call: Herald runs it
             self._report((None, call, None))
             return
-        record: Dict[str, Any] = {
+        record: frames.RecordFrame = {
             "type": frames.RECORD,
             "tool": name,
             "args": preview(call.get("args")),
@@ -109,7 +109,8 @@ class Workers:
         }
         if "error" in reply:
             record["error"] = reply["error"]
-        record.update(extra)
+        if "cwd" in extra:
+            record["cwd"] = extra["cwd"]
         self._report((call["conn"], frame, record))
 
     def _terminal(self, bound: Dict[str, Any], grant: Dict[str, Any]) -> Dict[str, Any]:

@@ -56,6 +56,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .confinement import Confinement
+from .frames import CallFrame, RecordFrame
 
 # The tools the core can run (textfiles.TOOLS, the terminal, the search): those modules and the
 # workers (localcall.py) are imported by `load`, once the script is starting, so that a
@@ -64,7 +65,7 @@ TOOL_NAMES = ("read_file", "write_file", "patch", "terminal", "search_files")
 
 
 # A finished local call: (connection number, reply frame, record) or, handed over, (None, call, None).
-Done = Tuple[Optional[int], Any, Optional[Dict[str, Any]]]
+Done = Tuple[Optional[int], Any, Optional[RecordFrame]]
 
 
 class LocalTools:
@@ -78,7 +79,7 @@ class LocalTools:
         self.specs: Dict[str, Any] = {}  # the schemas of the tools that may run here (set_specs)
         self.calls = 0
         self.in_flight = 0
-        self.held: List[Dict[str, Any]] = []  # over the budget: go to Herald once nothing runs here
+        self.held: List[CallFrame] = []  # over the budget: go to Herald once nothing runs here
         self.cwd = "/"
         self._workers: Any = None  # localcall.Workers, once loaded
         self._done: List[Done] = []
@@ -115,7 +116,7 @@ class LocalTools:
             self.cwd = cwd
             self._follow()
 
-    def route(self, call: Dict[str, Any]) -> bool:
+    def route(self, call: CallFrame) -> bool:
         """True when the call is taken here (held or run); False: send it to Herald now."""
         grant = self.grant
         name = call.get("tool")

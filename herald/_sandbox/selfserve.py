@@ -95,10 +95,11 @@ class SelfServe:
             result = TOOLS[tool](self._files, cwd, self._grant["files"], bound)
             size = body_size({"id": call_id, "result": result})
             # The arguments as they came (Herald previews them): they are a few short values.
-            record = encode_frame({
+            said: frames.RecordFrame = {
                 "type": frames.RECORD, "tool": tool, "args": args,
                 "duration_ms": round((time.perf_counter() - started) * 1000, 3), "reply_bytes": size,
-            })
+            }
+            record = encode_frame(said)
         except Exception:  # an error of any kind is Herald's to word (see the module's policy)
             return None
         if len(record) > PIPE_ATOMIC_BYTES:

@@ -38,7 +38,7 @@ import logging
 import secrets
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from .._sandbox import frames
 from .._sandbox.localshell import reply as terminal_reply
@@ -171,7 +171,7 @@ class BackendTools:
         if cwd == told:
             return b""
         session.cwd_told = cwd
-        moved: dict[str, Any] = {"type": frames.CWD, "cwd": cwd}
+        moved: frames.CwdFrame = {"type": frames.CWD, "cwd": cwd}
         return encode_frame(moved)
 
     def _session_shell(self) -> PersistentShell | None:
@@ -209,10 +209,10 @@ class BackendTools:
         if shell is not None and isinstance(cwd, str) and cwd.startswith("/"):
             shell.follow(cwd)
 
-    def ran(self, session: Grant, message: dict[str, Any]) -> dict[str, Any]:
+    def ran(self, session: Grant, message: frames.CallFrame) -> dict[str, Any]:
         """A terminal call the supervisor ran whose output passed the cap: capped and spilled
         here, as Herald's own shell does, counted and logged; the reply for the script."""
-        ran = message["ran"]
+        ran: Any = message["ran"]  # decoded as the supervisor sent it: a malformed one raises
         started = time.perf_counter()
         settings = self._dispatcher.ctx.settings
         shell = self._session_shell()
@@ -235,16 +235,13 @@ class BackendTools:
         )
         return {"result": result}
 
-    def record(self, session: Grant, message: dict[str, Any]) -> None:
-        """A call the supervisor answered: count it in the run and write it to the transcript."""
-        tool, error = message.get("tool"), message.get("error")
-        seconds, size = message.get("duration_ms"), message.get("reply_bytes")
-        if (
-            tool not in self._local
-            or not isinstance(seconds, int | float)
-            or not isinstance(size, int)
-            or not (error is None or (isinstance(error, dict) and isinstance(error.get("type"), str)))
-        ):
+    def record(self, session: Grant, message: frames.RecordFrame) -> None:
+        """A call answered next to the script: count it in the run and write it to the transcript."""
+        try:  # its reader checked it (frames.from_child, from_supervisor); a caller may not have
+            record: frames.RecordFrame | None = frames.record(message)
+        except frames.FrameError:
+            record = None
+        if record is None or record["tool"] not in self._local:
             # In host mode the script itself writes these: a hostile one must not flood the log.
             (log.debug if self._visible is not None else log.warning)(
                 "ignored a malformed record from the %s: %.200r", self._answerer, message)
@@ -255,12 +252,13 @@ class BackendTools:
             # writing records in a loop must not grow the transcript without end.
             log.debug("dropped a record past the run's budget from the script's process")
             return
+        tool, error = record["tool"], record.get("error")
         if tool == "terminal":
-            self.follow(message.get("cwd"))
-        args = message.get("args")
+            self.follow(record.get("cwd"))
+        args = record.get("args")
         self._dispatcher.record_script_call(
-            session.scope, str(tool), preview(args) if in_script else args, error, size, float(seconds) / 1000,
-            in_script=in_script,
+            session.scope, tool, preview(args) if in_script else args, cast("dict[str, Any] | None", error),
+            record["reply_bytes"], float(record["duration_ms"]) / 1000, in_script=in_script,
         )
 
     @property

@@ -360,8 +360,9 @@ class _Connection(Generic[S]):
             return None
 
     def _authenticate(self, message: dict[str, Any]) -> bool:
-        token = message.get("token")
-        if message.get("type") != frames.AUTH or not isinstance(token, str):
+        try:
+            token = frames.auth(message)["token"]
+        except frames.FrameError:
             self.server.warn_refused("closing RPC connection: first frame was not an auth frame")
             return False
         session = self.server._authenticate(token)
