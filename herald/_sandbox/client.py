@@ -197,7 +197,7 @@ class RpcClient:
         message = link.frames.read(poll=poll)
         while message is not None:
             frame = frames.to_client(message)
-            if frames.is_reply(frame):
+            if "type" not in frame:
                 return frame
             local = self._local
             if local is not None:

@@ -25,8 +25,9 @@ The channels (who writes -> who reads):
   ZygoteReadyOp from it.
 
 Calls and replies carry no tag (the hot path's bytes, and a refused frame's id read from the
-front of its body: protocol.RefusedFrame): a frame without `type` is a call (it has `tool`) or a
-reply (it has `id`). Herald's Dispatcher checks a call's tool and arguments and answers in
+front of its body: protocol.RefusedFrame): on a channel that carries them, a checked frame
+without `type` is a call (from the script's side) or a reply (to it); the types are final, so
+`"type" not in frame` tells a checker which. Herald's Dispatcher checks a call's tool and arguments and answers in
 words the script can act on (runtime/dispatcher.py): a call is not dropped for its shape.
 """
 
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Any, Dict, FrozenSet, List, Optional, Tuple, Union, cast
+from typing import TYPE_CHECKING, Any, Dict, FrozenSet, List, Optional, Tuple, Union, cast, final
 
 from .protocol import ProtocolError
 
@@ -45,7 +46,7 @@ else:  # at run time the annotations below are never evaluated (postponed annota
 
     NotRequired = None
 if TYPE_CHECKING:
-    from typing_extensions import TypeIs
+    from .grant import ToolGrant, ToolSpec
 
 AUTH: Final = "auth"
 READY: Final = "ready"
@@ -83,11 +84,13 @@ class FrameError(ProtocolError, ValueError):
 # -- RPC socket ------------------------------------------------------------------------------
 
 
+@final
 class AuthFrame(TypedDict):
     type: Literal["auth"]
     token: str
 
 
+@final
 class RanOutput(TypedDict):
     """A terminal command the supervisor ran whose output passed its cap (localcall.py):
     Herald caps, spills and answers it (runtime/backend_tools.py `ran`)."""
@@ -102,6 +105,7 @@ class RanOutput(TypedDict):
     command_path: str
 
 
+@final
 class CallFrame(TypedDict):
     id: int
     tool: str
@@ -111,11 +115,13 @@ class CallFrame(TypedDict):
     ran: NotRequired[RanOutput]  # on the exec channel: a terminal call the supervisor ran, output over its cap
 
 
+@final
 class ErrorInfo(TypedDict):
     type: str
     message: str
 
 
+@final
 class ReplyFrame(TypedDict, total=False):
     id: int
     result: Any
@@ -123,6 +129,7 @@ class ReplyFrame(TypedDict, total=False):
     conn: int  # on the exec channel: the connection the call came from
 
 
+@final
 class CwdFrame(TypedDict):
     """Herald: the session's directory moved (a call it served ran `cd`)."""
 
@@ -133,11 +140,13 @@ class CwdFrame(TypedDict):
 # -- control pipe and exec channel -----------------------------------------------------------
 
 
+@final
 class ReadyFrame(TypedDict):
     type: Literal["ready"]
     pid: NotRequired[int]  # a child's own pid (the supervisor's READY has none)
 
 
+@final
 class DoneFrame(TypedDict):
     """A kernel cell finished."""
 
@@ -145,6 +154,7 @@ class DoneFrame(TypedDict):
     exit_code: int
 
 
+@final
 class LeavingFrame(TypedDict):
     """A one-shot script flushes its output now; its ExitFrame follows (a supervisor sends both
     to Herald in one write; others ignore it)."""
@@ -152,6 +162,7 @@ class LeavingFrame(TypedDict):
     type: Literal["leaving"]
 
 
+@final
 class ExitFrame(TypedDict):
     """The script is over (its output sent), the process goes."""
 
@@ -159,12 +170,14 @@ class ExitFrame(TypedDict):
     exit_code: int
 
 
+@final
 class EofFrame(TypedDict):
     """Never sent: made up by a reader when the control pipe closes."""
 
     type: Literal["eof"]
 
 
+@final
 class RecordFrame(TypedDict):
     """A call answered next to the script (localcall.py, selfserve.py): for Herald's count and
     transcript (runtime/backend_tools.py `record`)."""
@@ -178,10 +191,12 @@ class RecordFrame(TypedDict):
     cwd: NotRequired[str]  # terminal: the directory after the command
 
 
+@final
 class PrepareEnv(TypedDict):
     passthrough: List[str]  # the names of the user's variables that travel (environ.py)
 
 
+@final
 class PrepareFrame(TypedDict):
     """Herald: start the script interpreter (the supervisor's first frame)."""
 
@@ -190,9 +205,10 @@ class PrepareFrame(TypedDict):
     loader: str
     fork_server: Optional[str]  # the backend zygote's socket path, or None to spawn
     isolation: Optional[Dict[str, Any]]  # the script's confinement (isolate.py), or None
-    tool_specs: NotRequired[Dict[str, Any]]  # schemas of the tools the supervisor may run (grant.py)
+    tool_specs: NotRequired[Dict[str, ToolSpec]]  # schemas of the tools the supervisor may run
 
 
+@final
 class StartFrame(TypedDict):
     """A run. Herald's to a child's control pipe carries the socket and token; to a supervisor
     not (it gives the script its own); the supervisor's to its script the same as Herald's."""
@@ -206,19 +222,21 @@ class StartFrame(TypedDict):
     sentinel: NotRequired[Optional[str]]  # kernel: ends each cell's output
     line_buffered: NotRequired[Optional[bool]]
     max_parallel: NotRequired[Optional[int]]
-    tools: NotRequired[Any]  # the grant of the calls answered next to the script (grant.py)
-    tool_specs: NotRequired[Dict[str, Any]]  # host mode: their schemas (in-backend, PREPARE brings them)
+    tools: NotRequired[ToolGrant]  # the calls answered next to the script (checked by grant.take_grant)
+    tool_specs: NotRequired[Dict[str, ToolSpec]]  # host mode: their schemas (in-backend, PREPARE brings them)
 
 
+@final
 class CodeFrame(TypedDict):
     """The next kernel cell."""
 
     type: Literal["code"]
     code: str
     line_buffered: NotRequired[Optional[bool]]
-    tools: NotRequired[Any]  # the grant for this cell (grant.py)
+    tools: NotRequired[ToolGrant]  # the grant for this cell
 
 
+@final
 class KillFrame(TypedDict):
     """SIGTERM the script's tree, SIGKILL after `grace` seconds."""
 
@@ -226,6 +244,7 @@ class KillFrame(TypedDict):
     grace: float
 
 
+@final
 class CloseFrame(TypedDict):
     """SIGKILL the tree and leave; with `remove` (the Runtime closes) remove the sandbox
     directory on the way out, then send a RemovedFrame."""
@@ -234,16 +253,19 @@ class CloseFrame(TypedDict):
     remove: NotRequired[bool]
 
 
+@final
 class RemovedFrame(TypedDict):
     type: Literal["removed"]
     ok: bool  # whether the directory is gone
 
 
+@final
 class OutputFrame(TypedDict):
     type: Literal["out", "err"]
     data: str  # latin-1 text: every byte survives JSON
 
 
+@final
 class FailedFrame(TypedDict):
     """The supervisor itself broke (its last frame)."""
 
@@ -254,6 +276,7 @@ class FailedFrame(TypedDict):
 # -- fork server socket ----------------------------------------------------------------------
 
 
+@final
 class ForkOp(TypedDict):
     """Client: a child, please (with 4 fds: stdout, stderr, control read, control write)."""
 
@@ -261,16 +284,19 @@ class ForkOp(TypedDict):
     sandbox_dir: str
 
 
+@final
 class ForkedOp(TypedDict):
     op: Literal["forked"]
     pid: int
 
 
+@final
 class ErrorOp(TypedDict):
     op: Literal["error"]
     message: str
 
 
+@final
 class ChildExitOp(TypedDict):
     """A forked child exited; `status` as Popen.returncode (-N: signal N)."""
 
@@ -279,6 +305,7 @@ class ChildExitOp(TypedDict):
     status: int
 
 
+@final
 class ReapOp(TypedDict):
     """The client is done with that pid: the zygote may reap it."""
 
@@ -286,6 +313,7 @@ class ReapOp(TypedDict):
     pid: int
 
 
+@final
 class ZygoteReadyOp(TypedDict):
     """Host mode: once, after the pre-imports; the zygote's own pid."""
 
@@ -365,16 +393,6 @@ def _checked(message: Any, key: str, table: Dict[str, Fields], accepted: FrozenS
     if tag == RECORD and "error" in message and not isinstance(message["error"].get("type"), str):
         raise FrameError("record frame: its error needs a 'type'")
     return message
-
-
-def is_call(frame: Union[FromSupervisor, ToSupervisor, ToClient]) -> TypeIs[CallFrame]:
-    """An untagged frame with a tool: a call."""
-    return "type" not in frame and "tool" in frame
-
-
-def is_reply(frame: Union[FromSupervisor, ToSupervisor, ToClient]) -> TypeIs[ReplyFrame]:
-    """An untagged frame without a tool: a reply."""
-    return "type" not in frame and "tool" not in frame
 
 
 # -- the guards, one per channel -------------------------------------------------------------

@@ -24,6 +24,7 @@ import time
 from typing import Any, ContextManager, Dict, List, NamedTuple, Optional
 
 from .confinement import Confinement
+from .grant import SearchGrant
 from .ignorefiles import Tree
 from .pysearch import Popen
 from .search import Held, held_dir
@@ -45,7 +46,7 @@ class ShellRan(NamedTuple):
 class SupervisorPlace:
     """A search next to the script (what search.Place asks for)."""
 
-    def __init__(self, spec: Dict[str, Any], read_max_bytes: int, cwd: str, cache: Dict[str, Any],
+    def __init__(self, spec: SearchGrant, read_max_bytes: int, cwd: str, cache: Dict[str, Any],
                  cache_lock: threading.Lock, cancel: threading.Event, confinement: Optional[Confinement] = None) -> None:
         self.tree: Tree = OsTree(read_max_bytes, confinement)
         self._confinement = confinement
@@ -106,7 +107,7 @@ def _kill_group(proc: "subprocess.Popen[bytes]") -> None:
         pass
 
 
-def time_limit(bound: Dict[str, Any], spec: Dict[str, Any]) -> Optional[float]:
+def time_limit(bound: Dict[str, Any], spec: SearchGrant) -> Optional[float]:
     """The call's `timeout` as Herald's dispatcher cuts it: to the time the run has left (a None
     meaning the terminal's timeout then); None when Herald must decide (no run deadline)."""
     limit = bound.get("timeout")

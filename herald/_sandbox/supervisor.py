@@ -167,11 +167,9 @@ class Supervisor:
             frame = frames.to_supervisor(message)
         except frames.FrameError:
             return  # not ours to act on
-        if frames.is_reply(frame):  # a tool call's reply
+        if "type" not in frame:  # a tool call's reply
             number = frame.pop("conn")
             self.relay.reply(number, encode_frame(frame))
-        elif frames.is_call(frame):
-            return
         elif frame["type"] == frames.PREPARE and self.child is None:
             self.prepare(frame)
         elif frame["type"] == frames.START and self.ctl is not None:

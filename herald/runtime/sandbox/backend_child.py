@@ -182,7 +182,7 @@ class BackendChild(Generic[S]):
                 log.warning("ignored a malformed frame from the supervisor on %s: %s", self._where, exc)
                 continue
             said.append(frame)
-            if frames.is_call(frame):
+            if "type" not in frame:
                 if size:
                     self._large[id(frame)] = size
             elif frame["type"] == frames.READY:
@@ -215,7 +215,7 @@ class BackendChild(Generic[S]):
                 raise SandboxStartError(self._startup_failure())
 
     def _startup_failure(self) -> str:
-        said = "".join(m["data"] for m in self._backlog if not frames.is_call(m) and m["type"] in (frames.OUT, frames.ERR))
+        said = "".join(m["data"] for m in self._backlog if "type" in m and m["type"] in (frames.OUT, frames.ERR))
         said = said.encode("latin-1", "replace").decode("utf-8", "replace").strip()
         text = "\n".join(t for t in (said, self.failure) if t)
         status = self.exit_code if self.exit_code is not None else getattr(self._channel, "returncode", None)
@@ -271,7 +271,7 @@ class BackendChild(Generic[S]):
         messages, self._backlog = self._backlog, []
         while True:
             for message in messages:
-                if frames.is_call(message):
+                if "type" not in message:
                     self._dispatch(message)
                 elif message["type"] == frames.OUT or message["type"] == frames.ERR:
                     streams[message["type"]].feed(message["data"].encode("latin-1", "replace"))
@@ -421,4 +421,4 @@ def _interrupted(fd: int) -> bool:
 
 def _not_ready(said: list[frames.FromSupervisor]) -> list[frames.FromSupervisor]:
     """What a read gave but the supervisor's READY (which `_read` took note of)."""
-    return [m for m in said if frames.is_call(m) or m["type"] != frames.READY]
+    return [m for m in said if "type" not in m or m["type"] != frames.READY]

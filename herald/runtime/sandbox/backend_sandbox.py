@@ -399,4 +399,4 @@ class _Removal:
                 frame = frames.from_supervisor(message)
             except frames.FrameError:
                 continue
-            self.done = self.done or (not frames.is_call(frame) and frame["type"] == frames.REMOVED and frame["ok"])
+            self.done = self.done or ("type" in frame and frame["type"] == frames.REMOVED and frame["ok"])

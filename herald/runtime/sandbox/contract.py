@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
 from ..._sandbox import frames
+from ..._sandbox.grant import ToolGrant, ToolSpec
 from ...capture import CappedCapture
 
 Reason = Literal["exited", "done", "timeout", "interrupted"]
@@ -69,11 +70,11 @@ class SandboxChild(Protocol):
 class LocalGrants(Protocol[S_contra]):
     """The tools a run's supervisor answers itself (runtime/backend_tools.py)."""
 
-    def specs(self) -> dict[str, Any]:
+    def specs(self) -> dict[str, ToolSpec]:
         """The "tool_specs" of the prepare frame: the schemas of the tools a grant may name."""
         ...
 
-    def grant(self, session: S_contra) -> dict[str, Any] | None:
+    def grant(self, session: S_contra) -> ToolGrant | None:
         """The "tools" of the run's start frame (and of each kernel cell's code frame)."""
         ...
 
