@@ -21,7 +21,7 @@ import sys
 import traceback
 from typing import Any, Dict, Optional, Set, Union
 
-from . import frames
+from . import frames, wire
 from .procs import become_subreaper, descendants, die_with_parent, set_dumpable, signal_pids
 from .protocol import FrameReader, ProtocolError, encode_frame
 
@@ -262,7 +262,7 @@ def main() -> None:
 def _read_frame(reader: FrameReader) -> Optional[frames.ToChild]:
     """The parent's next frame (None: it closed the pipe); a malformed one raises ProtocolError."""
     message = reader.read()
-    return None if message is None else frames.to_child(message)
+    return None if message is None else wire.to_child(message)
 
 
 def serve(ctl_read: int, ctl_write: int) -> None:

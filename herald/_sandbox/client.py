@@ -24,7 +24,7 @@ import socket
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import frames
+from . import frames, wire
 from .protocol import FrameReader, ProtocolError, encode_frame
 
 if TYPE_CHECKING:
@@ -196,7 +196,7 @@ class RpcClient:
         """The next reply on `link` (None: the peer closed), after any CWD frame sent just before it."""
         message = link.frames.read(poll=poll)
         while message is not None:
-            frame = frames.to_client(message)
+            frame = wire.to_client(message)
             if "type" not in frame:
                 return frame
             local = self._local

@@ -2,11 +2,12 @@
 
 Each frame is a TypedDict below whose `type` (`op` on the fork server's socket) is a Literal tag.
 Writers build frames as these types and encode them with protocol.encode_frame (length-prefixed
-JSON, on the streams) or protocol.encode_op (one JSON datagram, on the fork server's socket).
-Readers never look into a decoded dict themselves: they pass it to their channel's guard
-(`from_child`, `to_child`, `to_supervisor`, `from_supervisor`, `to_client`, `auth`,
-`from_zygote`, `to_zygote`), which checks its tag and fields and returns the typed frame, or
-raises FrameError. Stdlib only, Python >= 3.8, like the rest of this package.
+JSON, on the streams) or wire.encode_op (one JSON datagram, on the fork server's socket).
+Readers never look into a decoded dict themselves: they pass it to their channel's guard in
+wire.py (`from_child`, `to_child`, `to_supervisor`, `from_supervisor`, `to_client`, `auth`,
+`record`, `from_zygote`, `to_zygote`), which checks its tag and fields against the table there
+and returns the typed frame, or raises wire.FrameError. Stdlib only, Python >= 3.8, like the
+rest of this package.
 
 The channels (who writes -> who reads):
 
@@ -33,11 +34,8 @@ words the script can act on (runtime/dispatcher.py): a call is not dropped for i
 
 from __future__ import annotations
 
-import json
 import sys
-from typing import TYPE_CHECKING, Any, Dict, FrozenSet, List, Optional, Tuple, Union, cast, final
-
-from .protocol import ProtocolError
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union, final
 
 if sys.version_info >= (3, 11):  # for the checker: NotRequired is not in 3.8's typing
     from typing import Final, Literal, NotRequired, TypedDict
@@ -74,11 +72,6 @@ ERROR: Final = "error"
 # What a run's start frame says that its script hears from a supervisor (which gives it its own
 # socket and token) as from Herald.
 RUN_KEYS = ("mode", "cwd", "code", "sentinel", "line_buffered", "max_parallel")
-
-
-class FrameError(ProtocolError, ValueError):
-    """A decoded frame that is not one its channel carries (unknown tag, missing or mistyped
-    field). Readers of a stream a script can write to drop it; others close the link."""
 
 
 # -- RPC socket ------------------------------------------------------------------------------
@@ -330,148 +323,3 @@ FromSupervisor = Union[ReadyFrame, OutputFrame, DoneFrame, ExitFrame, FailedFram
 ToClient = Union[CwdFrame, ReplyFrame]
 ToZygote = Union[ForkOp, ReapOp]
 FromZygote = Union[ZygoteReadyOp, ForkedOp, ErrorOp, ChildExitOp]
-
-# Each frame's fields: (key, the types it takes, required). `int` never takes a bool.
-_NONE = type(None)
-_NUMBER = (int, float)
-Fields = Tuple[Tuple[str, Tuple[type, ...], bool], ...]
-_TAGGED: Dict[str, Fields] = {
-    AUTH: (("token", (str,), True),),
-    READY: (("pid", (int,), False),),
-    DONE: (("exit_code", (int,), True),),
-    LEAVING: (),
-    EXIT: (("exit_code", (int,), True),),
-    RECORD: (("tool", (str,), True), ("duration_ms", _NUMBER, True), ("reply_bytes", (int,), True),
-             ("error", (dict,), False), ("cwd", (str,), False)),
-    CWD: (("cwd", (str,), True),),
-    PREPARE: (("env", (dict,), True), ("loader", (str,), True), ("fork_server", (str, _NONE), False),
-              ("isolation", (dict, _NONE), False), ("tool_specs", (dict,), False)),
-    START: (("mode", (str,), False), ("socket", (str,), False), ("token", (str,), False), ("cwd", (str, _NONE), False),
-            ("code", (str, _NONE), False), ("sentinel", (str, _NONE), False), ("line_buffered", (bool, _NONE), False),
-            ("max_parallel", (int, _NONE), False)),
-    CODE: (("code", (str,), True), ("line_buffered", (bool, _NONE), False)),
-    KILL: (("grace", _NUMBER, True),),
-    CLOSE: (("remove", (bool,), False),),
-    REMOVED: (("ok", (bool,), True),),
-    OUT: (("data", (str,), True),),
-    ERR: (("data", (str,), True),),
-    FAILED: (("error", (str,), True),),
-}
-_OPS: Dict[str, Fields] = {
-    FORK: (("sandbox_dir", (str,), True),),
-    REAP: (("pid", (int,), True),),
-    FORKED: (("pid", (int,), True),),
-    ERROR: (("message", (str,), True),),
-    EXIT: (("pid", (int,), True), ("status", (int,), True)),
-    READY: (("pid", (int,), True),),
-}
-_FROM_CHILD: FrozenSet[str] = frozenset({READY, DONE, LEAVING, EXIT, RECORD})
-_TO_CHILD: FrozenSet[str] = frozenset({START, CODE})
-_TO_SUPERVISOR: FrozenSet[str] = frozenset({PREPARE, START, CODE, KILL, CLOSE, CWD})
-_FROM_SUPERVISOR: FrozenSet[str] = frozenset({READY, OUT, ERR, DONE, EXIT, FAILED, RECORD, REMOVED})
-_TO_ZYGOTE: FrozenSet[str] = frozenset({FORK, REAP})
-_FROM_ZYGOTE: FrozenSet[str] = frozenset({READY, FORKED, ERROR, EXIT})
-
-
-def _takes(value: Any, kinds: Tuple[type, ...]) -> bool:
-    return isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
-
-
-def _checked(message: Any, key: str, table: Dict[str, Fields], accepted: FrozenSet[str]) -> Dict[str, Any]:
-    """`message` if its tag (under `key`) is in `accepted` and its fields have their types."""
-    if not isinstance(message, dict):
-        raise FrameError("a frame must be a JSON object, got %s" % type(message).__name__)
-    tag = message.get(key)
-    if tag not in accepted:
-        raise FrameError("unexpected frame %s=%.40r here" % (key, tag))
-    for field, kinds, required in table[tag]:
-        if field in message:
-            if not _takes(message[field], kinds):
-                raise FrameError("%s frame: %r must be %s" % (tag, field, "/".join(k.__name__ for k in kinds)))
-        elif required:
-            raise FrameError("%s frame: %r is missing" % (tag, field))
-    if tag == RECORD and "error" in message and not isinstance(message["error"].get("type"), str):
-        raise FrameError("record frame: its error needs a 'type'")
-    return message
-
-
-# -- the guards, one per channel -------------------------------------------------------------
-
-
-def auth(message: Any) -> AuthFrame:
-    """The first frame of an RPC connection."""
-    return cast(AuthFrame, _checked(message, "type", _TAGGED, frozenset({AUTH})))
-
-
-def record(message: Any) -> RecordFrame:
-    """A record of a call answered next to the script (what both its channels carry of it)."""
-    return cast(RecordFrame, _checked(message, "type", _TAGGED, frozenset({RECORD})))
-
-
-def from_child(message: Any) -> FromChild:
-    """A frame on a sandbox child's control pipe, from the child (a script may forge these)."""
-    return cast(FromChild, _checked(message, "type", _TAGGED, _FROM_CHILD))
-
-
-def to_child(message: Any) -> ToChild:
-    """A frame on a sandbox child's control pipe, to the child (bootstrap.py)."""
-    return cast(ToChild, _checked(message, "type", _TAGGED, _TO_CHILD))
-
-
-def to_supervisor(message: Any) -> ToSupervisor:
-    """A frame Herald sent a supervisor: tagged, or a reply naming its connection."""
-    if isinstance(message, dict) and "type" not in message:
-        if "tool" in message or not isinstance(message.get("conn"), int):
-            raise FrameError("a reply to the supervisor names its connection")
-        return cast(ReplyFrame, message)
-    return cast(ToSupervisor, _checked(message, "type", _TAGGED, _TO_SUPERVISOR))
-
-
-def from_supervisor(message: Any) -> FromSupervisor:
-    """A frame a supervisor sent Herald: tagged, or a call of the script (with its connection)."""
-    if isinstance(message, dict) and "type" not in message:
-        if "tool" not in message or "id" not in message:
-            raise FrameError("an untagged frame from the supervisor is a call: it needs 'id' and 'tool'")
-        return cast(CallFrame, message)
-    return cast(FromSupervisor, _checked(message, "type", _TAGGED, _FROM_SUPERVISOR))
-
-
-def to_client(message: Any) -> ToClient:
-    """A frame Herald sent a script's RPC connection: a reply, or a CwdFrame before one."""
-    if isinstance(message, dict) and "type" not in message:
-        return cast(ReplyFrame, message)
-    return cast(ToClient, _checked(message, "type", _TAGGED, frozenset({CWD})))
-
-
-def relayed_call(message: Any, conn: int) -> CallFrame:
-    """A call a script sent its supervisor, as relayed to Herald: only what a call is made of
-    (a script must not pass for the supervisor), tagged with its connection's number."""
-    if not isinstance(message, dict) or "type" in message:
-        raise FrameError("a call frame carries no 'type'")
-    call_id = message.get("id")
-    if not isinstance(call_id, (int, str)) or isinstance(call_id, bool):
-        raise FrameError("a call's 'id' must be a number")
-    call = {"id": call_id, "tool": message.get("tool"), "args": message.get("args"), "conn": conn}
-    return cast(CallFrame, call)
-
-
-def _op(data: bytes) -> Any:
-    try:
-        return json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise FrameError("fork server message is not UTF-8 JSON: %s" % exc) from None
-
-
-def to_zygote(data: bytes) -> ToZygote:
-    """A datagram a fork server's client sent it."""
-    return cast(ToZygote, _checked(_op(data), "op", _OPS, _TO_ZYGOTE))
-
-
-def from_zygote(data: bytes) -> FromZygote:
-    """A datagram a fork server sent its client."""
-    return cast(FromZygote, _checked(_op(data), "op", _OPS, _FROM_ZYGOTE))
-
-
-def encode_op(message: Union[ToZygote, FromZygote]) -> bytes:
-    """A fork server message as its datagram (one JSON object, no length: SOCK_SEQPACKET)."""
-    return json.dumps(message).encode("utf-8")

@@ -1,8 +1,8 @@
 """Wire format shared by the parent server and the sandbox child.
 
 A frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON (`encode_frame`,
-`FrameReader`, `FrameBuffer`); on the fork server's socket, one JSON datagram (frames.encode_op). What
-each channel's frames are, and the guard its readers check them with, is frames.py. Part of the
+`FrameReader`, `FrameBuffer`); on the fork server's socket, one JSON datagram (wire.encode_op). What
+each channel's frames are is frames.py; the guard its readers check them with, wire.py. Part of the
 sandbox package (see __init__.py for its rules).
 """
 

@@ -14,7 +14,7 @@ import socket
 import sys
 from typing import Any, Callable, Dict, List, Optional
 
-from . import frames
+from . import frames, wire
 from .client import at_unix_path
 from .protocol import nested_deeper_than
 from .sinks import Conn, Sink
@@ -105,10 +105,10 @@ class Relay:
         """Relay one frame; False closes the connection (no valid token first)."""
         try:
             if not conn.authenticated:
-                conn.authenticated = secrets.compare_digest(frames.auth(message)["token"], self.token)
+                conn.authenticated = secrets.compare_digest(wire.auth(message)["token"], self.token)
                 return conn.authenticated
-            call = frames.relayed_call(message, conn.number)
-        except frames.FrameError:
+            call = wire.relayed_call(message, conn.number)
+        except wire.FrameError:
             return False
         if nested_deeper_than(call, MAX_RELAYED_NESTING):
             return False

@@ -22,7 +22,7 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from . import frames, isolate
+from . import frames, isolate, wire
 from .client import at_unix_path
 from .procs import alive, host_pid
 
@@ -103,8 +103,8 @@ class Forked(ScriptProcess):
             self._disconnect()
             return
         try:
-            message = frames.from_zygote(data)
-        except frames.FrameError:
+            message = wire.from_zygote(data)
+        except wire.FrameError:
             return
         if message["op"] == frames.EXIT and message["pid"] == self.ns_pid:
             self.status = message["status"]
@@ -116,7 +116,7 @@ class Forked(ScriptProcess):
         status = self.status
         if self.sock is not None:
             try:
-                self.sock.send(frames.encode_op({"op": frames.REAP, "pid": self.ns_pid}))
+                self.sock.send(wire.encode_op({"op": frames.REAP, "pid": self.ns_pid}))
             except OSError:
                 pass
         self._disconnect()
@@ -160,12 +160,12 @@ def fork_script(zygote_path: str, sandbox_dir: str, namespaced: bool = False) ->
     try:
         sock.settimeout(FORK_REPLY_TIMEOUT)
         at_unix_path(zygote_path, sock.connect)
-        request = frames.encode_op({"op": frames.FORK, "sandbox_dir": sandbox_dir})
+        request = wire.encode_op({"op": frames.FORK, "sandbox_dir": sandbox_dir})
         sock.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", theirs))])
         data = sock.recv(65536)
         if not data:
             raise OSError("the zygote refused: it went away")
-        reply = frames.from_zygote(data)
+        reply = wire.from_zygote(data)
         if reply["op"] == frames.ERROR:
             raise OSError("the zygote refused: %s" % reply["message"])
         if reply["op"] != frames.FORKED:
@@ -190,7 +190,7 @@ def _ours(sock: socket.socket, ns_pid: int) -> int:
     found = host_pid(int.from_bytes(creds[0:4], sys.byteorder), ns_pid)
     if found is None:
         try:  # a child we cannot name cannot be contained: let it go
-            sock.send(frames.encode_op({"op": frames.REAP, "pid": ns_pid}))
+            sock.send(wire.encode_op({"op": frames.REAP, "pid": ns_pid}))
         except OSError:
             pass
         raise OSError("the zygote's child %d is not visible from here" % ns_pid)

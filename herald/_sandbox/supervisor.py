@@ -8,7 +8,7 @@ to Herald and carry length-prefixed JSON frames (protocol.py) both ways, multipl
 Herald's prepare, start, code, kill, close and cwd frames and the replies to the script's calls
 one way; the script's output, its calls (each tagged with its connection's number), ready, done,
 exit, failed, the records of the calls answered here and removed the other: the types and their
-guards are frames.py's (its "Exec channel"); the grant a start or code frame carries, grant.py's.
+guards are frames.py's (its "Exec channel") and wire.py's; the grant a start or code frame carries, grant.py's.
 
 Why a separate supervisor process: it must stay responsive while the script runs anything at all
 (a C call holding the GIL, a blocked write), so that a kill frame or the end of its stdin always
@@ -43,7 +43,7 @@ import time
 import traceback
 from typing import Any, Dict, List, Literal, Optional, Set, cast
 
-from . import frames, isolate
+from . import frames, isolate, wire
 
 # The /proc walk finds descendants that left the script's process group.
 from .environ import sandbox_environ
@@ -164,8 +164,8 @@ class Supervisor:
 
     def from_herald(self, message: Dict[str, Any]) -> None:
         try:
-            frame = frames.to_supervisor(message)
-        except frames.FrameError:
+            frame = wire.to_supervisor(message)
+        except wire.FrameError:
             return  # not ours to act on
         if "type" not in frame:  # a tool call's reply
             number = frame.pop("conn")
@@ -194,8 +194,8 @@ class Supervisor:
 
     def from_script(self, message: Dict[str, Any]) -> None:
         try:  # the script shares the control pipe's process: what is not a frame of it is dropped
-            frame = frames.from_child(message)
-        except frames.FrameError:
+            frame = wire.from_child(message)
+        except wire.FrameError:
             return
         if frame["type"] == frames.READY:
             self.send({"type": frames.READY})

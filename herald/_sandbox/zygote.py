@@ -41,7 +41,7 @@ import sys
 from types import ModuleType
 from typing import Any, Dict, List, Optional, Set
 
-from . import frames, stubcache
+from . import frames, stubcache, wire
 from .procs import (
     become_subreaper,
     descendants,
@@ -94,7 +94,7 @@ class Zygote:
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)
 
     def send(self, client: socket.socket, message: frames.FromZygote) -> None:
-        data = frames.encode_op(message)
+        data = wire.encode_op(message)
         if client is self.herald:
             client.send(data)
             return
@@ -183,14 +183,14 @@ class Zygote:
         if not data:
             return False
         try:
-            message = frames.to_zygote(data)
+            message = wire.to_zygote(data)
             if message["op"] == frames.FORK and len(fds) == FDS_PER_FORK:
                 self.fork(client, message["sandbox_dir"], list(fds))
             elif message["op"] == frames.REAP:
                 self.reap(message["pid"], client, block=False)
             else:
                 self.send(client, {"op": frames.ERROR, "message": "bad request: a fork needs %d fds" % FDS_PER_FORK})
-        except frames.FrameError as exc:
+        except wire.FrameError as exc:
             self.send(client, {"op": frames.ERROR, "message": "bad request: %s" % (exc,)})
         finally:
             for fd in fds:

@@ -40,7 +40,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, cast
 
-from .._sandbox import frames
+from .._sandbox import frames, wire
 from .._sandbox.grant import SearchGrant, ShellGrant, ToolGrant, ToolSpec
 from .._sandbox.localshell import reply as terminal_reply
 from .._sandbox.protocol import encode_frame
@@ -240,9 +240,9 @@ class BackendTools:
 
     def record(self, session: Grant, message: frames.RecordFrame) -> None:
         """A call answered next to the script: count it in the run and write it to the transcript."""
-        try:  # its reader checked it (frames.from_child, from_supervisor); a caller may not have
-            record: frames.RecordFrame | None = frames.record(message)
-        except frames.FrameError:
+        try:  # its reader checked it (wire.from_child, from_supervisor); a caller may not have
+            record: frames.RecordFrame | None = wire.record(message)
+        except wire.FrameError:
             record = None
         if record is None or record["tool"] not in self._local:
             # In host mode the script itself writes these: a hostile one must not flood the log.

@@ -1,4 +1,4 @@
-"""The wire contract (herald/_sandbox/frames.py, grant.py): each channel's guard takes the frames
+"""The wire contract (herald/_sandbox/frames.py, wire.py, grant.py): each channel's guard takes the frames
 Herald's writers send and refuses what a script (or a broken peer) could forge instead, so a
 reader never acts on a frame that is not one of its channel's."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from herald._sandbox import frames
+from herald._sandbox import frames, wire
 from herald._sandbox.grant import GrantError, take_grant, tool_specs
 from herald._sandbox.protocol import ProtocolError
 
@@ -21,7 +21,7 @@ def test_control_pipe_takes_a_childs_frames_and_nothing_else() -> None:
     for good in ({"type": "ready", "pid": 7}, {"type": "done", "exit_code": 0}, {"type": "leaving"},
                  {"type": "exit", "exit_code": 3},
                  {"type": "record", "tool": "read_file", "args": {}, "duration_ms": 0.5, "reply_bytes": 9}):
-        assert frames.from_child(dict(good)) == good
+        assert wire.from_child(dict(good)) == good
     for forged in (
         {"type": "exit", "exit_code": "0"},  # a status that is not a number
         {"type": "exit", "exit_code": True},  # a bool is not a status
@@ -31,48 +31,48 @@ def test_control_pipe_takes_a_childs_frames_and_nothing_else() -> None:
         {"id": 1, "tool": "read_file", "args": {}},  # a call has no place on the control pipe
         [], "exit", None,
     ):
-        with pytest.raises(frames.FrameError):
-            frames.from_child(forged)
+        with pytest.raises(wire.FrameError):
+            wire.from_child(forged)
 
 
 def test_a_frame_error_is_a_protocol_error() -> None:
     # Readers that close a link on a bad frame (client.py, relay.py) close it on these too.
     with pytest.raises(ProtocolError):
-        frames.to_client({"type": "exit", "exit_code": 0})
+        wire.to_client({"type": "exit", "exit_code": 0})
 
 
 def test_exec_channel_tells_calls_from_tagged_frames() -> None:
     call = {"id": 3, "tool": "read_file", "args": {"path": "a"}, "conn": 2}
-    assert "type" not in frames.from_supervisor(dict(call))
-    assert frames.from_supervisor({"type": "out", "data": "x"})["type"] == frames.OUT
-    with pytest.raises(frames.FrameError):
-        frames.from_supervisor({"id": 3, "args": {}})  # untagged but no tool: not a call
-    with pytest.raises(frames.FrameError):
-        frames.from_supervisor({"type": "prepare", "env": {}, "loader": "x"})  # Herald's, the other way
-    reply = frames.to_supervisor({"id": 3, "result": 1, "conn": 2})
+    assert "type" not in wire.from_supervisor(dict(call))
+    assert wire.from_supervisor({"type": "out", "data": "x"})["type"] == frames.OUT
+    with pytest.raises(wire.FrameError):
+        wire.from_supervisor({"id": 3, "args": {}})  # untagged but no tool: not a call
+    with pytest.raises(wire.FrameError):
+        wire.from_supervisor({"type": "prepare", "env": {}, "loader": "x"})  # Herald's, the other way
+    reply = wire.to_supervisor({"id": 3, "result": 1, "conn": 2})
     assert "type" not in reply and reply["conn"] == 2
-    with pytest.raises(frames.FrameError):
-        frames.to_supervisor({"id": 3, "result": 1})  # a reply that names no connection
-    with pytest.raises(frames.FrameError):
-        frames.to_supervisor({"type": "kill", "grace": "soon"})
+    with pytest.raises(wire.FrameError):
+        wire.to_supervisor({"id": 3, "result": 1})  # a reply that names no connection
+    with pytest.raises(wire.FrameError):
+        wire.to_supervisor({"type": "kill", "grace": "soon"})
 
 
 def test_relayed_calls_keep_only_what_a_call_is_made_of() -> None:
-    relayed = frames.relayed_call({"id": 1, "tool": "read_file", "args": {}, "conn": 99, "past_budget": True, "ran": {}}, 4)
+    relayed = wire.relayed_call({"id": 1, "tool": "read_file", "args": {}, "conn": 99, "past_budget": True, "ran": {}}, 4)
     assert relayed == {"id": 1, "tool": "read_file", "args": {}, "conn": 4}
     for forged in ({"type": "record", "id": 1}, {"id": [1]}, {"id": True, "tool": "x"}, {"tool": "x"}):
-        with pytest.raises(frames.FrameError):
-            frames.relayed_call(forged, 4)
+        with pytest.raises(wire.FrameError):
+            wire.relayed_call(forged, 4)
 
 
 def test_fork_socket_ops_round_trip_and_refuse_garbage() -> None:
     fork: frames.ForkOp = {"op": frames.FORK, "sandbox_dir": "/tmp/x"}
-    assert frames.encode_op(fork) == json.dumps(fork).encode()  # the bytes as before the contract
-    assert frames.to_zygote(frames.encode_op(fork)) == fork
-    assert frames.from_zygote(b'{"op": "exit", "pid": 5, "status": -9}')["op"] == frames.EXIT
+    assert wire.encode_op(fork) == json.dumps(fork).encode()  # the bytes as before the contract
+    assert wire.to_zygote(wire.encode_op(fork)) == fork
+    assert wire.from_zygote(b'{"op": "exit", "pid": 5, "status": -9}')["op"] == frames.EXIT
     for garbage in (b"\xff", b"[]", b'{"op": "reap"}', b'{"op": "fork", "sandbox_dir": 1}', b'{"op": "forked", "pid": 1}'):
-        with pytest.raises(frames.FrameError):
-            frames.to_zygote(garbage)
+        with pytest.raises(wire.FrameError):
+            wire.to_zygote(garbage)
 
 
 def _grant(**changes: Any) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar, cast
 
-from ..._sandbox import frames
+from ..._sandbox import frames, wire
 from ..._sandbox.procs import KillClock
 from ..._sandbox.protocol import FrameBuffer, ProtocolError, encode_frame, reply_frame
 from ...backends.base import Channel
@@ -177,8 +177,8 @@ class BackendChild(Generic[S]):
         said: list[frames.FromSupervisor] = []
         for message, size in zip(messages, sizes or [0] * len(messages), strict=True):
             try:
-                frame = frames.from_supervisor(message)
-            except frames.FrameError as exc:
+                frame = wire.from_supervisor(message)
+            except wire.FrameError as exc:
                 log.warning("ignored a malformed frame from the supervisor on %s: %s", self._where, exc)
                 continue
             said.append(frame)

@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from ..._sandbox import frames
+from ..._sandbox import frames, wire
 from ..._sandbox.owners import owner_tag
 from ..._sandbox.protocol import FrameBuffer, ProtocolError, encode_frame
 from ...backends.base import Backend, BackendError, Channel
@@ -396,7 +396,7 @@ class _Removal:
             return
         for message in said:
             try:
-                frame = frames.from_supervisor(message)
-            except frames.FrameError:
+                frame = wire.from_supervisor(message)
+            except wire.FrameError:
                 continue
             self.done = self.done or ("type" in frame and frame["type"] == frames.REMOVED and frame["ok"])

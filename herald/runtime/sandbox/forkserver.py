@@ -20,7 +20,7 @@ import subprocess
 import threading
 from collections.abc import Mapping
 
-from ..._sandbox import frames
+from ..._sandbox import frames, wire
 from ..._sandbox.procs import alive, host_pid
 from . import spawner
 from .isolation import Isolation, shared_root
@@ -86,8 +86,8 @@ class ForkServer:
                     self._cond.notify_all()
                 return
             try:
-                message = frames.from_zygote(data)
-            except frames.FrameError:
+                message = wire.from_zygote(data)
+            except wire.FrameError:
                 continue
             zygote = self._zygote_pid(message) if message["op"] == frames.READY else None
             with self._cond:
@@ -124,7 +124,7 @@ class ForkServer:
                     raise ForkServerError(f"the fork server did not start within {READY_TIMEOUT:.0f} s")
                 if self.dead is not None:
                     raise ForkServerError(f"the fork server is gone ({self.dead})")
-            request = frames.encode_op({"op": frames.FORK, "sandbox_dir": sandbox_dir})
+            request = wire.encode_op({"op": frames.FORK, "sandbox_dir": sandbox_dir})
             try:
                 self._sock.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
             except OSError as exc:
@@ -171,7 +171,7 @@ class ForkServer:
             ns_pid = self._ns_pids.pop(pid, pid)
             self._host_pids.pop(ns_pid, None)
         try:
-            self._sock.send(frames.encode_op({"op": frames.REAP, "pid": ns_pid}))
+            self._sock.send(wire.encode_op({"op": frames.REAP, "pid": ns_pid}))
         except OSError:
             pass
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any, cast
 
-from ..._sandbox import frames
+from ..._sandbox import frames, wire
 from ..._sandbox.bootstrap import KEEP_ARG
 from ..._sandbox.procs import KillClock, descendants, signal_pids
 from ..._sandbox.protocol import MAX_CONTROL_FRAME_BYTES, FrameBuffer, ProtocolError, encode_frame
@@ -126,8 +126,8 @@ class ChildProcess:
         said: list[frames.FromChild | frames.EofFrame] = []
         for message in messages:
             try:  # a script's forgery (say, a status that is not a number) must not break the loop
-                said.append(frames.from_child(message))
-            except frames.FrameError:
+                said.append(wire.from_child(message))
+            except wire.FrameError:
                 pass
         return said
 
