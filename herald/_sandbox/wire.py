@@ -93,23 +93,24 @@ _TO_ZYGOTE: FrozenSet[str] = frozenset({FORK, REAP})
 _FROM_ZYGOTE: FrozenSet[str] = frozenset({READY, FORKED, ERROR, EXIT})
 
 
-def _takes(value: Any, kinds: Tuple[type, ...]) -> bool:
-    return isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+_MISSING = object()
 
 
 def _checked(message: Any, key: str, table: Dict[str, Fields], accepted: FrozenSet[str]) -> Dict[str, Any]:
-    """`message` if its tag (under `key`) is in `accepted` and its fields have their types."""
+    """`message` if its tag (under `key`) is in `accepted` and its fields have their types
+    (`int` never takes a bool). On every frame of the hot paths: kept to a loop of lookups."""
     if not isinstance(message, dict):
         raise FrameError("a frame must be a JSON object, got %s" % type(message).__name__)
     tag = message.get(key)
     if tag not in accepted:
         raise FrameError("unexpected frame %s=%.40r here" % (key, tag))
     for field, kinds, required in table[tag]:
-        if field in message:
-            if not _takes(message[field], kinds):
-                raise FrameError("%s frame: %r must be %s" % (tag, field, "/".join(k.__name__ for k in kinds)))
-        elif required:
-            raise FrameError("%s frame: %r is missing" % (tag, field))
+        value = message.get(field, _MISSING)
+        if value is _MISSING:
+            if required:
+                raise FrameError("%s frame: %r is missing" % (tag, field))
+        elif not isinstance(value, kinds) or ((value is True or value is False) and bool not in kinds):
+            raise FrameError("%s frame: %r must be %s" % (tag, field, "/".join(k.__name__ for k in kinds)))
     if tag == RECORD and "error" in message and not isinstance(message["error"].get("type"), str):
         raise FrameError("record frame: its error needs a 'type'")
     return message
