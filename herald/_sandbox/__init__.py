@@ -1,6 +1,11 @@
 """The code that runs inside the sandbox, as one package that Herald imports too.
 
     protocol.py    length-prefixed JSON frames (both ends of every link)
+    frames.py      the wire contract: every frame of every channel as a type (Literal tags)
+    wire.py        its reading: each channel's guard (frame -> typed frame or FrameError), encode_op
+    grant.py       a run's grant of the calls answered next to the script, as types, and its guard
+    budget.py      a run's call budget (CallBudget), as each process that counts it keeps it
+    answer.py      one call answered next to the script: bind, run, record
     client.py      the script's side of tool calls (hermes_tools calls it)
     helpers.py     parallel, json_parse, shell_quote, retry (exported by hermes_tools)
     procs.py       process trees from /proc: find, signal, stop them

@@ -19,9 +19,9 @@ import os
 import signal
 import sys
 import traceback
-from typing import Any, Dict, Optional, Set
+from typing import Any, Dict, Optional, Set, Union
 
-from . import frames
+from . import frames, wire
 from .procs import become_subreaper, descendants, die_with_parent, set_dumpable, signal_pids
 from .protocol import FrameReader, ProtocolError, encode_frame
 
@@ -163,13 +163,13 @@ def ready_for_scripts() -> None:
             pass
 
 
-def _configure(message: Dict[str, Any], ctl_write: int) -> None:
+def _configure(message: frames.StartFrame, ctl_write: int) -> None:
     from . import client
 
     _set_line_buffering(bool(message.get("line_buffered")))
     client.configure(
-        client.unix_connector(message["socket"]),
-        message["token"],
+        client.unix_connector(str(message.get("socket"))),
+        str(message.get("token")),
         int(message.get("max_parallel") or client.DEFAULT_MAX_CONNECTIONS),
         _self_serve(message, message, ctl_write),
     )
@@ -181,7 +181,9 @@ def _configure(message: Dict[str, Any], ctl_write: int) -> None:
             sys.stderr.write("warning: could not enter %s: %s\n" % (cwd, exc))
 
 
-def _self_serve(start: Dict[str, Any], grant_from: Dict[str, Any], ctl_write: int) -> Any:
+def _self_serve(
+    start: frames.StartFrame, grant_from: Union[frames.StartFrame, frames.CodeFrame], ctl_write: int
+) -> Any:
     """What this process may answer itself (selfserve.py, taken up at the first call): host
     mode's grant in the start frame or kernel cell `grant_from`, the schemas in `start`."""
     if "tools" not in grant_from:
@@ -189,9 +191,9 @@ def _self_serve(start: Dict[str, Any], grant_from: Dict[str, Any], ctl_write: in
     return (grant_from.get("tools"), start.get("tool_specs"), ctl_write)
 
 
-def _oneshot(message: Dict[str, Any], ctl_write: int) -> None:
+def _oneshot(message: frames.StartFrame, ctl_write: int) -> None:
     namespace = {"__name__": "__main__", "__builtins__": builtins, "__file__": "<script>"}
-    status = run_code(message["code"], "<script>", namespace)
+    status = run_code(message.get("code") or "", "<script>", namespace)
     try:
         import threading
 
@@ -213,25 +215,25 @@ def _oneshot(message: Dict[str, Any], ctl_write: int) -> None:
     _kill_descendants()
     code = status & 0xFF if status >= 0 else 1
     try:  # the parent learns the status now, without waiting to reap us
-        exited: frames.StatusFrame = {"type": frames.EXIT, "exit_code": code}
+        exited: frames.ExitFrame = {"type": frames.EXIT, "exit_code": code}
         os.write(ctl_write, encode_frame(exited))
     except OSError:
         pass
     os._exit(code)
 
 
-def _kernel(message: Dict[str, Any], reader: FrameReader, ctl_write: int) -> None:
+def _kernel(message: frames.StartFrame, reader: FrameReader, ctl_write: int) -> None:
     from . import client
 
-    sentinel = message["sentinel"].encode("ascii")
+    sentinel = str(message.get("sentinel")).encode("ascii")
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     counter = 0
     while True:
         try:
-            request: Optional[Dict[str, Any]] = reader.read()
+            request = _read_frame(reader)
         except (OSError, ProtocolError):
             request = None
-        if request is None:
+        if request is None or request["type"] != frames.CODE:
             _flush()
             os._exit(0)
         counter += 1
@@ -242,7 +244,7 @@ def _kernel(message: Dict[str, Any], reader: FrameReader, ctl_write: int) -> Non
         _flush()
         os.write(1, sentinel)
         os.write(2, sentinel)
-        done: frames.StatusFrame = {"type": frames.DONE, "exit_code": status}
+        done: frames.DoneFrame = {"type": frames.DONE, "exit_code": status}
         os.write(ctl_write, encode_frame(done))
 
 
@@ -257,6 +259,12 @@ def main() -> None:
         fork_keeper((ctl_read, ctl_write))
     ready_for_scripts()
     serve(ctl_read, ctl_write)
+
+
+def _read_frame(reader: FrameReader) -> Optional[frames.ToChild]:
+    """The parent's next frame (None: it closed the pipe); a malformed one raises ProtocolError."""
+    message = reader.read()
+    return None if message is None else wire.to_child(message)
 
 
 def serve(ctl_read: int, ctl_write: int) -> None:
@@ -274,10 +282,10 @@ def serve(ctl_read: int, ctl_write: int) -> None:
     os.write(ctl_write, encode_frame(ready))
     reader = FrameReader(_PipeReader(ctl_read))
     try:
-        message = reader.read()
+        message = _read_frame(reader)
     except (OSError, ProtocolError):
         message = None
-    if message is None:  # the parent went away before using this warm child
+    if message is None or message["type"] != frames.START:  # the parent went away before using this warm child
         os._exit(0)
     sys.argv = ["<script>"]
     _configure(message, ctl_write)

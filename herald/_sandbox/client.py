@@ -24,7 +24,7 @@ import socket
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import frames
+from . import frames, wire
 from .protocol import FrameReader, ProtocolError, encode_frame
 
 if TYPE_CHECKING:
@@ -204,15 +204,18 @@ class RpcClient:
                 call["past_budget"] = True
         return call_id, encode_frame(call), None
 
-    def _reply(self, link: _Link, poll: float) -> Optional[Dict[str, Any]]:
+    def _reply(self, link: _Link, poll: float) -> Optional[frames.ReplyFrame]:
         """The next reply on `link` (None: the peer closed), after any CWD frame sent just before it."""
-        reply = link.frames.read(poll=poll)
-        while reply is not None and reply.get("type") == frames.CWD:
+        message = link.frames.read(poll=poll)
+        while message is not None:
+            frame = wire.to_client(message)
+            if "type" not in frame:
+                return frame
             local = self._local
             if local is not None:
-                local.moved(reply.get("cwd"))
-            reply = link.frames.read()
-        return reply
+                local.moved(frame["cwd"])
+            message = link.frames.read()
+        return None
 
     def offer(self, offer: Optional[Offer]) -> None:
         """What this process may answer itself from now on (None: nothing): a run's grant, its
@@ -312,10 +315,10 @@ def unix_connector(path: str, timeout: Optional[float] = None) -> Any:
 _default: Optional[RpcClient] = None
 
 
-def _result(reply: Dict[str, Any], tool: str) -> Any:
+def _result(reply: frames.ReplyFrame, tool: str) -> Any:
     """A reply's result, or the ToolError (ConnectionLost) it carries, raised."""
     if "error" in reply:
-        err = reply["error"] or {}
+        err: Any = reply["error"] or {}  # decoded as it came: a malformed one still raises
         error_type = str(err.get("type", "ToolError"))
         message = str(err.get("message", "tool call failed"))
         if error_type == "ConnectionLost":

@@ -23,7 +23,10 @@ from __future__ import annotations
 import contextvars
 import errno
 import os
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:
+    from .grant import Roots
 
 PROC_FD = "/proc/self/fd/%d"
 
@@ -70,12 +73,12 @@ class Confinement:
         self.unmasked_read = self.unmasked + tuple(prefix(p) for p in unmasked_read)
 
     @classmethod
-    def from_wire(cls, roots: Dict[str, Any], extra_masks: Sequence[str] = ()) -> "Confinement":
+    def from_wire(cls, roots: Roots, extra_masks: Sequence[str] = ()) -> "Confinement":
         """A grant's "roots" (see the module's docstring), with `extra_masks` added."""
         return cls(roots.get("write"), roots.get("read"), [*roots.get("masked", ()), *extra_masks],
                    roots.get("unmasked", ()), roots.get("unmasked_read", ()))
 
-    def wire(self) -> Dict[str, List[str]]:
+    def wire(self) -> Roots:
         return {"write": list(self.write or ("/",)), "read": list(self.read or ("/",)), "masked": list(self.masked),
                 "unmasked": list(self.unmasked),
                 "unmasked_read": [p for p in self.unmasked_read if p not in self.unmasked]}

@@ -1,194 +1,325 @@
-"""Every frame type Herald and its sandbox processes exchange, by channel. A frame is a JSON object
-(protocol.py); its `type` (`op` on the fork server's socket) is one of these names.
+"""The wire contract: every frame Herald and its sandbox processes exchange, as types.
 
-RPC socket (script -> Herald; replies carry the call's `id` and `result` or `error`):
-    AUTH      {"type": AUTH, "token"}                          first frame of every connection
-    a call may say "past_budget": true: the script's side counted it past the run's budget
-    (host mode, selfserve.py), and Herald refuses it whatever its own count says
-    CWD       {"type": CWD, "cwd"}                             Herald, just before a reply: the session's
-              directory moved (host mode, when the script answers file reads itself)
+Each frame is a TypedDict below whose `type` (`op` on the fork server's socket) is a Literal tag.
+Writers build frames as these types and encode them with protocol.encode_frame (length-prefixed
+JSON, on the streams) or wire.encode_op (one JSON datagram, on the fork server's socket).
+Readers never look into a decoded dict themselves: they pass it to their channel's guard in
+wire.py (`from_child`, `to_child`, `to_supervisor`, `from_supervisor`, `to_client`, `auth`,
+`record`, `from_zygote`, `to_zygote`), which checks its tag and fields against the table there
+and returns the typed frame, or raises wire.FrameError. Stdlib only, Python >= 3.8, like the
+rest of this package.
 
-Control pipe of a sandbox child (bootstrap.py -> Herald):
-    READY     {"type": READY, "pid"}                           it can take a run
-    DONE      {"type": DONE, "exit_code"}                      a kernel cell finished
-    LEAVING   {"type": LEAVING}                                a one-shot script flushes its output now;
-              its EXIT follows (a supervisor sends both to Herald in one write; others ignore it)
-    EXIT      {"type": EXIT, "exit_code"}                      the script is over, the process goes
-    RECORD    as on the exec channel: a call the script's process answered itself (selfserve.py)
-    EOF       (made up by the reader when the pipe closes)
-    Herald's start frame (StartFrame) and kernel cells (CodeFrame) come the other way; in host mode
-    they may carry "tools", the grant of the calls the script answers itself, and the start frame
-    their schemas, "tool_specs"
+The channels (who writes -> who reads):
 
-Exec channel of in-backend runs (Herald <-> supervisor.py):
-    PREPARE   {"type": PREPARE, "env", "loader", "fork_server"}  Herald: start the script interpreter
-              (fork_server: the backend zygote's socket path, or null to spawn)
-    START     {"type": START, "mode", "cwd", "code"|"sentinel", "line_buffered"}
-    CODE      {"type": CODE, "code", "line_buffered"}          the next kernel cell
-    KILL      {"type": KILL, "grace"}                          SIGTERM the tree, SIGKILL after grace
-    CLOSE     {"type": CLOSE, "remove"?: true}                 SIGKILL the tree and leave; with "remove"
-              (the Runtime is closing), remove the sandbox directory on the way out, then say:
-    REMOVED   {"type": REMOVED, "ok"}                          supervisor: whether the directory is gone
-    OUT, ERR  {"type": OUT|ERR, "data"}                        the script's output (latin-1 text)
-    READY, DONE, EXIT as on the control pipe; FAILED {"type": FAILED, "error"}: the supervisor broke
-    START and CODE may carry "tools": the grant of the tools the supervisor runs itself, whose
-    schemas came once in PREPARE's "tool_specs" (localtools.py)
-    RECORD    {"type": RECORD, "tool", "args", "error"?, "duration_ms", "reply_bytes"}  supervisor:
-              a call it answered itself, for Herald's transcript and call count
-    CWD       {"type": CWD, "cwd"}                             Herald: the session's directory moved
+- RPC socket (script's client.py -> Herald's rpc/server.py, or the supervisor's relay.py):
+  AuthFrame first, then CallFrames; back: ReplyFrames, a CwdFrame just before a reply when
+  Herald moved the session's directory (host mode, when the script answers reads itself).
+- Control pipe of a sandbox child (bootstrap.py <-> Herald's host_child.py, or a supervisor):
+  to it StartFrame, then CodeFrames (kernel cells); from it ReadyFrame, DoneFrame,
+  LeavingFrame, ExitFrame, RecordFrame (a call the script's process answered: selfserve.py).
+- Exec channel of an in-backend run (Herald's backend_child.py <-> supervisor.py): to it
+  PrepareFrame, StartFrame, CodeFrame, KillFrame, CloseFrame, CwdFrame, ReplyFrames (with
+  `conn`); from it ReadyFrame, OutputFrame, DoneFrame, ExitFrame, FailedFrame, RecordFrame,
+  RemovedFrame, CallFrames (with `conn`).
+- Fork server socket (zygote.py <-> Herald's forkserver.py, or a supervisor's scriptproc.py):
+  ForkOp (+ 4 fds) and ReapOp to it; ForkedOp or ErrorOp, ChildExitOp, and in host mode one
+  ZygoteReadyOp from it.
 
-Fork server socket (client <-> zygote.py), key "op"; the client is Herald in host mode, a
-run's supervisor (scriptproc.py) in the backend:
-    FORK      {"op": FORK, "sandbox_dir"} + fds                 client: a child, please
-    FORKED    {"op": FORKED, "pid"} or ERROR {"op": ERROR, "message"}
-    EXIT      {"op": EXIT, "pid", "status"}                     a forked child exited
-    REAP      {"op": REAP, "pid"}                               the client is done with that pid
-    READY     {"op": READY, "pid"}                              host mode: once, after the pre-imports; its own pid
-
-The TypedDicts below give each frame's shape; senders build frames as these types so a checker
-sees a misspelt key, and readers cast a decoded frame once they have checked its `type`.
-Stdlib only, Python >= 3.8, like the rest of this package.
+Calls and replies carry no tag (the hot path's bytes, and a refused frame's id read from the
+front of its body: protocol.RefusedFrame): on a channel that carries them, a checked frame
+without `type` is a call (from the script's side) or a reply (to it); the types are final, so
+`"type" not in frame` tells a checker which. Herald's Dispatcher checks a call's tool and arguments and answers in
+words the script can act on (runtime/dispatcher.py): a call is not dropped for its shape.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any, Dict
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union, final
 
 if sys.version_info >= (3, 11):  # for the checker: NotRequired is not in 3.8's typing
-    from typing import NotRequired, TypedDict
+    from typing import Final, Literal, NotRequired, TypedDict
 else:  # at run time the annotations below are never evaluated (postponed annotations)
-    from typing import TypedDict
+    from typing import Final, Literal, TypedDict
 
     NotRequired = None
+if TYPE_CHECKING:
+    from .grant import ToolGrant, ToolSpec
 
-AUTH = "auth"
-READY = "ready"
-DONE = "done"
-LEAVING = "leaving"
-EXIT = "exit"
-EOF = "eof"
-PREPARE = "prepare"
-START = "start"
-CODE = "code"
-KILL = "kill"
-CLOSE = "close"
-REMOVED = "removed"
-OUT = "out"
-ERR = "err"
-FAILED = "failed"
-RECORD = "record"
-CWD = "cwd"
-FORK = "fork"
-FORKED = "forked"
-REAP = "reap"
-ERROR = "error"
-
-
-# -- shapes ---------------------------------------------------------------------------------
-# RPC socket
+AUTH: Final = "auth"
+READY: Final = "ready"
+DONE: Final = "done"
+LEAVING: Final = "leaving"
+EXIT: Final = "exit"
+EOF: Final = "eof"
+PREPARE: Final = "prepare"
+START: Final = "start"
+CODE: Final = "code"
+KILL: Final = "kill"
+CLOSE: Final = "close"
+REMOVED: Final = "removed"
+OUT: Final = "out"
+ERR: Final = "err"
+FAILED: Final = "failed"
+RECORD: Final = "record"
+CWD: Final = "cwd"
+FORK: Final = "fork"
+FORKED: Final = "forked"
+REAP: Final = "reap"
+ERROR: Final = "error"
 
 
+# What a run's start frame says that its script hears from a supervisor (which gives it its own
+# socket and token) as from Herald.
+RUN_KEYS = ("mode", "cwd", "code", "sentinel", "line_buffered", "max_parallel")
+
+
+# -- RPC socket ------------------------------------------------------------------------------
+
+
+@final
 class AuthFrame(TypedDict):
-    type: str  # AUTH
+    type: Literal["auth"]
     token: str
 
 
+@final
+class RanOutput(TypedDict):
+    """A terminal command the supervisor ran whose output passed its cap (localcall.py):
+    Herald caps, spills and answers it (runtime/backend_tools.py `ran`)."""
+
+    output: str  # latin-1 text, as OutputFrame's data
+    skipped: int
+    tail: str
+    exit_code: int
+    timed_out: bool
+    note: str
+    cwd: str
+    command_path: str
+
+
+@final
 class CallFrame(TypedDict):
     id: int
     tool: str
     args: Dict[str, Any]
     conn: NotRequired[int]  # on the exec channel: which script connection it came from
     past_budget: NotRequired[bool]  # host mode: counted past the run's budget by the script's side
+    ran: NotRequired[RanOutput]  # on the exec channel: a terminal call the supervisor ran, output over its cap
 
 
+@final
 class ErrorInfo(TypedDict):
     type: str
     message: str
 
 
+@final
 class ReplyFrame(TypedDict, total=False):
     id: int
     result: Any
     error: ErrorInfo
-    conn: int
+    conn: int  # on the exec channel: the connection the call came from
 
 
-# Control pipe and exec channel
+@final
+class CwdFrame(TypedDict):
+    """Herald: the session's directory moved (a call it served ran `cd`)."""
+
+    type: Literal["cwd"]
+    cwd: str
 
 
+# -- control pipe and exec channel -----------------------------------------------------------
+
+
+@final
 class ReadyFrame(TypedDict):
-    type: str  # READY
-    pid: NotRequired[int]
+    type: Literal["ready"]
+    pid: NotRequired[int]  # a child's own pid (the supervisor's READY has none)
 
 
-class LeavingFrame(TypedDict):
-    type: str  # LEAVING
+@final
+class DoneFrame(TypedDict):
+    """A kernel cell finished."""
 
-
-class StatusFrame(TypedDict):
-    type: str  # DONE or EXIT
+    type: Literal["done"]
     exit_code: int
 
 
+@final
+class LeavingFrame(TypedDict):
+    """A one-shot script flushes its output now; its ExitFrame follows (a supervisor sends both
+    to Herald in one write; others ignore it)."""
+
+    type: Literal["leaving"]
+
+
+@final
+class ExitFrame(TypedDict):
+    """The script is over (its output sent), the process goes."""
+
+    type: Literal["exit"]
+    exit_code: int
+
+
+@final
+class EofFrame(TypedDict):
+    """Never sent: made up by a reader when the control pipe closes."""
+
+    type: Literal["eof"]
+
+
+@final
+class RecordFrame(TypedDict):
+    """A call answered next to the script (localcall.py, selfserve.py): for Herald's count and
+    transcript (runtime/backend_tools.py `record`)."""
+
+    type: Literal["record"]
+    tool: str
+    args: Any  # a preview (supervisor) or the arguments as they came (script's process)
+    duration_ms: float
+    reply_bytes: int
+    error: NotRequired[ErrorInfo]
+    cwd: NotRequired[str]  # terminal: the directory after the command
+
+
+@final
+class PrepareEnv(TypedDict):
+    passthrough: List[str]  # the names of the user's variables that travel (environ.py)
+
+
+@final
 class PrepareFrame(TypedDict):
-    type: str  # PREPARE
-    env: Dict[str, Any]
+    """Herald: start the script interpreter (the supervisor's first frame)."""
+
+    type: Literal["prepare"]
+    env: PrepareEnv
     loader: str
-    tool_specs: NotRequired[Dict[str, Any]]
+    fork_server: Optional[str]  # the backend zygote's socket path, or None to spawn
+    isolation: Optional[Dict[str, Any]]  # the script's confinement (isolate.py), or None
+    tool_specs: NotRequired[Dict[str, ToolSpec]]  # schemas of the tools the supervisor may run
 
 
-class StartFrame(TypedDict, total=False):
-    type: str  # START on the exec channel; absent on a child's control pipe
-    mode: str  # "oneshot" or "kernel"
-    socket: str
-    token: str
-    cwd: str
+@final
+class StartFrame(TypedDict):
+    """A run. Herald's to a child's control pipe carries the socket and token; to a supervisor
+    not (it gives the script its own); the supervisor's to its script the same as Herald's."""
+
+    type: Literal["start"]
+    mode: NotRequired[str]  # "oneshot" or "kernel"
+    socket: NotRequired[str]
+    token: NotRequired[str]
+    cwd: NotRequired[Optional[str]]
+    code: NotRequired[Optional[str]]  # one-shot
+    sentinel: NotRequired[Optional[str]]  # kernel: ends each cell's output
+    line_buffered: NotRequired[Optional[bool]]
+    max_parallel: NotRequired[Optional[int]]
+    tools: NotRequired[ToolGrant]  # the calls answered next to the script (checked by grant.take_grant)
+    tool_specs: NotRequired[Dict[str, ToolSpec]]  # host mode: their schemas (in-backend, PREPARE brings them)
+
+
+@final
+class CodeFrame(TypedDict):
+    """The next kernel cell."""
+
+    type: Literal["code"]
     code: str
-    sentinel: str
-    line_buffered: bool
-    max_parallel: int
-    tools: Dict[str, Any]  # the grant of the calls answered next to the script (localtools.py, selfserve.py)
-    tool_specs: Dict[str, Any]  # host mode: their schemas (in-backend, PREPARE brings them)
+    line_buffered: NotRequired[Optional[bool]]
+    tools: NotRequired[ToolGrant]  # the grant for this cell
 
 
-class CodeFrame(TypedDict, total=False):
-    type: str  # CODE on the exec channel
-    code: str
-    line_buffered: bool
-    tools: Dict[str, Any]  # the grant for this cell (the supervisor's, or the script's own in host mode)
-
-
+@final
 class KillFrame(TypedDict):
-    type: str  # KILL
+    """SIGTERM the script's tree, SIGKILL after `grace` seconds."""
+
+    type: Literal["kill"]
     grace: float
 
 
+@final
+class CloseFrame(TypedDict):
+    """SIGKILL the tree and leave; with `remove` (the Runtime closes) remove the sandbox
+    directory on the way out, then send a RemovedFrame."""
+
+    type: Literal["close"]
+    remove: NotRequired[bool]
+
+
+@final
+class RemovedFrame(TypedDict):
+    type: Literal["removed"]
+    ok: bool  # whether the directory is gone
+
+
+@final
 class OutputFrame(TypedDict):
-    type: str  # OUT or ERR
+    type: Literal["out", "err"]
     data: str  # latin-1 text: every byte survives JSON
 
 
+@final
 class FailedFrame(TypedDict):
-    type: str  # FAILED
+    """The supervisor itself broke (its last frame)."""
+
+    type: Literal["failed"]
     error: str
 
 
-# Fork server socket
+# -- fork server socket ----------------------------------------------------------------------
 
 
-class ForkFrame(TypedDict):
-    op: str  # FORK
+@final
+class ForkOp(TypedDict):
+    """Client: a child, please (with 4 fds: stdout, stderr, control read, control write)."""
+
+    op: Literal["fork"]
     sandbox_dir: str
 
 
-class ForkedFrame(TypedDict):
-    op: str  # FORKED
+@final
+class ForkedOp(TypedDict):
+    op: Literal["forked"]
     pid: int
 
 
-class ChildExitFrame(TypedDict):
-    op: str  # EXIT
+@final
+class ErrorOp(TypedDict):
+    op: Literal["error"]
+    message: str
+
+
+@final
+class ChildExitOp(TypedDict):
+    """A forked child exited; `status` as Popen.returncode (-N: signal N)."""
+
+    op: Literal["exit"]
     pid: int
     status: int
 
+
+@final
+class ReapOp(TypedDict):
+    """The client is done with that pid: the zygote may reap it."""
+
+    op: Literal["reap"]
+    pid: int
+
+
+@final
+class ZygoteReadyOp(TypedDict):
+    """Host mode: once, after the pre-imports; the zygote's own pid."""
+
+    op: Literal["ready"]
+    pid: int
+
+
+# -- what each channel carries ---------------------------------------------------------------
+
+FromChild = Union[ReadyFrame, DoneFrame, LeavingFrame, ExitFrame, RecordFrame]
+ToChild = Union[StartFrame, CodeFrame]
+ToSupervisor = Union[PrepareFrame, StartFrame, CodeFrame, KillFrame, CloseFrame, CwdFrame, ReplyFrame]
+FromSupervisor = Union[ReadyFrame, OutputFrame, DoneFrame, ExitFrame, FailedFrame, RecordFrame, RemovedFrame, CallFrame]
+ToClient = Union[CwdFrame, ReplyFrame]
+ToZygote = Union[ForkOp, ReapOp]
+FromZygote = Union[ZygoteReadyOp, ForkedOp, ErrorOp, ChildExitOp]

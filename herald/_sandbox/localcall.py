@@ -14,12 +14,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, List, Optional
 
 from . import frames
+from .answer import answer_call
 from .fileaccess import OsFiles, resolve_path
+from .grant import LocalGrant, ToolSpec
 from .localshell import EMPTY_COMMAND, LocalShell, Overflow, ShellGone
 from .localtools import Done
-from .protocol import HEADER, ProtocolError, encode_frame
+from .protocol import ProtocolError
 from .textfiles import REFUSED, TOOLS, FileMissing
-from .toolcore import ToolError, bind_arguments, preview
+from .toolcore import ToolError, preview
 
 
 class HandOver(Exception):
@@ -49,7 +51,7 @@ class Workers:
         self._search_lock = threading.Lock()
         self._closed = threading.Event()  # stops the searches still running
 
-    def submit(self, call: Dict[str, Any], spec: Dict[str, Any], grant: Dict[str, Any], cwd: str) -> None:
+    def submit(self, call: frames.CallFrame, spec: ToolSpec, grant: LocalGrant, cwd: str) -> None:
         self._pool.submit(self._run, call, spec, grant, cwd)
 
     def close(self) -> None:
@@ -60,40 +62,37 @@ class Workers:
 
     # -- on a worker thread ----------------------------------------------------------------
 
-    def _run(self, call: Dict[str, Any], spec: Dict[str, Any], grant: Dict[str, Any], cwd: str) -> None:
+    def _run(self, call: frames.CallFrame, spec: ToolSpec, grant: LocalGrant, cwd: str) -> None:
         name = call["tool"]
         files = BackendFiles(int(grant["files"]["read_max_bytes"]), grant.get("confinement"))
-        started = time.perf_counter()
-        extra: Dict[str, Any] = {}
-        try:
+        moved: List[str] = []  # terminal: the directory after the command
+
+        def run(bound: Dict[str, Any]) -> Any:
+            if name == "search_files":  # it only reads, and may take long: no path takes turns for it
+                return self._search(bound, grant, files.default_max_bytes, cwd)
+            key = (
+                resolve_path(cwd, bound["path"]) if isinstance(bound.get("path"), str) and bound["path"].strip() else ""
+            )
+            lock = self._hold(key)
             try:
-                bound = bind_arguments(name, spec["properties"], spec["required"], call.get("args"), spec["refused"])
-                if name == "search_files":  # it only reads, and may take long: no path takes turns for it
-                    reply: Dict[str, Any] = {"result": self._search(bound, grant, files.default_max_bytes, cwd)}
-                else:
-                    key = (
-                        resolve_path(cwd, bound["path"])
-                        if isinstance(bound.get("path"), str) and bound["path"].strip()
-                        else ""
-                    )
-                    lock = self._hold(key)
-                    try:
-                        with lock:  # terminal calls (no path) take turns in the one shell
-                            if name == "terminal":
-                                reply = {"result": self._terminal(bound, grant)}
-                                extra["cwd"] = self.shell.cwd if self.shell is not None else cwd
-                            else:
-                                reply = {"result": TOOLS[name](files, cwd, grant["files"], bound)}
-                    finally:
-                        self._release(key)
-            except ToolError as exc:
-                if exc.error_type == REFUSED:
-                    raise HandOver() from None  # a path that led out of reach: Herald's Gate words it
-                reply = {"error": {"type": exc.error_type, "message": str(exc)}}
-            frame = encode_frame(dict(reply, id=call.get("id")))
+                with lock:  # terminal calls (no path) take turns in the one shell
+                    if name != "terminal":
+                        return TOOLS[name](files, cwd, grant["files"], bound)
+                    result = self._terminal(bound, grant)
+                    moved.append(self.shell.cwd if self.shell is not None else cwd)
+                    return result
+            finally:
+                self._release(key)
+
+        try:
+            reply, frame, record = answer_call(
+                name, spec, call.get("args"), call.get("id"), run, preview(call.get("args"))
+            )
+            if reply.get("error", {}).get("type") == REFUSED:
+                raise HandOver()  # a path that led out of reach: Herald's Gate words it
         except Overflow as over:  # Herald caps it and keeps the spill file: the answer is its
             assert self.shell is not None
-            ran = {
+            ran: frames.RanOutput = {
                 "output": over.output.decode("latin-1"),
                 "skipped": over.skipped,
                 "tail": over.tail.decode("latin-1"),
@@ -103,7 +102,8 @@ class Workers:
                 "cwd": self.shell.cwd,
                 "command_path": self.shell.scripts.command_path,
             }
-            self._report((None, dict(call, ran=ran), None))
+            handed: frames.CallFrame = dict(call, ran=ran)  # type: ignore[assignment]
+            self._report((None, handed, None))
             return
         except (FileMissing, HandOver, ShellGone, OSError, ValueError, ProtocolError, TypeError, KeyError):
             self._report((None, call, None))  # Herald runs it the usual way
@@ -111,19 +111,11 @@ class Workers:
         except Exception:  # a bug here must not cost the script its call: Herald runs it
             self._report((None, call, None))
             return
-        record: Dict[str, Any] = {
-            "type": frames.RECORD,
-            "tool": name,
-            "args": preview(call.get("args")),
-            "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-            "reply_bytes": len(frame) - HEADER.size,
-        }
-        if "error" in reply:
-            record["error"] = reply["error"]
-        record.update(extra)
+        if moved:
+            record["cwd"] = moved[0]
         self._report((call["conn"], frame, record))
 
-    def _terminal(self, bound: Dict[str, Any], grant: Dict[str, Any]) -> Dict[str, Any]:
+    def _terminal(self, bound: Dict[str, Any], grant: LocalGrant) -> Dict[str, Any]:
         """The terminal tool, as Herald's handler and dispatcher run it (timeout cut to the run's time)."""
         spec = grant["shell"]
         if not bound["command"].strip():
@@ -142,7 +134,7 @@ class Workers:
             bound["command"], float(limit), resolve_path(self.shell.cwd, workdir) if workdir else None
         )
 
-    def _search(self, bound: Dict[str, Any], grant: Dict[str, Any], read_max_bytes: int, cwd: str) -> Dict[str, Any]:
+    def _search(self, bound: Dict[str, Any], grant: LocalGrant, read_max_bytes: int, cwd: str) -> Dict[str, Any]:
         """search_files, as Herald's handler and dispatcher run it (timeout cut to the run's time)."""
         # Imported at the first search, not with the workers: most runs never search, and the
         # search modules (globs, ignore files, dataclasses) would add to every supervisor's start.
@@ -153,8 +145,9 @@ class Workers:
         limit = time_limit(bound, spec)
         if limit is None:
             raise HandOver()  # no run deadline and no timeout: Herald decides what that means
-        place = SupervisorPlace(spec, read_max_bytes, cwd, self._search_cache, self._search_lock, self._closed,
-                                grant.get("confinement"))
+        place = SupervisorPlace(
+            spec, read_max_bytes, cwd, self._search_cache, self._search_lock, self._closed, grant.get("confinement")
+        )
         return search_files(place, dict(bound, timeout=limit))
 
     def follow(self, cwd: str) -> None:

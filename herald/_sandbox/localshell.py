@@ -26,6 +26,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Set
 
+from .grant import ShellGrant
 from .procs import descendants, signal_pids
 from .shellscript import ShellScripts, done_fields, scan
 
@@ -74,7 +75,7 @@ class ShellGone(Exception):
 
 
 class LocalShell:
-    def __init__(self, spec: Dict[str, Any]) -> None:
+    def __init__(self, spec: ShellGrant) -> None:
         state_path = spec["state_path"]
         command_path = os.path.join(os.path.dirname(state_path), "command-%s" % secrets.token_hex(4))
         self.scripts = ShellScripts(secrets.token_hex(8), state_path, command_path)
@@ -88,7 +89,7 @@ class LocalShell:
         self.parsed: Set[str] = set()
         self.kept, self.skipped, self.tail = 0, 0, bytearray()  # the output held (keep)
 
-    def update(self, spec: Dict[str, Any]) -> None:
+    def update(self, spec: ShellGrant) -> None:
         """A new run or kernel cell's grant: Herald's shell may have moved since the last one."""
         self.spec = spec
         if spec["cwd"] != self.cwd or spec.get("has_state"):

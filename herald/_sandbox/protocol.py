@@ -1,14 +1,9 @@
 """Wire format shared by the parent server and the sandbox child.
 
-A frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON. Messages:
-
-    child -> parent  {"type": "auth", "token": "..."}          first frame of every connection
-    child -> parent  {"id": 7, "tool": "read_file", "args": {...}}
-    parent -> child  {"id": 7, "result": ...}
-    parent -> child  {"id": 7, "error": {"type": "ToolError", "message": "..."}}
-
-The same frames carry the control pipes of a sandbox child and the exec channel of in-backend
-execution (supervisor.py). Part of the sandbox package (see __init__.py for its rules).
+A frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON (`encode_frame`,
+`FrameReader`, `FrameBuffer`); on the fork server's socket, one JSON datagram (wire.encode_op). What
+each channel's frames are is frames.py; the guard its readers check them with, wire.py. Part of the
+sandbox package (see __init__.py for its rules).
 """
 
 from __future__ import annotations
@@ -18,7 +13,7 @@ import os
 import socket
 import struct
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
 HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 64 * 1024 * 1024
@@ -91,7 +86,7 @@ def body_size(message: Dict[str, Any]) -> int:
     return len(encode_frame(message)) - HEADER.size
 
 
-def reply_frame(message: Dict[str, Any], reply: Dict[str, Any], echo: Iterable[str] = ("id",)) -> bytes:
+def reply_frame(message: Mapping[str, Any], reply: Dict[str, Any], echo: Iterable[str] = ("id",)) -> bytes:
     """`reply` to `message` as a frame, with the `echo` keys (the call id, ...) copied from the
     request; a result too large (or not JSON) becomes an error reply the caller can act on."""
     ids = {key: message.get(key) for key in echo}

@@ -14,7 +14,7 @@ import socket
 import sys
 from typing import Any, Callable, Dict, List, Optional
 
-from . import frames
+from . import frames, wire
 from .client import at_unix_path
 from .protocol import nested_deeper_than
 from .sinks import Conn, Sink
@@ -26,7 +26,7 @@ MAX_RELAYED_NESTING = 100  # tool arguments never nest this deep; Herald decodes
 class Relay:
     """Accepts the script's connections and turns their frames into calls for `route`."""
 
-    def __init__(self, route: Callable[[Dict[str, Any]], None]) -> None:
+    def __init__(self, route: Callable[[frames.CallFrame], None]) -> None:
         self.route = route  # a call, tagged with its connection's number: answer here or send on
         self.token = secrets.token_urlsafe(24)
         self.listener: Optional[socket.socket] = None
@@ -103,14 +103,14 @@ class Relay:
 
     def from_conn(self, conn: Conn, message: Dict[str, Any]) -> bool:
         """Relay one frame; False closes the connection (no valid token first)."""
-        if not conn.authenticated:
-            token = message.get("token")
-            if message.get("type") != frames.AUTH or not isinstance(token, str):
-                return False
-            conn.authenticated = secrets.compare_digest(token, self.token)
-            return conn.authenticated
-        call = {"id": message.get("id"), "tool": message.get("tool"), "args": message.get("args"), "conn": conn.number}
-        if not isinstance(call["id"], (int, str)) or nested_deeper_than(call, MAX_RELAYED_NESTING):
+        try:
+            if not conn.authenticated:
+                conn.authenticated = secrets.compare_digest(wire.auth(message)["token"], self.token)
+                return conn.authenticated
+            call = wire.relayed_call(message, conn.number)
+        except wire.FrameError:
+            return False
+        if nested_deeper_than(call, MAX_RELAYED_NESTING):
             return False
         self.route(call)
         return True

@@ -15,7 +15,6 @@ group, stdin from /dev/null, stdout, stderr and a control pipe pair on pipes to 
 from __future__ import annotations
 
 import array
-import json
 import os
 import signal
 import socket
@@ -23,7 +22,7 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from . import frames, isolate
+from . import frames, isolate, wire
 from .client import at_unix_path
 from .procs import alive, host_pid
 
@@ -104,11 +103,11 @@ class Forked(ScriptProcess):
             self._disconnect()
             return
         try:
-            message = json.loads(data.decode("utf-8"))
-        except ValueError:
+            message = wire.from_zygote(data)
+        except wire.FrameError:
             return
-        if message.get("op") == frames.EXIT and message.get("pid") == self.ns_pid:
-            self.status = int(message.get("status", LOST_STATUS))
+        if message["op"] == frames.EXIT and message["pid"] == self.ns_pid:
+            self.status = message["status"]
 
     def exited(self) -> bool:
         return self.status is not None or (self.sock is None and not alive(self.pid))
@@ -117,7 +116,7 @@ class Forked(ScriptProcess):
         status = self.status
         if self.sock is not None:
             try:
-                self.sock.send(json.dumps({"op": frames.REAP, "pid": self.ns_pid}).encode("utf-8"))
+                self.sock.send(wire.encode_op({"op": frames.REAP, "pid": self.ns_pid}))
             except OSError:
                 pass
         self._disconnect()
@@ -161,12 +160,17 @@ def fork_script(zygote_path: str, sandbox_dir: str, namespaced: bool = False) ->
     try:
         sock.settimeout(FORK_REPLY_TIMEOUT)
         at_unix_path(zygote_path, sock.connect)
-        request = json.dumps({"op": frames.FORK, "sandbox_dir": sandbox_dir}).encode("utf-8")
+        request = wire.encode_op({"op": frames.FORK, "sandbox_dir": sandbox_dir})
         sock.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", theirs))])
-        reply: Dict[str, Any] = json.loads(sock.recv(65536).decode("utf-8") or "{}")
-        if reply.get("op") != frames.FORKED:
-            raise OSError("the zygote refused: %s" % (reply.get("message") or "it went away"))
-        ns_pid = pid = int(reply["pid"])
+        data = sock.recv(65536)
+        if not data:
+            raise OSError("the zygote refused: it went away")
+        reply = wire.from_zygote(data)
+        if reply["op"] == frames.ERROR:
+            raise OSError("the zygote refused: %s" % reply["message"])
+        if reply["op"] != frames.FORKED:
+            raise OSError("the zygote refused: it sent %s" % reply["op"])
+        ns_pid = pid = reply["pid"]
         if namespaced:
             pid = _ours(sock, ns_pid)
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -186,7 +190,7 @@ def _ours(sock: socket.socket, ns_pid: int) -> int:
     found = host_pid(int.from_bytes(creds[0:4], sys.byteorder), ns_pid)
     if found is None:
         try:  # a child we cannot name cannot be contained: let it go
-            sock.send(json.dumps({"op": frames.REAP, "pid": ns_pid}).encode("utf-8"))
+            sock.send(wire.encode_op({"op": frames.REAP, "pid": ns_pid}))
         except OSError:
             pass
         raise OSError("the zygote's child %d is not visible from here" % ns_pid)

@@ -24,6 +24,7 @@ import time
 from typing import Any, ContextManager, Dict, List, NamedTuple, Optional
 
 from .confinement import Confinement
+from .grant import SearchGrant
 from .ignorefiles import Tree
 from .pysearch import Popen
 from .search import Held, held_dir
@@ -47,7 +48,7 @@ class SupervisorPlace:
 
     def __init__(
         self,
-        spec: Dict[str, Any],
+        spec: SearchGrant,
         read_max_bytes: int,
         cwd: str,
         cache: Dict[str, Any],
@@ -71,8 +72,12 @@ class SupervisorPlace:
 
     def run(self, command: str, timeout: float, workdir: Optional[str] = None) -> ShellRan:
         proc = subprocess.Popen(
-            [self._bin, "--noprofile", "--norc", "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, cwd=workdir or "/", start_new_session=True,
+            [self._bin, "--noprofile", "--norc", "-c", command],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=workdir or "/",
+            start_new_session=True,
         )
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
@@ -114,7 +119,7 @@ def _kill_group(proc: "subprocess.Popen[bytes]") -> None:
         pass
 
 
-def time_limit(bound: Dict[str, Any], spec: Dict[str, Any]) -> Optional[float]:
+def time_limit(bound: Dict[str, Any], spec: SearchGrant) -> Optional[float]:
     """The call's `timeout` as Herald's dispatcher cuts it: to the time the run has left (a None
     meaning the terminal's timeout then); None when Herald must decide (no run deadline)."""
     limit = bound.get("timeout")

@@ -5,7 +5,7 @@ on the machine whose files its tools read, and its own `open()` already reads wh
 reads there, so answering `read_file` in the script's process gives it nothing new and saves the
 trip through Herald (runtime/backend_tools.py says which runs get a grant, and why it is safe).
 The grant comes in the start frame ("tools", with the schemas in "tool_specs"; a kernel's with
-each cell) in the supervisor's format (localtools.py); it always carries "roots": the paths
+each cell) as the supervisor's does (grant.py); it always carries "roots": the paths
 Herald's policy lets the tool read that this process also sees as Herald does.
 
 Policy:
@@ -27,18 +27,17 @@ Policy:
 from __future__ import annotations
 
 import os
-import threading
-import time
-from typing import Any, Dict, List, Optional
+from typing import Any, List, Optional
 
-from . import frames
+from .answer import answer_call
+from .budget import CallBudget
 from .client import HERALD, HERE, PAST_BUDGET
 from .confinement import Confinement
 from .fileaccess import OsFiles
-from .localtools import inside_roots, resolved_grant, valid_specs
-from .protocol import body_size, encode_frame
+from .grant import GrantError, LocalGrant, take_grant, tool_specs
+from .localtools import inside_roots
+from .protocol import encode_frame
 from .textfiles import TOOLS
-from .toolcore import bind_arguments
 
 # The tools a script's own process may answer: the reads. A write stays with Herald, whose
 # per-path locks order it with the other calls touching the file.
@@ -49,57 +48,52 @@ PIPE_ATOMIC_BYTES = 4096  # PIPE_BUF on Linux: a write of at most this many byte
 class SelfServe:
     """One run's (or kernel cell's) answers in the script's process; thread-safe."""
 
-    def __init__(self, grant: Dict[str, Any], ctl_fd: int) -> None:
+    def __init__(self, grant: LocalGrant, confinement: Confinement, ctl_fd: int) -> None:
         self._grant = grant
         self._ctl_fd = ctl_fd
         self._allowed = frozenset(grant["allowed"])
-        self._left = int(grant["max_calls"])
-        self._lock = threading.Lock()
-        self._confinement = Confinement.from_wire(grant["roots"])
+        self._budget = CallBudget(grant["max_calls"])
+        self._confinement = confinement
         self._files = OsFiles(int(grant["files"]["read_max_bytes"]), self._confinement)
         self.cwd: str = grant["cwd"]
 
     @classmethod
     def from_start(cls, grant: Any, specs: Any, ctl_fd: int) -> Optional[SelfServe]:
         """The answers a start frame's "tools" and "tool_specs" grant; None when none (or malformed)."""
-        if not valid_specs(specs):
+        try:
+            taken = take_grant(grant, {k: v for k, v in tool_specs(specs).items() if k in READ_TOOLS})
+        except GrantError:
             return None
-        resolved = resolved_grant(grant, {k: v for k, v in specs.items() if k in READ_TOOLS})
-        if resolved is None or not isinstance(resolved.get("roots"), dict):
+        if taken["confinement"] is None:
             return None  # without roots nothing could be answered here
-        return cls(resolved, ctl_fd)
+        return cls(taken, taken["confinement"], ctl_fd)
 
     def take(self, tool: str) -> str:
         """Count a call of `tool` and say where it goes: HERE (try `answer`), HERALD, or
         PAST_BUDGET (to Herald, marked)."""
         if tool not in self._allowed:
             return HERALD  # Herald refuses it, uncounted
-        with self._lock:
-            if self._left <= 0:
-                return PAST_BUDGET
-            self._left -= 1
+        if not self._budget.take():
+            return PAST_BUDGET
         return HERE if tool in self._grant["local"] else HERALD
 
     def answer(self, tool: str, args: Any, call_id: int) -> Optional[List[Any]]:
         """[the result] of a call `take` sent HERE, reported to Herald; None: send it to Herald."""
-        started = time.perf_counter()
         path = args.get("path") if isinstance(args, dict) else None
         if not isinstance(path, str) or not path or path.startswith("~"):
             return None
         cwd = self.cwd
         if not inside_roots(path, cwd, self._confinement, False):
             return None
-        spec = self._grant["local"][tool]
         try:
-            bound = bind_arguments(tool, spec["properties"], spec["required"], args, spec["refused"])
-            result = TOOLS[tool](self._files, cwd, self._grant["files"], bound)
-            size = body_size({"id": call_id, "result": result})
-            # The arguments as they came (Herald previews them): they are a few short values.
-            record = encode_frame({
-                "type": frames.RECORD, "tool": tool, "args": args,
-                "duration_ms": round((time.perf_counter() - started) * 1000, 3), "reply_bytes": size,
-            })
-        except Exception:  # an error of any kind is Herald's to word (see the module's policy)
+            # The arguments as they came in the record (Herald previews them): a few short values.
+            reply, _, said = answer_call(tool, self._grant["local"][tool], args, call_id,
+                                         lambda bound: TOOLS[tool](self._files, cwd, self._grant["files"], bound),
+                                         args, encode=False)
+            if "error" in reply:
+                return None  # an error of any kind is Herald's to word (see the module's policy)
+            record = encode_frame(said)
+        except Exception:
             return None
         if len(record) > PIPE_ATOMIC_BYTES:
             return None  # a record that long could interleave with another thread's
@@ -107,7 +101,7 @@ class SelfServe:
             os.write(self._ctl_fd, record)
         except OSError:  # Herald is gone: its own call says so
             return None
-        return [result]
+        return [reply["result"]]
 
     def moved(self, cwd: Any) -> None:
         """Herald's session directory moved (a CWD frame before a reply)."""

@@ -5,22 +5,10 @@ channel, a Docker exec socket, a Modal exec stream): the first run's is the setu
 which serves once it has unpacked the sandbox (runtime/sandbox/backend_sandbox.py); later ones
 Herald starts as `python3 -I -B -c <loader> SANDBOX_DIR`. Its stdin and stdout are the whole link
 to Herald and carry length-prefixed JSON frames (protocol.py) both ways, multiplexing everything:
-
-    Herald -> here   {"type": "prepare", "env": {"passthrough": [...]}, "loader", "fork_server", "tool_specs"?}
-                                                                        start the script
-    here -> Herald   {"type": "ready"}                                   it waits for a script
-    Herald -> here   {"type": "start", "mode": "oneshot"|"kernel", "cwd", "code"|"sentinel", "line_buffered"}
-    Herald -> here   {"type": "code", "code": "...", "line_buffered"}    the next kernel cell
-    here -> Herald   {"type": "out"|"err", "data": "..."}  output bytes, as latin-1 text
-    here -> Herald   {"id", "tool", "args", "conn": n}     a tool call from connection n
-    Herald -> here   {"id", "result"|"error", "conn": n}   its reply
-    here -> Herald   {"type": "done", "exit_code": n}      a kernel cell finished
-    Herald -> here   {"type": "kill", "grace": s}          SIGTERM the tree, SIGKILL after grace
-    here -> Herald   {"type": "exit", "exit_code": n}      the script is done, its output sent (last frame)
-    Herald -> here   {"type": "close"}                     SIGKILL the tree and leave at once
-    here -> Herald   {"type": "failed", "error": "..."}    this supervisor itself broke (last frame)
-    here -> Herald   {"type": "record", "tool", ...}       a call answered here; start and code frames
-    Herald -> here   {"type": "cwd", "cwd": "/dir"}        carry the grant for those (localtools.py)
+Herald's prepare, start, code, kill, close and cwd frames and the replies to the script's calls
+one way; the script's output, its calls (each tagged with its connection's number), ready, done,
+exit, failed, the records of the calls answered here and removed the other: the types and their
+guards are frames.py's (its "Exec channel") and wire.py's; the grant a start or code frame carries, grant.py's.
 
 Why a separate supervisor process: it must stay responsive while the script runs anything at all
 (a C call holding the GIL, a blocked write), so that a kill frame or the end of its stdin always
@@ -28,8 +16,8 @@ takes the script down. The script interpreter is exactly the host mode's (bootst
 own session and process group with stdin from /dev/null and stdout/stderr on pipes read here:
 forked by the Runtime's zygote when "fork_server" names its socket, else (or if that fails)
 spawned, see scriptproc.py. This process lives for one run (or one kernel session); the zygote,
-on an exec channel of its own, for the Runtime, so every run after the first few is a fork. Its
-`hermes_tools` client connects to a Unix socket in the private sandbox directory that
+on an exec channel of its own, for the Runtime, so every run after the first few is a fork.
+Its `hermes_tools` client connects to a Unix socket in the private sandbox directory that
 only this process serves (relay.py); the first frame must carry a token that never leaves the
 backend. Each connection (a forked child makes its own) is tagged with a number on the stream.
 
@@ -54,9 +42,9 @@ import signal
 import sys
 import time
 import traceback
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Literal, Optional, Set, cast
 
-from . import frames, isolate
+from . import frames, isolate, wire
 
 # The /proc walk finds descendants that left the script's process group.
 from .environ import sandbox_environ
@@ -82,7 +70,7 @@ class Supervisor:
         self.wire = Sink(wire_out)
         self.relay = Relay(self.route)
         self.child: Optional[ScriptProcess] = None
-        self.outputs: Dict[int, str] = {}  # script stdout/stderr read ends -> "out"/"err"
+        self.outputs: Dict[int, Literal["out", "err"]] = {}  # script stdout/stderr read ends -> OUT/ERR
         self.ctl_in: Optional[int] = None  # the script's control frames ("ready", "done")
         self.ctl_frames = FrameBuffer(MAX_CONTROL_FRAME_BYTES)
         self.ctl: Optional[Sink] = None  # frames to the script's bootstrap
@@ -96,14 +84,14 @@ class Supervisor:
         for fd in (wire_in, wire_out, self.wake_r, self.wake_w):
             os.set_blocking(fd, False)
         self.local = LocalTools(self.wake_w)
-        self.prepared: Dict[str, Any] = {}
+        self.prepared: Optional[frames.PrepareFrame] = None
         self.started = False
         self.mode = ""  # the run's, once started: "oneshot" or "kernel"
         self.remove_dir = False  # Herald's goodbye asked for the sandbox directory to go with us
 
     # -- the script interpreter ------------------------------------------------------------
 
-    def prepare(self, message: Dict[str, Any]) -> None:
+    def prepare(self, message: frames.PrepareFrame) -> None:
         # A script in its own network namespace (bwrap) cannot see an abstract name, and
         # Landlock's scoping refuses one: it reaches a long path through its directory instead
         # (client.at_unix_path), as the bind does.
@@ -131,10 +119,11 @@ class Supervisor:
             return False
         old.wait()
         old.discard()
-        self.hold(self.start_script(dict(self.prepared, fork_server=None)))
+        assert self.prepared is not None
+        self.hold(self.start_script(cast(frames.PrepareFrame, dict(self.prepared, fork_server=None))))
         return True
 
-    def start_script(self, message: Dict[str, Any]) -> ScriptProcess:
+    def start_script(self, message: frames.PrepareFrame) -> ScriptProcess:
         """Forked by the Runtime's zygote when Herald names one (setting sandbox.fork_server),
         else, or when that fails, a freshly spawned interpreter."""
         zygote = message.get("fork_server")
@@ -146,7 +135,7 @@ class Supervisor:
             except OSError:
                 pass  # not started yet, killed, or refused: spawn, as without a fork server
         # The host mode's policy (environ.py) on this machine's environment.
-        env = sandbox_environ(os.environ, message.get("env", {}).get("passthrough", ()))
+        env = sandbox_environ(os.environ, message["env"].get("passthrough", ()))
         return spawn_script(message["loader"], self.sandbox_dir, env, spec)
 
     def child_exited(self) -> bool:
@@ -171,50 +160,56 @@ class Supervisor:
 
     # -- frames ----------------------------------------------------------------------------
 
-    def send(self, message: Dict[str, Any]) -> None:
+    def send(self, message: frames.FromSupervisor) -> None:
         self.wire.push(encode_frame(message))
 
     def from_herald(self, message: Dict[str, Any]) -> None:
-        kind = message.get("type")
-        if kind is None and "conn" in message:  # a tool call's reply
-            number = message.pop("conn")
-            self.relay.reply(number, encode_frame(message))
-        elif kind == frames.PREPARE and self.child is None:
-            self.prepare(message)
-        elif kind == frames.START and self.ctl is not None:
+        try:
+            frame = wire.to_supervisor(message)
+        except wire.FrameError:
+            return  # not ours to act on
+        if "type" not in frame:  # a tool call's reply
+            number = frame.pop("conn")
+            self.relay.reply(number, encode_frame(frame))
+        elif frame["type"] == frames.PREPARE and self.child is None:
+            self.prepare(frame)
+        elif frame["type"] == frames.START and self.ctl is not None:
             self.respawn_if_dead()
             self.started = True
-            self.mode = str(message.get("mode"))
-            assert self.ctl is not None
-            start = {
-                key: message.get(key) for key in ("mode", "cwd", "code", "sentinel", "line_buffered", "max_parallel")
-            }
-            start.update(socket=self.relay.socket_path, token=self.relay.token)
+            self.mode = str(frame.get("mode"))
+            start = cast(frames.StartFrame, {"type": frames.START, **{key: frame.get(key) for key in frames.RUN_KEYS}})
+            start["socket"], start["token"] = self.relay.socket_path, self.relay.token
             self.ctl.push(encode_frame(start))  # first: the script starts while we take the grant
-            self.local.set_grant(message.get("tools"))
-        elif kind == frames.CODE and self.ctl is not None:
-            self.local.set_grant(message.get("tools"))
-            self.ctl.push(
-                encode_frame({"code": message.get("code", ""), "line_buffered": message.get("line_buffered")})
-            )
-        elif kind == frames.CWD:
-            self.local.set_cwd(message.get("cwd"))
-        elif kind == frames.KILL:
-            self.terminate(float(message.get("grace", 0.0)))
-        elif kind == frames.CLOSE:
-            self.remove_dir = message.get("remove") is True
+            self.local.set_grant(frame.get("tools"))
+        elif frame["type"] == frames.CODE and self.ctl is not None:
+            self.local.set_grant(frame.get("tools"))
+            cell: frames.CodeFrame = {
+                "type": frames.CODE,
+                "code": frame["code"],
+                "line_buffered": frame.get("line_buffered"),
+            }
+            self.ctl.push(encode_frame(cell))
+        elif frame["type"] == frames.CWD:
+            self.local.set_cwd(frame["cwd"])
+        elif frame["type"] == frames.KILL:
+            self.terminate(float(frame["grace"]))
+        elif frame["type"] == frames.CLOSE:
+            self.remove_dir = frame.get("remove") is True
             raise EOFError("Herald closed the run")
 
     def from_script(self, message: Dict[str, Any]) -> None:
-        kind = message.get("type")
-        if kind == frames.READY:
+        try:  # the script shares the control pipe's process: what is not a frame of it is dropped
+            frame = wire.from_child(message)
+        except wire.FrameError:
+            return
+        if frame["type"] == frames.READY:
             self.send({"type": frames.READY})
-        elif kind == frames.DONE:
-            self.send({"type": frames.DONE, "exit_code": message.get("exit_code", 1)})
-        elif kind == frames.LEAVING and self.clock is None and self.mode == "oneshot" and not self.exit_sent:
+        elif frame["type"] == frames.DONE:
+            self.send({"type": frames.DONE, "exit_code": frame["exit_code"]})
+        elif frame["type"] == frames.LEAVING and self.clock is None and self.mode == "oneshot" and not self.exit_sent:
             self.leaving_at = time.monotonic()
-        elif kind == frames.EXIT and isinstance(message.get("exit_code"), int):
-            self.reported = message["exit_code"]
+        elif frame["type"] == frames.EXIT:
+            self.reported = frame["exit_code"]
             if self.clock is None and self.mode == "oneshot":
                 self.report_exit(self.reported)
 
@@ -233,13 +228,13 @@ class Supervisor:
                 self.send({"type": self.outputs[fd], "data": chunk.decode("latin-1")})
         self.send_exit(status)
 
-    def send_exit(self, status: Optional[int]) -> None:
+    def send_exit(self, status: int) -> None:
         self.local.wait_idle(EXIT_SETTLE_SECONDS)
         self.local_calls_done()  # their records count in the run's calls: before the exit frame
         self.send({"type": frames.EXIT, "exit_code": status})
         self.exit_sent = True
 
-    def route(self, call: Dict[str, Any]) -> None:
+    def route(self, call: frames.CallFrame) -> None:
         """A call from the script: answered here (localtools.py) or sent on to Herald."""
         if not self.local.route(call):
             self.send(call)

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Protocol, Tuple
 from .confinement import Refused
 from .fileaccess import FileTooLargeError, NotRegularFileError, resolve_path
 from .fuzzy import find_matches, reindent
+from .grant import FileLimits
 from .toolcore import ToolError
 
 
@@ -32,7 +33,6 @@ class Files(Protocol):
 BINARY_SNIFF_BYTES = 8192
 MAX_DIFF_CHARS = 20000
 REFUSED = "PolicyRefused"  # the error type of a path out of the call's reach, as the policy's refusals
-LIMIT_KEYS = ("read_max_bytes", "read_max_line_chars", "read_max_chars")  # of the files settings
 
 
 class FileMissing(Exception):
@@ -79,7 +79,7 @@ def split_lines(text: str) -> List[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
-def load(files: Files, limits: Mapping[str, int], prefix: str, path: str, absolute: str) -> bytes:
+def load(files: Files, limits: FileLimits, prefix: str, path: str, absolute: str) -> bytes:
     """The bytes of the file a tool reads; each refusal says what to do instead. `prefix` starts
     the messages ("patch: "). No stat of its own first: every backend's reader looks before it
     opens and says what it found in a standard error (the conformance suite holds them to it),
@@ -119,7 +119,7 @@ def refused(prefix: str, exc: Refused, more: str = "") -> ToolError:
     return ToolError("%s%s%s" % (prefix, exc.message, more), REFUSED)
 
 
-def read_file(files: Files, cwd: str, limits: Mapping[str, int], args: Mapping[str, Any]) -> Dict[str, Any]:
+def read_file(files: Files, cwd: str, limits: FileLimits, args: Mapping[str, Any]) -> Dict[str, Any]:
     path, offset, limit = args["path"], args["offset"], args["limit"]
     absolute = absolute_path(cwd, path)
     data = load(files, limits, "", path, absolute)
@@ -208,7 +208,7 @@ def _numbered(lines: List[str], first: int, last: int, max_line: int, max_chars:
     return "\n".join(out), end, cut_lines
 
 
-def write_file(files: Files, cwd: str, limits: Mapping[str, int], args: Mapping[str, Any]) -> Dict[str, Any]:
+def write_file(files: Files, cwd: str, limits: FileLimits, args: Mapping[str, Any]) -> Dict[str, Any]:
     path, content = args["path"], args["content"]
     absolute = absolute_path(cwd, path)
     try:
@@ -232,7 +232,7 @@ def write_file(files: Files, cwd: str, limits: Mapping[str, int], args: Mapping[
     return {"path": display_path(cwd, absolute), "bytes_written": len(data), "created": info is None}
 
 
-def patch(files: Files, cwd: str, limits: Mapping[str, int], args: Mapping[str, Any]) -> Dict[str, Any]:
+def patch(files: Files, cwd: str, limits: FileLimits, args: Mapping[str, Any]) -> Dict[str, Any]:
     path, old, new, replace_all = args["path"], args["old_string"], args["new_string"], args["replace_all"]
     if old == "":
         raise ToolError("patch: old_string is empty. To create or overwrite a whole file use write_file.")

@@ -11,13 +11,8 @@ Two ways to start it, one mechanism:
   that every run's supervisor connects to; its start (environment, isolation, the listener) is
   zygote_listen.py. It leaves when its stdin ends or brings LEAVE_BYTE (Herald's close).
 
-Each message is one JSON object:
-
-    client -> here   {"op": "fork", "sandbox_dir": d} + fds [stdout, stderr, ctl_read, ctl_write]
-    here -> client   {"op": "forked", "pid": n}  or  {"op": "error", "message": "..."}
-    here -> client   {"op": "exit", "pid": n, "status": s}   s as Popen.returncode (-N: signal N)
-    client -> here   {"op": "reap", "pid": n}                 the client is done with that pid
-    here -> Herald   {"op": "ready"}                          host mode, once, after the pre-imports
+Each message is one JSON datagram, a ForkOp / ReapOp from a client, a ForkedOp or ErrorOp,
+ChildExitOp, and in host mode one ZygoteReadyOp from here (frames.py, "Fork server socket").
 
 Why: starting an interpreter costs ~35 ms; a fork of this one, which has already imported the
 stdlib modules scripts and the runtime use, costs well under one. Each child is a new process
@@ -38,7 +33,6 @@ from __future__ import annotations
 import array
 import gc
 import importlib
-import json
 import os
 import select
 import signal
@@ -47,7 +41,7 @@ import sys
 from types import ModuleType
 from typing import Any, Dict, List, Optional, Set
 
-from . import frames, stubcache
+from . import frames, stubcache, wire
 from .procs import (
     become_subreaper,
     descendants,
@@ -99,8 +93,8 @@ class Zygote:
         signal.set_wakeup_fd(self.wake_w)
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)
 
-    def send(self, client: socket.socket, message: Dict[str, Any]) -> None:
-        data = json.dumps(message).encode("utf-8")
+    def send(self, client: socket.socket, message: frames.FromZygote) -> None:
+        data = wire.encode_op(message)
         if client is self.herald:
             client.send(data)
             return
@@ -189,15 +183,14 @@ class Zygote:
         if not data:
             return False
         try:
-            message = json.loads(data.decode("utf-8"))
-            op = message.get("op")
-            if op == frames.FORK and len(fds) == FDS_PER_FORK:
-                self.fork(client, str(message["sandbox_dir"]), list(fds))
-            elif op == frames.REAP:
-                self.reap(int(message["pid"]), client, block=False)
+            message = wire.to_zygote(data)
+            if message["op"] == frames.FORK and len(fds) == FDS_PER_FORK:
+                self.fork(client, message["sandbox_dir"], list(fds))
+            elif message["op"] == frames.REAP:
+                self.reap(message["pid"], client, block=False)
             else:
-                self.send(client, {"op": frames.ERROR, "message": "bad request %r" % (op,)})
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                self.send(client, {"op": frames.ERROR, "message": "bad request: a fork needs %d fds" % FDS_PER_FORK})
+        except wire.FrameError as exc:
             self.send(client, {"op": frames.ERROR, "message": "bad request: %s" % (exc,)})
         finally:
             for fd in fds:

@@ -38,9 +38,10 @@ import logging
 import secrets
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
-from .._sandbox import frames
+from .._sandbox import frames, wire
+from .._sandbox.grant import SearchGrant, ShellGrant, ToolGrant, ToolSpec
 from .._sandbox.localshell import reply as terminal_reply
 from .._sandbox.protocol import encode_frame
 from .._sandbox.selfserve import READ_TOOLS
@@ -80,7 +81,7 @@ class BackendTools:
         # its isolation hides (Herald's data, credential stores: the script may have its own there).
         self._visible = None if visible is None else tuple(_prefix(p) for p in visible)
         self._masked = [_prefix(p) for p in masked]
-        self._local = {
+        self._local: dict[str, ToolSpec] = {
             tool.name: {
                 # What binding reads (toolcore.bind_arguments): the descriptions stay here.
                 "properties": {name: {k: v for k, v in schema.items() if k != "description"}
@@ -101,7 +102,7 @@ class BackendTools:
         """The tools answered in the backend."""
         return sorted(self._local)
 
-    def specs(self) -> dict[str, Any]:
+    def specs(self) -> dict[str, ToolSpec]:
         """Their schemas: they travel once per supervisor (its prepare frame), not in each grant."""
         return self._local
 
@@ -123,8 +124,9 @@ class BackendTools:
         except Exception as exc:  # the grant asks again, and says what failed
             log.debug("could not learn ahead of the first run what its grant needs: %s", exc)
 
-    def grant(self, session: Grant) -> dict[str, Any] | None:
-        """The "tools" of a start or code frame for the run `session` is bound to."""
+    def grant(self, session: Grant) -> ToolGrant | None:
+        """The "tools" of a start or code frame for the run `session` is bound to: the one place
+        a grant is decided (what each side does with it: _sandbox/grant.py)."""
         scope = session.scope
         if not self._local or _herald_keeps_budgets(scope):
             return None
@@ -133,10 +135,10 @@ class BackendTools:
             shell = self._shell_grant(scope)
             if shell is None:  # no session shell yet: Herald's starts it, later runs share it
                 local.remove("terminal")
-        grant: dict[str, Any] = {
+        grant: ToolGrant = {
             "allowed": [tool.name for tool in self._dispatcher.script_tools],  # its count must match Herald's
             "local": local,  # names: their schemas went with the prepare frame (specs)
-            "max_calls": max(0, scope.max_calls - scope.calls),
+            "max_calls": scope.budget.left,
             "cwd": self.cwd(),
             "files": files.file_limits(self._dispatcher.ctx),
         }
@@ -156,9 +158,10 @@ class BackendTools:
                 roots[kind] = _overlap(roots[kind], self._visible)
             # What the isolation hides, the script's process sees its own of: never answered
             # there, whatever a setting lifts for Herald.
-            roots["masked"] = sorted({*roots["masked"], *self._masked})
-            for kind in ("unmasked", "unmasked_read"):
-                roots[kind] = [p for p in roots[kind] if not p.startswith(tuple(self._masked))]
+            roots["masked"] = sorted({*roots.get("masked", []), *self._masked})
+            hidden = tuple(self._masked)
+            roots["unmasked"] = [p for p in roots.get("unmasked", []) if not p.startswith(hidden)]
+            roots["unmasked_read"] = [p for p in roots.get("unmasked_read", []) if not p.startswith(hidden)]
             session.cwd_told = grant["cwd"]
         return grant
 
@@ -173,14 +176,14 @@ class BackendTools:
         if cwd == told:
             return b""
         session.cwd_told = cwd
-        moved: dict[str, Any] = {"type": frames.CWD, "cwd": cwd}
+        moved: frames.CwdFrame = {"type": frames.CWD, "cwd": cwd}
         return encode_frame(moved)
 
     def _session_shell(self) -> PersistentShell | None:
         shell = getattr(self._dispatcher.ctx.backend, "session_shell", None)
         return shell if isinstance(shell, PersistentShell) else None
 
-    def _shell_grant(self, scope: CallScope) -> dict[str, Any] | None:
+    def _shell_grant(self, scope: CallScope) -> ShellGrant | None:
         """What the supervisor's shell needs to be the session's (localshell.py)."""
         shell = self._session_shell()
         if shell is None or shell.max_output_bytes > MAX_SHARED_OUTPUT_BYTES:
@@ -192,7 +195,7 @@ class BackendTools:
             "max_output_bytes": shell.max_output_bytes, "timeout": settings.timeout, "time_left": left,
         }
 
-    def _search_grant(self, scope: CallScope) -> dict[str, Any]:
+    def _search_grant(self, scope: CallScope) -> SearchGrant:
         """What search_files' place in the supervisor reads where Herald's reads its settings
         (herald/_sandbox/searchplace.py): ripgrep's output is captured up to the session shell's cap."""
         settings = self._dispatcher.ctx.settings
@@ -211,10 +214,10 @@ class BackendTools:
         if shell is not None and isinstance(cwd, str) and cwd.startswith("/"):
             shell.follow(cwd)
 
-    def ran(self, session: Grant, message: dict[str, Any]) -> dict[str, Any]:
+    def ran(self, session: Grant, message: frames.CallFrame) -> dict[str, Any]:
         """A terminal call the supervisor ran whose output passed the cap: capped and spilled
         here, as Herald's own shell does, counted and logged; the reply for the script."""
-        ran = message["ran"]
+        ran: Any = message["ran"]  # decoded as the supervisor sent it: a malformed one raises
         started = time.perf_counter()
         settings = self._dispatcher.ctx.settings
         shell = self._session_shell()
@@ -239,32 +242,30 @@ class BackendTools:
         )
         return {"result": result}
 
-    def record(self, session: Grant, message: dict[str, Any]) -> None:
-        """A call the supervisor answered: count it in the run and write it to the transcript."""
-        tool, error = message.get("tool"), message.get("error")
-        seconds, size = message.get("duration_ms"), message.get("reply_bytes")
-        if (
-            tool not in self._local
-            or not isinstance(seconds, int | float)
-            or not isinstance(size, int)
-            or not (error is None or (isinstance(error, dict) and isinstance(error.get("type"), str)))
-        ):
+    def record(self, session: Grant, message: frames.RecordFrame) -> None:
+        """A call answered next to the script: count it in the run and write it to the transcript."""
+        try:  # its reader checked it (wire.from_child, from_supervisor); a caller may not have
+            record: frames.RecordFrame | None = wire.record(message)
+        except wire.FrameError:
+            record = None
+        if record is None or record["tool"] not in self._local:
             # In host mode the script itself writes these: a hostile one must not flood the log.
             (log.debug if self._visible is not None else log.warning)(
                 "ignored a malformed record from the %s: %.200r", self._answerer, message)
             return
         in_script = self._visible is not None
-        if in_script and session.scope.calls >= session.scope.max_calls:
+        if in_script and session.scope.budget.spent:
             # The script's side never answers past its budget, so this one is made up: a script
             # writing records in a loop must not grow the transcript without end.
             log.debug("dropped a record past the run's budget from the script's process")
             return
+        tool, error = record["tool"], record.get("error")
         if tool == "terminal":
-            self.follow(message.get("cwd"))
-        args = message.get("args")
+            self.follow(record.get("cwd"))
+        args = record.get("args")
         self._dispatcher.record_script_call(
-            session.scope, str(tool), preview(args) if in_script else args, error, size, float(seconds) / 1000,
-            in_script=in_script,
+            session.scope, tool, preview(args) if in_script else args, cast("dict[str, Any] | None", error),
+            record["reply_bytes"], float(record["duration_ms"]) / 1000, in_script=in_script,
         )
 
     @property

@@ -233,8 +233,7 @@ class Dispatcher:
         supervisor (the record says `in_backend`), or by a host-mode script's own process
         (`in_script`). Counted in `scope` and logged as `serve` logs the calls it runs
         (`args_preview` is already a transcript preview)."""
-        with scope.lock:
-            scope.calls += 1
+        scope.budget.count()
         reply = {"error": error} if error is not None else {}
         where = {"in_script": True} if in_script else {"in_backend": True}
         self._log(scope.run_id, "sandbox_tool_call", name, args_preview, reply, size, seconds, where, previewed=True)

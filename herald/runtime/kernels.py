@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from .._sandbox.frames import StartFrame
+from .._sandbox.frames import CODE, StartFrame
 from ..config import Settings
 from ..policy.approvals import PausedTime
 from .dispatcher import Dispatcher
@@ -82,7 +82,7 @@ class KernelSessions:
         paused.begin(scope)
         stdout, stderr = capture_streams(settings, scope, on_output)
         try:
-            kernel.child.send({"code": code, "line_buffered": on_output is not None})
+            kernel.child.send({"type": CODE, "code": code, "line_buffered": on_output is not None})
             collected = kernel.child.collect(
                 stdout,
                 stderr,

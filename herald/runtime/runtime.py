@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .._sandbox.environ import sandbox_environ
-from .._sandbox.frames import StartFrame
+from .._sandbox.frames import START, StartFrame
 from ..backends.base import Backend, BackendError
 from ..capture import CappedCapture
 from ..config import Settings, load_settings
@@ -352,7 +352,8 @@ class Runtime:
 
     def _start_fields(self) -> StartFrame:
         """What every start frame carries, one-shot or kernel."""
-        return {"socket": self._server.path, "cwd": self._script_cwd(), "max_parallel": self._max_parallel}
+        cwd = self._script_cwd()
+        return {"type": START, "socket": self._server.path, "cwd": cwd, "max_parallel": self._max_parallel}
 
     def _take_child(self, *, replenish: bool = True) -> SandboxChild:
         """A ready child. In backend mode the Runtime's directory there may have been swept while

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .._sandbox.budget import CallBudget
 from ..inflight import InflightBytes
 from ..policy.budgets import Budgets
 from ..spill import SpillBudget
@@ -29,7 +30,6 @@ class CallScope:
     run_id: str
     max_calls: int
     deadline: float | None = None  # time.monotonic() at which the run is stopped
-    calls: int = 0
     refused: int = 0  # calls refused past `max_calls`
     # Calls refused for another reason, by error type (BudgetExhausted, PolicyRefused): the
     # result says how many of the script's calls did not run, in a field it can check.
@@ -48,16 +48,22 @@ class CallScope:
 
     def __post_init__(self) -> None:
         self._idle = threading.Condition(self.lock)
+        # Every call of the run: those Herald serves and those answered next to the script.
+        self.budget = CallBudget(self.max_calls)
+
+    @property
+    def calls(self) -> int:
+        """The calls counted so far."""
+        return self.budget.used
 
     def take(self, past_budget: bool = False) -> bool:
         """Count a call; False (and counted as refused) past the budget, or when the script's
         side already counted it past (`past_budget`: its answers' records may still be on the way).
         A call taken counts as running until `done`."""
         with self.lock:
-            if past_budget or self.calls >= self.max_calls:
+            if past_budget or not self.budget.take():
                 self.refused += 1
                 return False
-            self.calls += 1
             self.running += 1
             return True
 

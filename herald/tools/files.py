@@ -12,6 +12,7 @@ import posixpath
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from .._sandbox import textfiles
+from .._sandbox.grant import FileLimits
 from .._sandbox.textfiles import FileMissing, looks_binary, split_lines
 from .._sandbox.walk import SKIP_DIRS, walk_files
 from ..backends.base import call_cwd
@@ -25,10 +26,11 @@ def display_path(ctx: ToolContext, absolute: str) -> str:
     return textfiles.display_path(call_cwd(ctx.backend), absolute)
 
 
-def file_limits(ctx: ToolContext) -> dict[str, int]:
+def file_limits(ctx: ToolContext) -> FileLimits:
     """The files settings the tool core reads (also sent in a backend-mode supervisor's grant)."""
     settings = ctx.settings.files
-    return {key: int(getattr(settings, key)) for key in textfiles.LIMIT_KEYS}
+    return {"read_max_bytes": int(settings.read_max_bytes), "read_max_line_chars": int(settings.read_max_line_chars),
+            "read_max_chars": int(settings.read_max_chars)}
 
 
 def not_found(ctx: ToolContext, path: str, absolute: str) -> ToolError:

@@ -12,11 +12,12 @@ import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from herald import Runtime, Settings
+from herald._sandbox.frames import CallFrame, RecordFrame
 from herald._sandbox.localtools import LocalTools
 from herald._sandbox.zygote_listen import LISTEN_FLAG
 from herald.backends.base import Backend, Channel, CommandResult
@@ -400,7 +401,7 @@ def test_malformed_records_are_ignored(backend_runtime: RuntimeFactory) -> None:
         {"type": "record", "tool": "read_file", "duration_ms": "1", "reply_bytes": 1},
         {"type": "record", "tool": "read_file", "duration_ms": 1, "reply_bytes": 1, "error": "boom"},
     ):
-        tools.record(grant, bad)
+        tools.record(grant, cast(RecordFrame, bad))
     assert scope.calls == 0
     tools.record(grant, {"type": "record", "tool": "read_file", "args": {}, "duration_ms": 1, "reply_bytes": 1})
     assert scope.calls == 1
@@ -421,7 +422,7 @@ def test_the_supervisor_ignores_a_malformed_grant() -> None:
         )
         for grant in bad_grants:
             local.set_grant(grant)
-            assert local.route(dict(call)) is False  # goes to Herald as before
+            assert local.route(cast(CallFrame, dict(call))) is False  # goes to Herald as before
         # A grant naming a tool whose schema never came (no specs, or malformed ones in the prepare frame).
         files = {"read_max_bytes": 1000, "read_max_line_chars": 100, "read_max_chars": 1000}
         named = {"allowed": ["read_file"], "local": ["read_file"], "max_calls": 1, "cwd": "/", "files": files}
@@ -430,7 +431,7 @@ def test_the_supervisor_ignores_a_malformed_grant() -> None:
         for specs in no_specs:
             local.set_specs(specs)
             local.set_grant(dict(named))
-            assert local.grant is None and local.route(dict(call)) is False
+            assert local.grant is None and local.route(cast(CallFrame, dict(call))) is False
     finally:
         os.close(read_fd)
         os.close(write_fd)

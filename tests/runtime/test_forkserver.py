@@ -130,7 +130,7 @@ def test_a_child_spawned_after_a_failed_fork_shares_no_pipe_with_the_orphan(tmp_
     child = ChildProcess(sys.executable, str(tmp_path), {"PATH": os.defpath}, forkserver=zygote)  # type: ignore[arg-type]  # a fake fork server
     try:
         assert not child.forked
-        child.send({"code": "print('for the spawned child only')"})
+        child.send({"type": "code", "code": "print('for the spawned child only')"})
         with os.fdopen(zygote.report_r, "rb") as report:
             assert report.read() == b"EOF", "the orphan of the failed fork read the run's frames"
     finally:

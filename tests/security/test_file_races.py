@@ -22,12 +22,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from herald import Runtime
 from herald._sandbox.confinement import Confinement
+from herald._sandbox.grant import SearchGrant
 from herald._sandbox.search import search_files
 from herald._sandbox.searchplace import ShellRan, SupervisorPlace
 from herald._sandbox.toolcore import ToolError
@@ -268,7 +269,8 @@ class _SwappingPlace(SupervisorPlace):
 
     def __init__(self, searched: Path, outside: Path, confinement: Confinement) -> None:
         spec = {"python_only": False, "bin": "bash", "max_output_bytes": 1 << 20, "timeout": 60.0}
-        super().__init__(spec, 1 << 20, str(searched.parent), {}, threading.Lock(), threading.Event(), confinement)
+        lock, cancel = threading.Lock(), threading.Event()
+        super().__init__(cast(SearchGrant, spec), 1 << 20, str(searched.parent), {}, lock, cancel, confinement)
         self.searched, self.outside, self.swaps = searched, outside, 0
 
     def run(self, command: str, timeout: float, workdir: str | None = None) -> ShellRan:
@@ -281,15 +283,23 @@ class _SwappingPlace(SupervisorPlace):
 
 @pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep is not installed: the ripgrep engine cannot run here")
 @pytest.mark.parametrize("target", ["content", "files"])
-def test_ripgrep_never_searches_a_directory_swapped_after_it_was_checked(workspace: Path, outside: Outside,
-                                                                         target: str) -> None:
+def test_ripgrep_never_searches_a_directory_swapped_after_it_was_checked(
+    workspace: Path, outside: Outside, target: str
+) -> None:
     searched = workspace / "safe"
     searched.mkdir()
     (searched / "h.txt").write_text("harmless line\n")
     confinement = Confinement([str(workspace)], [str(workspace)])
     place = _SwappingPlace(searched, outside.dir, confinement)
-    args = {"pattern": outside.secret if target == "content" else "*", "target": target, "file_glob": None,
-            "limit": 50, "offset": 0, "timeout": 60.0, "path": "safe"}
+    args = {
+        "pattern": outside.secret if target == "content" else "*",
+        "target": target,
+        "file_glob": None,
+        "limit": 50,
+        "offset": 0,
+        "timeout": 60.0,
+        "path": "safe",
+    }
     with pytest.raises(ToolError) as refused:
         search_files(place, args)
     assert place.swaps >= 1 and refused.value.error_type == "PolicyRefused", refused.value

@@ -9,7 +9,9 @@ from __future__ import annotations
 import threading
 import uuid
 from pathlib import Path
+from typing import cast
 
+from herald._sandbox.grant import SearchGrant
 from herald._sandbox.searchplace import SupervisorPlace
 from tests.runtime._helpers import pids_with_marker, wait_for
 
@@ -17,7 +19,9 @@ SPEC = {"python_only": False, "bin": "bash", "max_output_bytes": 1000, "timeout"
 
 
 def _place(cwd: Path, cancel: threading.Event | None = None) -> SupervisorPlace:
-    return SupervisorPlace(SPEC, 1 << 20, str(cwd), {}, threading.Lock(), cancel or threading.Event())
+    return SupervisorPlace(
+        cast(SearchGrant, SPEC), 1 << 20, str(cwd), {}, threading.Lock(), cancel or threading.Event()
+    )
 
 
 def test_output_and_status_as_the_session_shell_reports_them(tmp_path: Path) -> None:

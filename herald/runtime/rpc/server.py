@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from ... import fastjson
-from ..._sandbox import frames
+from ..._sandbox import wire
 from ..._sandbox.client import at_unix_path
 from ..._sandbox.protocol import (
     MAX_CONTROL_FRAME_BYTES,
@@ -362,8 +362,9 @@ class _Connection(Generic[S]):
             return None
 
     def _authenticate(self, message: dict[str, Any]) -> bool:
-        token = message.get("token")
-        if message.get("type") != frames.AUTH or not isinstance(token, str):
+        try:
+            token = wire.auth(message)["token"]
+        except wire.FrameError:
             self.server.warn_refused("closing RPC connection: first frame was not an auth frame")
             return False
         session = self.server._authenticate(token)

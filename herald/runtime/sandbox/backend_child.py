@@ -15,8 +15,8 @@ Policy:
   so a warm successor costs the run that spawns it nothing; the first run's is the setup's)
   running the supervisor, which
   starts the host mode's child bootstrap in its own process group: forked by the Runtime's
-  zygote in the backend (backend_zygote.py) when there is one, else spawned (see
-  herald/_sandbox/supervisor.py for the frames). Tool calls, output, control and exit all travel
+  zygote in the backend (backend_zygote.py) when there is one, else spawned (the frames:
+  herald/_sandbox/frames.py, "Exec channel"). Tool calls, output, control and exit all travel
   as protocol frames over that one stream; nothing is polled from files.
 - Tool calls are served by the Runtime's Dispatcher (allow-list, argument checks, budget,
   transcript) on a bounded pool shared by the Runtime's runs; the Dispatcher's per-resource locks
@@ -41,7 +41,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar, cast
 
-from ..._sandbox import frames
+from ..._sandbox import frames, wire
 from ..._sandbox.procs import KillClock
 from ..._sandbox.protocol import FrameBuffer, ProtocolError, encode_frame, reply_frame
 from ...backends.base import Channel
@@ -59,7 +59,8 @@ KILL_MARGIN_SECONDS = 3.0  # time past the kill grace for the backend to report 
 FAILURE_TEXT_LIMIT = 4000
 POLL_READS = 64  # poll's reads of what is already there (a waiting child says little)
 
-GOODBYE = encode_frame({"type": frames.CLOSE})
+_CLOSE: frames.CloseFrame = {"type": frames.CLOSE}
+GOODBYE = encode_frame(_CLOSE)
 # A call from the backend names its connection there as well as its id: the reply carries both.
 CALL_KEYS = ("id", "conn")
 S = TypeVar("S")
@@ -73,7 +74,7 @@ class BackendChild(Generic[S]):
     def __init__(
         self,
         open_channel: Callable[[], Channel],
-        prepare: dict[str, Any],
+        prepare: frames.PrepareFrame,
         authenticate: Callable[[str], S | None],
         handle: Handler[S],
         pool: ThreadPoolExecutor,
@@ -102,7 +103,7 @@ class BackendChild(Generic[S]):
         # Frames are read one after another here, so a large one is counted once decoded (admit
         # only measures): at most one beyond the cap is held before its call is refused.
         self._frames = FrameBuffer(admit=lambda size: True, admit_over=FREE_BYTES, track_sizes=inflight is not None)
-        self._backlog: list[dict[str, Any]] = []  # frames read before collect() wanted them
+        self._backlog: list[frames.FromSupervisor] = []  # frames read before collect() wanted them
         self._send_lock = threading.Lock()
         self._session: S | None = None
         self.exit_code: int | None = None  # the script interpreter's status, once reported
@@ -149,7 +150,7 @@ class BackendChild(Generic[S]):
                 return False
             return True
 
-    def _read(self, timeout: float) -> list[dict[str, Any]]:
+    def _read(self, timeout: float) -> list[frames.FromSupervisor]:
         if self._channel is None and not self.gone:
             started = time.monotonic()
             self._opened.wait(timeout)
@@ -174,17 +175,24 @@ class BackendChild(Generic[S]):
             # Not our protocol: a shell's or the interpreter's own complaint. Keep it to show.
             self._lost(self._frames.pending.decode("utf-8", "replace"))
             return []
+        said: list[frames.FromSupervisor] = []
         for message, size in zip(messages, sizes or [0] * len(messages), strict=True):
-            if size and "tool" in message:
-                self._large[id(message)] = size
-            kind = message.get("type")
-            if kind == frames.READY:
+            try:
+                frame = wire.from_supervisor(message)
+            except wire.FrameError as exc:
+                log.warning("ignored a malformed frame from the supervisor on %s: %s", self._where, exc)
+                continue
+            said.append(frame)
+            if "type" not in frame:
+                if size:
+                    self._large[id(frame)] = size
+            elif frame["type"] == frames.READY:
                 self.ready = True
-            elif kind == frames.EXIT:
-                self.exit_code = _int(message.get("exit_code"))
-            elif kind == frames.FAILED:
-                self.failure = str(message.get("error", ""))
-        return messages
+            elif frame["type"] == frames.EXIT:
+                self.exit_code = frame["exit_code"]
+            elif frame["type"] == frames.FAILED:
+                self.failure = frame["error"]
+        return said
 
     def _lost(self, text: str) -> None:
         self.gone = True
@@ -210,7 +218,7 @@ class BackendChild(Generic[S]):
                 raise SandboxStartError(self._startup_failure())
 
     def _startup_failure(self) -> str:
-        said = "".join(m.get("data", "") for m in self._backlog if m.get("type") in (frames.OUT, frames.ERR))
+        said = "".join(m["data"] for m in self._backlog if "type" in m and m["type"] in (frames.OUT, frames.ERR))
         said = said.encode("latin-1", "replace").decode("utf-8", "replace").strip()
         text = "\n".join(t for t in (said, self.failure) if t)
         status = self.exit_code if self.exit_code is not None else getattr(self._channel, "returncode", None)
@@ -220,12 +228,11 @@ class BackendChild(Generic[S]):
     def send(self, message: frames.StartFrame | frames.CodeFrame) -> None:
         """Hand over a run as the Runtime phrases it for a ChildProcess: a first message with
         the mode, the token of the run's binding and the cwd; later `{"code"}` for kernel cells."""
-        if "mode" in message:
+        if message["type"] == frames.START:
             token = message.get("token")
             self._session = self._authenticate(token) if isinstance(token, str) else None
-            keys = ("mode", "cwd", "code", "sentinel", "line_buffered", "max_parallel")
             # Not the socket or token: the supervisor gives the script its own.
-            start = cast(frames.StartFrame, {"type": frames.START, **{k: message.get(k) for k in keys}})
+            start = cast(frames.StartFrame, {"type": frames.START, **{k: message.get(k) for k in frames.RUN_KEYS}})
             self._add_grant(start)
             sent = self._send(encode_frame(start))
             if self.gone or not sent or getattr(self._channel, "undelivered", False):
@@ -288,22 +295,21 @@ class BackendChild(Generic[S]):
             stream.finish()
         return self._outcome(cast("Reason | None", clock.reason), done, done_status, stderr)
 
-    def _take_frames(self, messages: list[dict[str, Any]], streams: dict[str, OutputStream]) -> list[int | None]:
+    def _take_frames(self, messages: list[frames.FromSupervisor], streams: dict[str, OutputStream]) -> list[int | None]:
         """Feed output to the captures, serve tool calls, count the supervisor's records: the exit
         statuses of the kernel cells these frames say are done."""
         cells_done: list[int | None] = []
         for message in messages:
-            kind = message.get("type")
-            if kind in (frames.OUT, frames.ERR):
-                streams[kind].feed(str(message.get("data", "")).encode("latin-1", "replace"))
-            elif kind is None and "tool" in message:
+            if "type" not in message:
                 self._dispatch(message)
-            elif kind == frames.RECORD and self._tools is not None and self._session is not None:
+            elif message["type"] == frames.OUT or message["type"] == frames.ERR:
+                streams[message["type"]].feed(message["data"].encode("latin-1", "replace"))
+            elif message["type"] == frames.RECORD and self._tools is not None and self._session is not None:
                 self._tools.record(self._session, message)
-                if isinstance(message.get("cwd"), str):
+                if "cwd" in message:
                     self._cwd_sent = message["cwd"]  # the supervisor's own move: no CWD frame back
-            elif kind == frames.DONE:
-                cells_done.append(_int(message.get("exit_code")))
+            elif message["type"] == frames.DONE:
+                cells_done.append(message["exit_code"])
         return cells_done
 
     def _outcome(self, killing: Reason | None, done: bool, done_status: int | None,
@@ -324,7 +330,7 @@ class BackendChild(Generic[S]):
         kill: frames.KillFrame = {"type": frames.KILL, "grace": grace}
         self._send(encode_frame(kill))
 
-    def _dispatch(self, message: dict[str, Any]) -> None:
+    def _dispatch(self, message: frames.CallFrame) -> None:
         size = self._large.pop(id(message), 0)
         budget = self._inflight(self._session) if size and self._inflight and self._session is not None else None
         charge = charges.admit(budget, size) if budget is not None else None
@@ -337,13 +343,13 @@ class BackendChild(Generic[S]):
             charges.give_back(charge)
             self._reply(message, {"error": {"type": "ConnectionLost", "message": "Herald is shutting down."}})
 
-    def _serve(self, session: S | None, message: dict[str, Any], charge: charges.Charge | None = None) -> None:
+    def _serve(self, session: S | None, message: frames.CallFrame, charge: charges.Charge | None = None) -> None:
         try:
             self._serve_call(session, message)
         finally:
             charges.give_back(charge)
 
-    def _serve_call(self, session: S | None, message: dict[str, Any]) -> None:
+    def _serve_call(self, session: S | None, message: frames.CallFrame) -> None:
         if session is None:
             self._reply(
                 message,
@@ -361,7 +367,7 @@ class BackendChild(Generic[S]):
             self._cwd_sent = self._tools.cwd()
             self._send(reply)
         else:
-            reply = serve_call(self._handle, session, message, echo=CALL_KEYS)
+            reply = serve_call(self._handle, session, cast(dict[str, Any], message), echo=CALL_KEYS)
             self._follow_cwd()
             self._send(reply)
 
@@ -373,10 +379,10 @@ class BackendChild(Generic[S]):
         cwd = self._tools.cwd()
         if cwd != self._cwd_sent:
             self._cwd_sent = cwd
-            moved: dict[str, Any] = {"type": frames.CWD, "cwd": cwd}
+            moved: frames.CwdFrame = {"type": frames.CWD, "cwd": cwd}
             self._send(encode_frame(moved))
 
-    def _reply(self, message: dict[str, Any], reply: dict[str, Any]) -> None:
+    def _reply(self, message: frames.CallFrame, reply: dict[str, Any]) -> None:
         self._send(reply_frame(message, reply, echo=CALL_KEYS))
 
     def poll(self) -> int | None:
@@ -386,7 +392,7 @@ class BackendChild(Generic[S]):
         for _ in range(POLL_READS):
             if self.exit_code is not None or self.gone or self.closed or not self._opened.is_set():
                 break
-            self._backlog.extend(m for m in self._read(0) if m.get("type") != frames.READY)
+            self._backlog.extend(_not_ready(self._read(0)))
             if self._quiet:
                 break
         if self.exit_code is not None:
@@ -436,5 +442,6 @@ def _interrupted(fd: int) -> bool:
     return True
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def _not_ready(said: list[frames.FromSupervisor]) -> list[frames.FromSupervisor]:
+    """What a read gave but the supervisor's READY (which `_read` took note of)."""
+    return [m for m in said if "type" not in m or m["type"] != frames.READY]

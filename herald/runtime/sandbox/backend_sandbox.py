@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from ..._sandbox import frames
+from ..._sandbox import frames, wire
 from ..._sandbox.owners import owner_tag
 from ..._sandbox.protocol import FrameBuffer, ProtocolError, encode_frame
 from ...backends.base import Backend, BackendError, Channel
@@ -61,7 +61,8 @@ from .isolation import PENDING, Isolation, settle
 ZYGOTE_FROM_SPAWN = 3  # the fork server starts with the third child a Runtime spawns
 # The goodbye that asks a supervisor to remove the directory as it leaves, and how long it may
 # take to say it has (after that the directory is removed from here).
-REMOVE_GOODBYE = encode_frame({"type": frames.CLOSE, "remove": True})
+_REMOVE: frames.CloseFrame = {"type": frames.CLOSE, "remove": True}
+REMOVE_GOODBYE = encode_frame(_REMOVE)
 REMOVE_WAIT_SECONDS = 5.0
 CLOSE_JOIN_SECONDS = 30.0  # the Runtime's close waits this long for its channels to be closed
 # Per backend, what a python named without a path resolved to there (sandbox.remote_python looked
@@ -322,7 +323,7 @@ class BackendSandbox(Generic[S]):
         remote_dir = self.prepare()
         argv = [self._python, "-I", "-B", "-c", REMOTE_LOADER, remote_dir]
         # The supervisor applies environ.py's policy there; only the user's passthrough names travel.
-        env = {"passthrough": list(self._settings.sandbox.env_passthrough)}
+        env: frames.PrepareEnv = {"passthrough": list(self._settings.sandbox.env_passthrough)}
         with self._lock:
             first, self._first = self._first, None  # the setup's own channel serves the first run
             self._spawned += 1
@@ -335,8 +336,13 @@ class BackendSandbox(Generic[S]):
             # script or two, then closes, never uses it.
             zygote.ensure()
         fork_server = zygote.path if zygote is not None and zygote.usable else None
-        prepare = {"type": frames.PREPARE, "env": env, "loader": LOADER, "fork_server": fork_server,
-                   "isolation": self._confinement()}
+        prepare: frames.PrepareFrame = {
+            "type": frames.PREPARE,
+            "env": env,
+            "loader": LOADER,
+            "fork_server": fork_server,
+            "isolation": self._confinement(),
+        }
         return BackendChild(
             (lambda: first) if first is not None else lambda: self.backend.open_channel(argv, cwd=remote_dir),
             prepare,
@@ -395,4 +401,9 @@ class _Removal:
             said = self._frames.feed(data)
         except ProtocolError:
             return
-        self.done = self.done or any(m.get("type") == frames.REMOVED and m.get("ok") is True for m in said)
+        for message in said:
+            try:
+                frame = wire.from_supervisor(message)
+            except wire.FrameError:
+                continue
+            self.done = self.done or ("type" in frame and frame["type"] == frames.REMOVED and frame["ok"])

@@ -4,9 +4,8 @@ Two implementations: `ChildProcess` (host_child.py: an interpreter on this machi
 from the fork server) and `BackendChild` (backend_child.py: an interpreter inside the backend, driven by
 the backend-side supervisor over the exec channel). The Runtime talks only to this contract.
 
-A child's life: made (and warming up) → `wait_ready` → `send` a run (`{"mode": "oneshot"|"kernel",
-"socket", "token", "cwd", "code"|"sentinel", "line_buffered"}`; later `{"code", "line_buffered"}`
-cells for a kernel) → `collect` until it exits, a kernel cell is done, or the deadline / an
+A child's life: made (and warming up) → `wait_ready` → `send` a run (a StartFrame; later CodeFrame
+cells for a kernel: _sandbox/frames.py) → `collect` until it exits, a kernel cell is done, or the deadline / an
 interrupt kills it → `kill` (idempotent; also for a child never used).
 What `collect` returns (`Collected`) and the error of a child that cannot start are defined here,
 with the contract, so neither implementation depends on the other; so is `LocalGrants`, what a
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
 from ..._sandbox import frames
+from ..._sandbox.grant import ToolGrant, ToolSpec
 from ...capture import CappedCapture
 
 Reason = Literal["exited", "done", "timeout", "interrupted"]
@@ -70,15 +70,15 @@ class SandboxChild(Protocol):
 class LocalGrants(Protocol[S_contra]):
     """The tools a run's supervisor answers itself (runtime/backend_tools.py)."""
 
-    def specs(self) -> dict[str, Any]:
+    def specs(self) -> dict[str, ToolSpec]:
         """The "tool_specs" of the prepare frame: the schemas of the tools a grant may name."""
         ...
 
-    def grant(self, session: S_contra) -> dict[str, Any] | None:
+    def grant(self, session: S_contra) -> ToolGrant | None:
         """The "tools" of the run's start frame (and of each kernel cell's code frame)."""
         ...
 
-    def record(self, session: S_contra, message: dict[str, Any]) -> None:
+    def record(self, session: S_contra, message: frames.RecordFrame) -> None:
         """A call the supervisor answered: count and log it."""
         ...
 
@@ -90,6 +90,6 @@ class LocalGrants(Protocol[S_contra]):
         """Ask the backend now what the first grant needs (called while the sandbox is set up)."""
         ...
 
-    def ran(self, session: S_contra, message: dict[str, Any]) -> dict[str, Any]:
+    def ran(self, session: S_contra, message: frames.CallFrame) -> dict[str, Any]:
         """A terminal call the supervisor ran whose output Herald caps: count, log, the reply."""
         ...

@@ -14,16 +14,14 @@ zygote; a run never fails because the fork server did.
 from __future__ import annotations
 
 import array
-import json
 import logging
 import signal
 import socket
 import subprocess
 import threading
 from collections.abc import Mapping
-from typing import Any
 
-from ..._sandbox import frames
+from ..._sandbox import frames, wire
 from ..._sandbox.procs import alive, host_pid
 from . import spawner
 from .isolation import Isolation, shared_root
@@ -64,7 +62,7 @@ class ForkServer:
             theirs.close()
         self._request = threading.Lock()  # one fork request in flight at a time
         self._cond = threading.Condition()
-        self._replies: list[dict[str, Any]] = []
+        self._replies: list[frames.ForkedOp | frames.ErrorOp] = []
         self._statuses: dict[int, int] = {}
         self._ready = False
         self._zygote: int | None = None  # this machine's pid of the zygote, once it is ready
@@ -89,26 +87,23 @@ class ForkServer:
                     self._cond.notify_all()
                 return
             try:
-                message = json.loads(data)
-            except ValueError:
+                message = wire.from_zygote(data)
+            except wire.FrameError:
                 continue
-            op = message.get("op")
-            zygote = self._zygote_pid(message) if op == frames.READY else None
+            zygote = self._zygote_pid(message) if message["op"] == frames.READY else None
             with self._cond:
-                if op == frames.EXIT:
-                    pid = int(message["pid"])
-                    self._statuses[self._host_pids.get(pid, pid)] = int(message["status"])
-                elif op == frames.READY:
+                if message["op"] == frames.EXIT:
+                    pid = message["pid"]
+                    self._statuses[self._host_pids.get(pid, pid)] = message["status"]
+                elif message["op"] == frames.READY:
                     self._zygote, self._ready = zygote, True
                 else:
                     self._replies.append(message)
                 self._cond.notify_all()
 
-    def _zygote_pid(self, ready: dict[str, Any]) -> int | None:
+    def _zygote_pid(self, ready: frames.ZygoteReadyOp) -> int | None:
         """This machine's pid of the zygote, from the pid its READY names (None if unknown)."""
-        pid = ready.get("pid")
-        if not isinstance(pid, int):
-            return None
+        pid = ready["pid"]
         return host_pid(self.proc.pid, pid) if self.isolation.mode == "bwrap" else pid
 
     def _gone(self) -> bool:
@@ -130,7 +125,7 @@ class ForkServer:
                     raise ForkServerError(f"the fork server did not start within {READY_TIMEOUT:.0f} s")
                 if self.dead is not None:
                     raise ForkServerError(f"the fork server is gone ({self.dead})")
-            request = json.dumps({"op": frames.FORK, "sandbox_dir": sandbox_dir}).encode()
+            request = wire.encode_op({"op": frames.FORK, "sandbox_dir": sandbox_dir})
             try:
                 self._sock.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
             except OSError as exc:
@@ -141,9 +136,9 @@ class ForkServer:
                 if not self._replies:
                     raise ForkServerError(f"the fork server is gone ({self.dead})")
                 reply = self._replies.pop(0)
-        if reply.get("op") != frames.FORKED:
-            raise ForkServerError(str(reply.get("message", "the fork server refused")))
-        pid = int(reply["pid"])
+        if reply["op"] == frames.ERROR:
+            raise ForkServerError(reply["message"])
+        pid = reply["pid"]
         if self.isolation.mode != "bwrap":
             return pid
         host = host_pid(self.proc.pid, pid)
@@ -177,7 +172,7 @@ class ForkServer:
             ns_pid = self._ns_pids.pop(pid, pid)
             self._host_pids.pop(ns_pid, None)
         try:
-            self._sock.send(json.dumps({"op": frames.REAP, "pid": ns_pid}).encode())
+            self._sock.send(wire.encode_op({"op": frames.REAP, "pid": ns_pid}))
         except OSError:
             pass
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from ..._sandbox import frames
+from ..._sandbox import frames, wire
 from ..._sandbox.bootstrap import KEEP_ARG
 from ..._sandbox.procs import KillClock, descendants, signal_pids
 from ..._sandbox.protocol import MAX_CONTROL_FRAME_BYTES, FrameBuffer, ProtocolError, encode_frame
@@ -124,7 +124,7 @@ class ChildProcess:
 
     # -- control channel -------------------------------------------------------------------
 
-    def _read_control(self) -> list[dict[str, Any]]:
+    def _read_control(self) -> list[frames.FromChild | frames.EofFrame]:
         try:
             chunk = os.read(self._from_child, 65536)
         except BlockingIOError:
@@ -135,15 +135,20 @@ class ChildProcess:
             messages = self._ctl_frames.feed(chunk, skip_bad=True)
         except ProtocolError:  # an impossible length: the rest of the pipe is read and dropped
             return []
-        # Ours carry an int status; a script's forgery with another type must not break the loop.
-        return [m for m in messages if isinstance(m.get("exit_code", 0), int)]
+        said: list[frames.FromChild | frames.EofFrame] = []
+        for message in messages:
+            try:  # a script's forgery (say, a status that is not a number) must not break the loop
+                said.append(wire.from_child(message))
+            except wire.FrameError:
+                pass
+        return said
 
-    def _drain_control(self) -> list[dict[str, Any]]:
+    def _drain_control(self) -> list[frames.FromChild | frames.EofFrame]:
         """All the control pipe holds now (a killed script's last records among them)."""
-        drained: list[dict[str, Any]] = []
+        drained: list[frames.FromChild | frames.EofFrame] = []
         for _ in range(64):  # a pipe holds 64 KiB unless its writer enlarged it: bounded all the same
             batch = self._read_control()
-            if not batch or batch[-1].get("type") == frames.EOF:
+            if not batch or batch[-1]["type"] == frames.EOF:
                 return drained + batch[:-1] if batch else drained
             drained += batch
         return drained
@@ -157,9 +162,9 @@ class ChildProcess:
                 raise SandboxStartError(f"the sandbox interpreter did not start within {timeout:.0f} s")
             readable, _, _ = select.select([self._from_child], [], [], remaining)
             for message in self._read_control() if readable else []:
-                if message.get("type") == frames.READY:
+                if message["type"] == frames.READY:
                     self.ready = True
-                elif message.get("type") == frames.EOF:
+                elif message["type"] == frames.EOF:
                     raise SandboxStartError(self._startup_failure())
 
     def _startup_failure(self) -> str:
@@ -200,9 +205,9 @@ class ChildProcess:
             if grant is not None:
                 frame["tools"] = grant
 
-    def _control(self, message: dict[str, Any]) -> None:
+    def _control(self, message: frames.FromChild | frames.EofFrame) -> None:
         """A record of a call the script's process answered itself: counted and logged."""
-        if message.get("type") == frames.RECORD and self._tools is not None and self._session is not None:
+        if message["type"] == frames.RECORD and self._tools is not None and self._session is not None:
             self._tools.record(self._session, message)
 
     # -- the run ---------------------------------------------------------------------------
@@ -290,11 +295,11 @@ class ChildProcess:
 
     def _take_control(self, control: _ControlState, poller: Any) -> None:
         for message in self._read_control() if control.open else ():
-            if message.get("type") == frames.DONE:
-                control.done, control.done_status = True, int(message.get("exit_code", 1))
-            elif message.get("type") == frames.EXIT:
-                control.reported = int(message.get("exit_code", 1))
-            elif message.get("type") == frames.EOF:
+            if message["type"] == frames.DONE:
+                control.done, control.done_status = True, message["exit_code"]
+            elif message["type"] == frames.EXIT:
+                control.reported = message["exit_code"]
+            elif message["type"] == frames.EOF:
                 control.open = False
                 poller.unregister(self._from_child)
             else:
@@ -312,8 +317,8 @@ class ChildProcess:
             self._pump(stream, None, drain=True, first=first)
             stream.finish()
         for message in self._drain_control():
-            if message.get("type") == frames.EXIT:
-                control.reported = int(message.get("exit_code", 1))
+            if message["type"] == frames.EXIT:
+                control.reported = message["exit_code"]
             else:
                 self._control(message)
         reported = control.reported
