@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .budgets import BUDGETS, check_budgets
 from .errors import ConfigError
 from .mcp_servers import McpServerSettings, parse_mcp_servers
 
@@ -329,8 +330,6 @@ def _assign(settings: Settings, key: str, value: Any, source: str) -> None:
 
 def _budgets(value: Any, bad: Any) -> dict[str, float]:
     """`{name = limit}` (TOML), or "name=limit,name=limit" (environment, -c)."""
-    from ..policy.budgets import BUDGETS, check_budgets
-
     if isinstance(value, str):
         pairs = [p.partition("=") for p in value.split(",") if p.strip()]
         if any(not sep for _, sep, _ in pairs):

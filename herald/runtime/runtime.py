@@ -42,10 +42,11 @@ from .._sandbox.frames import StartFrame
 from ..backends.base import Backend, BackendError
 from ..capture import CappedCapture
 from ..config import Settings, load_settings
+from ..config.budgets import check_budgets
 from ..keys import herald_environ
+from ..owned import owned_tempdir
 from ..policy import Policy
 from ..policy.approvals import PausedTime
-from ..policy.budgets import check_budgets
 from ..spill import sweep
 from ..tools.registry import Registry, ToolContext, default_registry
 from ..transcript import Transcript
@@ -55,7 +56,6 @@ from .execute_code import execute_code_tool
 from .grants import Grant, Grants
 from .kernels import KernelSessions
 from .outcome import OutputListener, build_result, capture_streams, unreachable, unrunnable
-from .owned import owned_tempdir
 from .rpc.server import RpcServer
 from .sandbox import forkserver, isolation
 from .sandbox.backend_sandbox import BackendPythonError, BackendSandbox

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 
 from .._sandbox.procs import set_dumpable
-from .owned import sweep
+from ..owned import sweep
 
 _lock = threading.Lock()
 _guarded = False

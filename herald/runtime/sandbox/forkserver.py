@@ -22,9 +22,9 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from ... import spawner
 from ..._sandbox import frames
 from ..._sandbox.procs import alive, host_pid
-from . import spawner
 from .isolation import Isolation, shared_root
 from .stubgen import RUNTIME_PACKAGE, shared_runtime_package
 

@@ -22,12 +22,12 @@ import time
 from collections.abc import Callable
 from typing import Any, cast
 
+from ... import spawner
 from ..._sandbox import frames
 from ..._sandbox.bootstrap import KEEP_ARG
 from ..._sandbox.procs import KillClock, descendants, signal_pids
 from ..._sandbox.protocol import MAX_CONTROL_FRAME_BYTES, FrameBuffer, ProtocolError, encode_frame
 from ...capture import CappedCapture
-from . import spawner
 from .contract import Collected, LocalGrants, Reason, SandboxStartError
 from .forkserver import ForkServer, ForkServerError
 from .host_process import Forked, Spawned, child_pipes, close_fds

@@ -47,7 +47,7 @@ from typing import Any
 from ..._sandbox import isolate
 from ...backends.base import Backend
 from ...config import Settings, herald_files
-from ..owned import owned_tempdir
+from ...owned import owned_tempdir
 
 MODES = ("auto", "bwrap", "landlock", "none")
 PENDING = "not known yet"  # in-backend, until the backend has been reached and probed
