@@ -58,7 +58,7 @@ def model_schemas(settings: Any, fmt: str) -> list[dict[str, Any]]:
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
-    from ..runtime.sandbox.stubgen import signatures
+    from ..tools.stubgen import signatures
 
     settings = load(args, {"tools": args.tools, "policy.profile": args.profile})
     if args.json:

@@ -251,7 +251,7 @@ def _property(schema: Any) -> dict[str, Any]:
 def _scriptable(tool: Tool) -> Tool:
     """`tool`, or a direct-only copy when its stub would not compile (checked before the
     session's hermes_tools is written: one server's odd tool must not break the others)."""
-    from ..runtime.sandbox.stubgen import render_stub
+    from ..tools.stubgen import render_stub
 
     if not tool.sandbox:
         return tool

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import Settings
 from ..tools.registry import Tool, ToolContext, function_schema
 from ..tools.resources import ANY_FILE, BROWSER, SANDBOX, SHELL, fixed
-from .sandbox.stubgen import HELPERS, signatures
+from ..tools.stubgen import HELPERS, signatures
 
 if TYPE_CHECKING:
     from .runtime import Runtime

@@ -64,8 +64,8 @@ from .sandbox.contract import SandboxChild, SandboxStartError
 from .sandbox.host_child import ChildProcess, check_interpreter
 from .sandbox.isolation import Isolation, shared_root
 from .sandbox.result import ExecutionResult
+from .sandbox.sandboxdir import shared_runtime_package, write_sandbox
 from .sandbox.streams import drain_fd
-from .sandbox.stubgen import shared_runtime_package, write_sandbox
 from .scope import stop_calls
 from .selfguard import guard_process
 from .warm import WarmChildren
