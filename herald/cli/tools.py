@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents
 def session_offer(settings: Any) -> Any:
     """What a session with `settings` offers: the same `offer_tools` answer `herald run` uses."""
     from ..runtime.offer import offer_tools
-    from ..tools.registry import default_registry
+    from ..runtime.toolset import default_registry
 
     try:
         return offer_tools(default_registry(settings), settings.tools, settings)

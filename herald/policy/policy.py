@@ -154,7 +154,9 @@ def _touches_shell(tool: Tool) -> bool:
 
 
 def _builtin(tool: Tool) -> bool:
-    return str(getattr(tool.handler, "__module__", "")).startswith("herald.tools.")
+    # The MCP client is a tool family under tools/, but its tools are the servers'.
+    module = str(getattr(tool.handler, "__module__", ""))
+    return module.startswith("herald.tools.") and not module.startswith("herald.tools.mcp.")
 
 
 def _urls(args: dict[str, Any]) -> list[str]:

@@ -48,7 +48,7 @@ from ..owned import owned_tempdir
 from ..policy import Policy
 from ..policy.approvals import PausedTime
 from ..spill import sweep
-from ..tools.registry import Registry, ToolContext, default_registry
+from ..tools.registry import Registry, ToolContext
 from ..transcript import Transcript
 from .backend_tools import BackendTools
 from .dispatcher import Dispatcher
@@ -68,6 +68,7 @@ from .sandbox.sandboxdir import shared_runtime_package, write_sandbox
 from .sandbox.streams import drain_fd
 from .scope import stop_calls
 from .selfguard import guard_process
+from .toolset import default_registry
 from .warm import WarmChildren
 
 READY_TIMEOUT = 30.0

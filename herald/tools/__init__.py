@@ -1,5 +1,5 @@
 """Tools: one registry and one module per tool family."""
 
-from .registry import Registry, Tool, ToolContext, ToolError, default_registry
+from .registry import Registry, Tool, ToolContext, ToolError
 
-__all__ = ["Registry", "Tool", "ToolContext", "ToolError", "default_registry"]
+__all__ = ["Registry", "Tool", "ToolContext", "ToolError"]

@@ -206,16 +206,3 @@ class Registry:
     def sandbox_tools(self, enabled: Iterable[str] | None) -> list[Tool]:
         """What a script may call: sandbox tools intersected with the session's enabled tools."""
         return [t for t in self.select(enabled) if t.sandbox]
-
-
-def default_registry(settings: Settings | None = None) -> Registry:
-    """Every built-in tool, and with `settings` the tools of its MCP servers (`mcp_<server>_<tool>`)."""
-    from . import browser, files, search, terminal, web, webcrawl, websearch
-
-    registry = Registry([*files.TOOLS, *search.TOOLS, *terminal.TOOLS, *browser.TOOLS, *websearch.TOOLS, *web.TOOLS,
-                         *webcrawl.TOOLS])
-    if settings is not None and settings.mcp_servers:
-        from ..mcp.tools import register_mcp_tools
-
-        register_mcp_tools(registry, settings)
-    return registry

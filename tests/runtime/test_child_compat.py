@@ -12,7 +12,7 @@ import pytest
 
 import herald._sandbox
 from herald.runtime.sandbox.sandboxdir import write_sandbox
-from herald.tools.registry import default_registry
+from herald.runtime.toolset import default_registry
 from herald.tools.stubgen import RUNTIME_PACKAGE
 
 # hermes_tools.py sits beside the package in the sandbox directory (bootstrap pre-imports it).

@@ -15,7 +15,8 @@ import herald._sandbox
 from herald import Runtime, Settings
 from herald.backends.local import LocalBackend
 from herald.runtime.sandbox.sandboxdir import shared_runtime_package, write_sandbox
-from herald.tools import Registry, Tool, default_registry
+from herald.runtime.toolset import default_registry
+from herald.tools import Registry, Tool
 from herald.tools.stubgen import HELPERS, render_module, render_stub, signatures
 
 

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from herald.backends.local import LocalBackend
-from herald.tools import ToolError, default_registry
+from herald.runtime.toolset import default_registry
+from herald.tools import ToolError
 from herald.tools.arguments import bind_arguments
 
 CallTool = Callable[..., Any]  # the `call` fixture of tests/tools/conftest.py
