@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from ..base import BackendError, DirEntry, FileStat
 from ..realpath import Pins
-from . import files
+from . import files, writes
 from .connection import SSHConnection
 from .seen import Seen
 from .sftp import SFTPCancelled, SFTPSession, SFTPTimeout
@@ -103,8 +103,8 @@ class FileCalls:
         with self._lock:
             pinned = self._pins.get(target)
 
-        def write(conn: SSHConnection, s: SFTPSession) -> files.Written:
-            written = files.write_bytes(s, target, data, conn.default_mode, pinned)
+        def write(conn: SSHConnection, s: SFTPSession) -> writes.Written:
+            written = writes.write_bytes(s, target, data, conn.default_mode, pinned)
             conn.default_mode = written.default_mode
             return written
 

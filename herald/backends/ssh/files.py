@@ -4,9 +4,7 @@ Round trips (each a batch of pipelined requests, sftp.py), once the session pred
 - read: OPEN + FSTAT + READs of the whole expected size (one more byte shows the end) -> 1;
   a STAT before it (a FIFO's OPEN would block the server) unless the caller just saw a
   regular file there -> 2 at most. The CLOSE is not awaited.
-- write: REALPATH + LSTAT + OPEN of a private temp file + WRITEs + CLOSE -> 1; SETSTAT (the
-  target's mode) + rename over the target -> 1. The rename waits for the writes' answers, so a
-  failed write never replaces the target.
+- write: writes.py.
 - where a path leads (the workspace check): REALPATH + STAT -> 1, the STAT answering the
   tool's own stat right after. A read or write of a path so checked carries a REALPATH in its
   first flight (no extra round trip) and goes no further unless the path still leads there.
@@ -20,48 +18,36 @@ from __future__ import annotations
 import errno
 import os
 import posixpath
-import secrets
 import stat as st_mod
-from dataclasses import dataclass
 
 from ..base import DirEntry, FileStat, check_length, check_regular
 from ..realpath import moved, resolve_links
 from .sftp import (
     CHUNK,
-    FLAG_CREAT,
-    FLAG_EXCL,
     FLAG_READ,
-    FLAG_WRITE,
-    FSETSTAT,
     FSTAT,
-    LSTAT,
-    MKDIR,
     READLINK,
     REALPATH,
-    REMOVE,
-    SETSTAT,
     STAT,
     Attrs,
     Reply,
     SFTPSession,
-    encode_attrs,
     handle_field,
 )
 
 MAX_IN_FLIGHT = 64  # READ/WRITE requests per batch (2 MiB)
 PROC_FD = "/proc/self/fd"  # in the SFTP server: its own descriptors, an open handle among them
 FDS_LOOKED = (3, 4, 5)  # where its first free one is (0-2 are its pipes to sshd; a log socket may hold 3)
-PRIVATE = 0o600
 
 
-def _error(code: int, path: str) -> OSError:
+def path_error(code: int, path: str) -> OSError:
     return OSError(code, os.strerror(code), path)  # OSError picks the subclass from the errno
 
 
-def _with_path(exc: OSError, path: str) -> OSError:
+def with_path(exc: OSError, path: str) -> OSError:
     """An SFTP error without the file name (or without an errno) as a local call's error."""
     if exc.errno is not None:
-        return _error(exc.errno, path)
+        return path_error(exc.errno, path)
     return OSError(errno.EIO, f"{exc.args[0] if exc.args else 'SFTP failure'}", path)
 
 
@@ -71,7 +57,7 @@ def _stat(s: SFTPSession, path: str, follow: bool = True) -> Attrs | None:
     except OSError as exc:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):
             return None
-        raise _with_path(exc, path) from None
+        raise with_path(exc, path) from None
 
 
 def to_filestat(path: str, attrs: Attrs) -> FileStat:
@@ -142,7 +128,7 @@ def check_opened(path: str, where: str | None, expected: str) -> None:
         "try again", path)
 
 
-def _check_pin(path: str, now: str | None, pinned: str | None) -> None:
+def check_pin(path: str, now: str | None, pinned: str | None) -> None:
     if pinned is not None and now != pinned:
         raise moved(path, now or "?", pinned)
 
@@ -181,7 +167,7 @@ def read_bytes(s: SFTPSession, path: str, max_bytes: int, known: Attrs | None = 
         if info is None:
             info = _stat(s, path)
             if info is None:
-                raise _error(errno.ENOENT, path)
+                raise path_error(errno.ENOENT, path)
         check_regular(path, info.st_mode, info.st_size, max_bytes)
         limit = max_bytes + 1  # one byte past the limit tells a file that grew since the stat
         plan = _plan(0, info.st_size + 1, limit)
@@ -196,7 +182,7 @@ def read_bytes(s: SFTPSession, path: str, max_bytes: int, known: Attrs | None = 
         if opened.error() is not None:
             s.wait(*early)  # they failed on a handle that is not open
             s.wait(*before, *after)
-            _check_pin(path, now, pinned)
+            check_pin(path, now, pinned)
             opened.check()
         handle = opened.handle
         s.opened(handle, predicted)
@@ -207,7 +193,7 @@ def read_bytes(s: SFTPSession, path: str, max_bytes: int, known: Attrs | None = 
                 s.wait(*early)
                 ids = _send_reads(s, handle, plan, True)
             fstat, *chunks = s.wait(*ids)
-            _check_pin(path, now, pinned)  # before a byte of it is used
+            check_pin(path, now, pinned)  # before a byte of it is used
             if pinned is not None:  # and the handle holds that file, whatever the path did meanwhile
                 check_opened(path, held_at(s, path, before, after), pinned)
             attrs = fstat.check().attrs or Attrs()
@@ -221,7 +207,7 @@ def read_bytes(s: SFTPSession, path: str, max_bytes: int, known: Attrs | None = 
         if exc.filename == path:
             raise
         found = None if exc.errno is not None else _stat(s, path)
-        raise (_error(errno.EISDIR, path) if found and st_mod.S_ISDIR(found.st_mode) else _with_path(exc, path)) from None
+        raise (path_error(errno.EISDIR, path) if found and st_mod.S_ISDIR(found.st_mode) else with_path(exc, path)) from None
 
 
 def _collect(s: SFTPSession, handle: bytes, plan: list[tuple[int, int]], chunks: list[Reply], size: int, limit: int) -> bytes:
@@ -254,10 +240,10 @@ def list_dir(s: SFTPSession, path: str) -> list[DirEntry]:
     except OSError as exc:
         info = _stat(s, path)
         if info is None:
-            raise _error(errno.ENOENT, path) from None
+            raise path_error(errno.ENOENT, path) from None
         if not st_mod.S_ISDIR(info.st_mode):
-            raise _error(errno.ENOTDIR, path) from None
-        raise _with_path(exc, path) from None
+            raise path_error(errno.ENOTDIR, path) from None
+        raise with_path(exc, path) from None
     # Listings describe a link itself; say what it points to, as scandir does (one batch).
     links = {name: s.send_path(STAT, posixpath.join(path, name)) for name, attrs in listing if st_mod.S_ISLNK(attrs.st_mode)}
     targets = dict(zip(links, s.wait(*links.values()), strict=True))
@@ -271,155 +257,3 @@ def list_dir(s: SFTPSession, path: str) -> list[DirEntry]:
         entries.append(DirEntry(name, st_mod.S_ISDIR(mode), st_mod.S_ISREG(mode), is_link))
     return entries
 
-
-# -- writing ----------------------------------------------------------------------------------
-
-
-def _make_parents(s: SFTPSession, directory: str) -> None:
-    missing = []
-    while directory not in ("/", ""):
-        info = _stat(s, directory)
-        if info is not None:
-            if not st_mod.S_ISDIR(info.st_mode):
-                raise _error(errno.ENOTDIR, directory)
-            break
-        missing.append(directory)
-        directory = posixpath.dirname(directory)
-    for path in reversed(missing):
-        try:
-            s.call(MKDIR, path, encode_attrs())
-        except OSError as exc:
-            if _stat(s, path) is None:  # not a lost race with someone else's mkdir
-                raise _with_path(exc, path) from None
-
-
-def _send_writes(s: SFTPSession, handle: bytes, data: bytes) -> list[int]:
-    ids = [s.send_write(handle, at, data[at : at + CHUNK]) for at in range(0, len(data), CHUNK)]
-    return [*ids, s.send_close(handle)]  # awaited: a close can report lost data
-
-
-class _Retry(Exception):
-    def __init__(self, target: str, resolved: bool = True) -> None:
-        self.target = target
-        self.resolved = resolved
-
-
-@dataclass
-class Written:
-    default_mode: int  # the mode SFTP gives new files here (learned on the first write)
-    target: str  # the file replaced (where the path's symlinks lead)
-    attrs: Attrs | None  # its attributes right after the rename (None: the look failed)
-
-
-def write_bytes(s: SFTPSession, path: str, data: bytes, default_mode: int | None,
-                pinned: str | None = None) -> Written:
-    """Write a private temp file next to the target, give it the target's mode, rename it over
-    the target (`default_mode` None: a first write, which learns the mode new files get).
-
-    Through a symlink the file it points to is replaced (renaming over the link would turn it
-    into a separate copy): where the server resolves it, `..` in the link followed physically;
-    missing parent directories are created (looked for only when the temp file cannot be made:
-    the common case costs no extra round trips). `pinned`: where the path led when the call
-    was allowed. Then that place is written (its temp file made in its directory, never in
-    one a swapped link leads to), a REALPATH of `path` in the first flight tells where `path`
-    leads now, and nothing is replaced unless that is the same place.
-    """
-    target, resolved = (pinned, True) if pinned is not None else (path, False)
-    for _ in range(3):
-        try:
-            return _write(s, target, data, default_mode, resolved, pinned, path)
-        except _Retry as retry:
-            target, resolved = retry.target, retry.resolved
-    raise _error(errno.ELOOP, path)
-
-
-def _write(s: SFTPSession, target: str, data: bytes, default_mode: int | None, resolved: bool,
-           pinned: str | None, path: str) -> Written:
-    parent = posixpath.dirname(target)
-    temp = posixpath.join(parent, f".herald-{secrets.token_hex(6)}.tmp")
-    learning = default_mode is None
-    checked = path if pinned is not None else target  # the path whose resolution decides
-    where_id = s.send_path(REALPATH, checked)
-    lstat_id = s.send_path(LSTAT, target)
-    predicted = None if learning else s.predicted_handle()
-    # A pinned write's temp file must be made in the pinned file's directory itself, not in
-    # one a link swapped into its path leads to: the server's descriptors tell (check_opened).
-    before = send_fd_looks(s) if pinned is not None else []
-    open_id = s.send_open(temp, FLAG_WRITE | FLAG_CREAT | FLAG_EXCL, None if learning else PRIVATE)
-    after = send_fd_looks(s) if pinned is not None else []
-    early = _send_writes(s, predicted, data) if predicted is not None else []
-    answer, looked, opened = s.wait(where_id, lstat_id, open_id)
-    handle = opened.handle if opened.error() is None else None
-    if handle is not None:
-        s.opened(handle, predicted)
-    if pinned is not None and handle is None:
-        s.wait(*before, *after)
-    if early and handle != predicted:
-        s.wait(*early)  # they failed on a handle that was not open: done with them
-        early = []
-    done = False
-    try:
-        made: str | None = temp
-        if pinned is not None and handle is not None:  # first: whatever else fails, the temp file goes
-            made = held_at(s, path, before, after)
-            if made != temp and made is not None and made.startswith("/"):
-                s.wait(s.send_path(REMOVE, made))  # made where a swapped link led: gone before we answer
-        existing = None
-        lstat_error = looked.error()
-        if lstat_error is not None and lstat_error.errno not in (errno.ENOENT, errno.ENOTDIR):
-            raise _with_path(lstat_error, target)
-        now = target
-        if pinned is not None or (lstat_error is None and st_mod.S_ISLNK((looked.attrs or Attrs()).st_mode)):
-            now = leads_to(s, checked, answer)
-            _check_pin(path, now, pinned)
-        if made != temp:  # the path still leads there, but the temp file was made elsewhere
-            landed = posixpath.join(posixpath.dirname(made), posixpath.basename(target)) if made else None
-            check_opened(path, landed if landed and landed.startswith("/") else None, target)
-        if lstat_error is None:
-            existing = looked.attrs or Attrs()
-            if st_mod.S_ISLNK(existing.st_mode) and not resolved:
-                raise _Retry(now)
-            if st_mod.S_ISDIR(existing.st_mode):
-                raise _error(errno.EISDIR, target)
-        if handle is None:
-            exc = opened.error()
-            assert exc is not None
-            if exc.errno != errno.ENOENT:  # ENOENT: also what SFTP says when a parent is a file
-                raise _with_path(exc, target)
-            _make_parents(s, parent)
-            raise _Retry(target, resolved)  # a path whose parent was missing is no link
-        mode = (existing.st_mode & 0o7777) if existing is not None else default_mode
-        if early:
-            ids = early
-        else:
-            ids = []
-            if learning:
-                ids.append(s.request(FSTAT, handle_field(handle)))
-                if existing is not None:  # before the data, so a private file's text is never exposed
-                    ids.append(s.request(FSETSTAT, handle_field(handle) + encode_attrs(mode)))
-            ids += _send_writes(s, handle, data)
-        replies = s.wait(*ids)
-        handle = None  # its CLOSE was among them
-        for reply in replies:
-            reply.check()
-        if learning:
-            default_mode = (replies[0].attrs or Attrs()).st_mode & 0o777
-        final = [s.send_path(SETSTAT, temp, encode_attrs(mode))] if not learning and mode != PRIVATE else []
-        final.append(s.send_rename(temp, target))
-        final.append(s.send_path(LSTAT, target))  # what was written, for the next stat (no extra round trip)
-        *changed, written = s.wait(*final)
-        for reply in changed:
-            reply.check()
-        done = True
-        assert default_mode is not None
-        return Written(default_mode, target, written.attrs if written.error() is None else None)
-    except OSError as exc:
-        raise (exc if exc.filename is not None else _with_path(exc, target)) from None
-    finally:
-        if not done and not s.broken:
-            for rid in early if handle is not None else ():  # their CLOSE is among them
-                s.forget(rid)
-            if handle is not None and not early:
-                s.close_handle(handle)
-            if opened.error() is None:
-                s.forget(s.send_path(REMOVE, temp))
