@@ -36,11 +36,12 @@ run's token, not the file system, separates them.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import shutil
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -48,6 +49,7 @@ from ..._sandbox import isolate
 from ...backends.base import Backend
 from ...config import Settings, herald_files
 from ...owned import owned_tempdir
+from .contract import SandboxStartError
 
 MODES = ("auto", "bwrap", "landlock", "none")
 PENDING = "not known yet"  # in-backend, until the backend has been reached and probed
@@ -159,6 +161,22 @@ def backend_request(settings: Settings, backend: Backend, writable_workspace: bo
         return None
     check(settings)
     return lambda: request(settings, backend.cwd, writable_workspace=writable_workspace)
+
+
+@contextlib.contextmanager
+def as_start_error() -> Iterator[None]:
+    """A setting that cannot be honoured (ValueError) as the Runtime's SandboxStartError."""
+    try:
+        yield
+    except ValueError as exc:
+        raise SandboxStartError(str(exc)) from None
+
+
+def script_cwd(backend: Backend, scratch_dir: str, *, backend_mode: bool) -> str:
+    """Where a script starts. In host mode its own open() sees this machine: where the local
+    backend's shell is, or `scratch_dir` when the backend is remote. In backend mode it runs
+    where the backend's shell is, wherever that is."""
+    return backend.cwd if backend_mode or backend.name == "local" else scratch_dir
 
 
 def check(settings: Settings) -> None:

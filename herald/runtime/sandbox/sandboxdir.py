@@ -15,8 +15,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ... import _sandbox
+from ...owned import owned_tempdir
 from ...tools.registry import Tool
 from ...tools.stubgen import RUNTIME_PACKAGE, render_module
+from .isolation import shared_root
 
 
 def write_runtime_package(directory: Path) -> Path:
@@ -58,6 +60,19 @@ def write_sandbox(
     stub.write_text(source, encoding="utf-8")
     _write_bytecode(stub, source)
     return stub
+
+
+def make_sandbox_dir(tools: Iterable[Tool], elsewhere: Mapping[str, str] | None, *, host_mode: bool) -> str:
+    """A new sandbox directory with the stubs written. Host mode: under the process's shared
+    root, the one directory every isolated sandbox sees (isolation.py), the package linked;
+    backend mode: a directory of its own, copied to the backend."""
+    directory = tempfile.mkdtemp(prefix="sandbox-", dir=shared_root()) if host_mode else owned_tempdir("sandbox")
+    try:
+        write_sandbox(Path(directory), tools, elsewhere, package=shared_runtime_package(shared_root()) if host_mode else None)
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    return directory
 
 
 _bytecode: dict[str, bytes] = {}  # stub source -> its compiled file; Runtimes with the same tools share it
