@@ -4,23 +4,9 @@ Stdlib only, Python >= 3.8. It runs on the backend's exec channel (a local pipe 
 channel, a Docker exec socket, a Modal exec stream): the first run's is the setup's own process,
 which serves once it has unpacked the sandbox (runtime/sandbox/backend_sandbox.py); later ones
 Herald starts as `python3 -I -B -c <loader> SANDBOX_DIR`. Its stdin and stdout are the whole link
-to Herald and carry length-prefixed JSON frames (protocol.py) both ways, multiplexing everything:
-
-    Herald -> here   {"type": "prepare", "env": {"passthrough": [...]}, "loader", "fork_server", "tool_specs"?}
-                                                                        start the script
-    here -> Herald   {"type": "ready"}                                   it waits for a script
-    Herald -> here   {"type": "start", "mode": "oneshot"|"kernel", "cwd", "code"|"sentinel", "line_buffered"}
-    Herald -> here   {"type": "code", "code": "...", "line_buffered"}    the next kernel cell
-    here -> Herald   {"type": "out"|"err", "data": "..."}  output bytes, as latin-1 text
-    here -> Herald   {"id", "tool", "args", "conn": n}     a tool call from connection n
-    Herald -> here   {"id", "result"|"error", "conn": n}   its reply
-    here -> Herald   {"type": "done", "exit_code": n}      a kernel cell finished
-    Herald -> here   {"type": "kill", "grace": s}          SIGTERM the tree, SIGKILL after grace
-    here -> Herald   {"type": "exit", "exit_code": n}      the script is done, its output sent (last frame)
-    Herald -> here   {"type": "close"}                     SIGKILL the tree and leave at once
-    here -> Herald   {"type": "failed", "error": "..."}    this supervisor itself broke (last frame)
-    here -> Herald   {"type": "record", "tool", ...}       a call answered here; start and code frames
-    Herald -> here   {"type": "cwd", "cwd": "/dir"}        carry the grant for those (localtools.py)
+to Herald and carry length-prefixed JSON frames (protocol.py) both ways, multiplexing everything
+(each frame's shape: frames.py, "Exec channel"): the script's output, its tool calls tagged with
+their connection here, the kill, the exit; the calls answered here (localtools.py) go as records.
 
 Why a separate supervisor process: it must stay responsive while the script runs anything at all
 (a C call holding the GIL, a blocked write), so that a kill frame or the end of its stdin always
@@ -55,15 +41,12 @@ import time
 import traceback
 from typing import Any, Dict, List, Optional, Set
 
-from . import frames, isolate
-
-# The /proc walk finds descendants that left the script's process group.
-from .environ import sandbox_environ
+from . import frames
 from .localtools import LocalTools
-from .procs import KillClock, alive, descendants, signal_pids
+from .procs import KillClock, alive, descendants, signal_pids  # descendants: found through /proc
 from .protocol import MAX_CONTROL_FRAME_BYTES, FrameBuffer, ProtocolError, encode_frame
 from .relay import Relay
-from .scriptproc import LOST_STATUS, Forked, ScriptProcess, fork_script, spawn_script
+from .scriptproc import LOST_STATUS, Forked, ScriptProcess, start_script
 from .sinks import JOIN_LIMIT, Sink
 
 READ_SIZE = 1 << 16
@@ -110,7 +93,7 @@ class Supervisor:
         self.relay.listen(self.sandbox_dir, abstract_ok=not confined)
         self.prepared = message
         self.local.set_specs(message.get("tool_specs"))
-        self.hold(self.start_script(message))
+        self.hold(start_script(message, self.sandbox_dir))
         self.local.load()  # while the script's interpreter starts
 
     def hold(self, child: ScriptProcess) -> None:
@@ -130,23 +113,8 @@ class Supervisor:
             return False
         old.wait()
         old.discard()
-        self.hold(self.start_script(dict(self.prepared, fork_server=None)))
+        self.hold(start_script(dict(self.prepared, fork_server=None), self.sandbox_dir))
         return True
-
-    def start_script(self, message: Dict[str, Any]) -> ScriptProcess:
-        """Forked by the Runtime's zygote when Herald names one (setting sandbox.fork_server),
-        else, or when that fails, a freshly spawned interpreter."""
-        zygote = message.get("fork_server")
-        spec = message.get("isolation")  # confined as in host mode (isolate.py); the zygote confines itself
-        spec = isolate.complete(spec, self.sandbox_dir) if isinstance(spec, dict) else None
-        if isinstance(zygote, str) and zygote:
-            try:
-                return fork_script(zygote, self.sandbox_dir, namespaced=bool(spec and spec.get("mode") == "bwrap"))
-            except OSError:
-                pass  # not started yet, killed, or refused: spawn, as without a fork server
-        # The host mode's policy (environ.py) on this machine's environment.
-        env = sandbox_environ(os.environ, message.get("env", {}).get("passthrough", ()))
-        return spawn_script(message["loader"], self.sandbox_dir, env, spec)
 
     def child_exited(self) -> bool:
         return self.child is not None and self.child.exited()
