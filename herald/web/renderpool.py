@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .errors import PageError, RunTimeUp
-from .fetch import Fetched
+from .page import Fetched
 from .render import Rendered
 
 MIB = 1024 * 1024
