@@ -55,7 +55,8 @@ from .shell import allowed_commands, readonly_refusal
 if TYPE_CHECKING:
     from ..backends.base import Backend
     from ..config import Settings
-    from ..tools.registry import Tool, ToolContext
+    from ..tools.context import ToolContext
+    from ..tools.registry import Tool
 
 READ_ONLY, WORKSPACE_WRITE, FULL = "read-only", "workspace-write", "full"
 PROFILES = (READ_ONLY, WORKSPACE_WRITE, FULL)

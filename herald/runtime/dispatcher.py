@@ -61,8 +61,9 @@ from ..policy import Gate, Policy, Verdict
 from ..policy.budgets import Budgets
 from ..spill import SpillBudget, charged_to
 from ..tools.arguments import bind_arguments
+from ..tools.context import ToolContext
 from ..tools.missing import missing_dependency
-from ..tools.registry import Registry, Tool, ToolContext, ToolError
+from ..tools.registry import Registry, Tool, ToolError
 from ..tools.resources import KeyedLocks, Resource
 from ..transcript import Transcript, preview
 from .offer import ToolWarmer, offer_tools

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..config import Settings
-from ..tools.registry import Tool, ToolContext, function_schema
+from ..tools.context import ToolContext
+from ..tools.registry import Tool, function_schema
 from ..tools.resources import ANY_FILE, BROWSER, SANDBOX, SHELL, fixed
 from ..tools.stubgen import HELPERS, signatures
 from .dispatcher import Dispatcher

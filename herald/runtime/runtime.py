@@ -46,7 +46,8 @@ from ..keys import herald_environ
 from ..policy import Policy
 from ..policy.approvals import PausedTime
 from ..spill import sweep
-from ..tools.registry import Registry, ToolContext
+from ..tools.context import ToolContext
+from ..tools.registry import Registry
 from ..transcript import Transcript
 from .backend_tools import BackendTools
 from .dispatcher import Dispatcher

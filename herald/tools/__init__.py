@@ -1,5 +1,6 @@
 """Tools: one registry and one module per tool family."""
 
-from .registry import Registry, Tool, ToolContext, ToolError
+from .context import ToolContext
+from .registry import Registry, Tool, ToolError
 
 __all__ = ["Registry", "Tool", "ToolContext", "ToolError"]

@@ -20,7 +20,8 @@ from .._sandbox.ignorefiles import Tree
 from .._sandbox.search import SEARCH_TIMEOUT, Ran
 from ..backends.base import call_cwd
 from ..backends.shell import current_cancel
-from .registry import Tool, ToolContext
+from .context import ToolContext
+from .registry import Tool
 from .resources import path_argument
 
 

@@ -30,8 +30,9 @@ from ..web.firecrawl import FirecrawlConfig, firecrawl_config_from, scrape
 from ..web.render import Rendered
 from ..web.renderpool import MIB, RenderPool, default_size
 from ..web.session import Fetcher
+from .context import ToolContext
 from .network import backend_open_tcp
-from .registry import Tool, ToolContext, ToolError
+from .registry import Tool, ToolError
 from .webpackages import DIRECT_PACKAGES, FIRECRAWL_PACKAGE, installed, needs_package, not_installed
 
 if TYPE_CHECKING:

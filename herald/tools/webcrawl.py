@@ -37,8 +37,9 @@ from ..web.firecrawl import FirecrawlConfig, firecrawl_config_from, firecrawl_fa
 from ..web.hostslots import HostSlots
 from ..web.render import Rendered
 from ..web.robots import ALLOW_ALL, DISALLOW_ALL, Robots, product_token
+from .context import ToolContext
 from .crawlpaths import PathPatterns
-from .registry import Tool, ToolContext, ToolError
+from .registry import Tool, ToolError
 from .web import (
     FRESH_PARAMETER,
     MAX_URLS,

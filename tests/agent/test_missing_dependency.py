@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from herald.runtime.toolset import default_registry
-from herald.tools.registry import Registry, Tool, ToolContext
+from herald.tools.context import ToolContext
+from herald.tools.registry import Registry, Tool
 from tests.fakes.llm_server import FakeLLMServer, call, calls, reply
 
 from .conftest import MakeAgent

@@ -12,7 +12,8 @@ from typing import Any
 from herald.agent.events import InnerToolCall, ToolFinished
 from herald.agent.providers.base import TextDelta, ToolCallDelta
 from herald.runtime.toolset import default_registry
-from herald.tools.registry import Registry, Tool, ToolContext
+from herald.tools.context import ToolContext
+from herald.tools.registry import Registry, Tool
 from herald.tools.resources import path_argument
 from herald.tools.stubgen import signatures
 from tests.fakes.llm_server import FakeLLMServer, call, calls, reply

@@ -19,7 +19,8 @@ from herald import Runtime, Settings
 from herald.backends.local import LocalBackend
 from herald.cli.mcpserve import Approvals, build_server
 from herald.runtime.toolset import default_registry
-from herald.tools.registry import Registry, Tool, ToolContext
+from herald.tools.context import ToolContext
+from herald.tools.registry import Registry, Tool
 
 
 class Ask:

@@ -34,7 +34,8 @@ from ...backends.shell import current_cancel
 from ...capture import CappedCapture
 from ...config import McpServerSettings, Settings
 from ...deadlines import DeadlinePassed
-from ..registry import Registry, Tool, ToolContext, ToolError
+from ..context import ToolContext
+from ..registry import Registry, Tool, ToolError
 from ..stubgen import render_stub
 from .connection import STOP_TIMEOUT, McpConnection, McpListingTooLarge, McpServerError
 
