@@ -232,7 +232,7 @@ def shared_root() -> str:
     global _root
     with _root_lock:
         if _root is None or not os.path.isdir(_root):
-            _root = owned_tempdir("root")  # swept once we are gone (owned.py)
+            _root = owned_tempdir("root")  # swept once we are gone (herald/owned.py)
             atexit.register(shutil.rmtree, _root, ignore_errors=True)
         return _root
 
