@@ -46,8 +46,7 @@ from ..keys import herald_environ
 from ..policy import Policy
 from ..policy.approvals import PausedTime
 from ..spill import sweep
-from ..tools.context import ToolContext
-from ..tools.registry import Registry
+from ..tools import Registry, ToolContext
 from ..transcript import Transcript
 from .backend_tools import BackendTools
 from .dispatcher import Dispatcher
