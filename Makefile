@@ -56,6 +56,7 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check herald tests bench examples
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # A fresh install as a new machine makes it: a new venv with its own pip (not upgraded: old pips
 # resolve extras differently), Herald with every runtime extra and every direct dependency at the

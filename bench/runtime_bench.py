@@ -11,8 +11,10 @@ from typing import Any
 
 from herald import Runtime, Settings
 from herald.backends.local import LocalBackend
+from herald.runtime.toolset import default_registry
 from herald.tools.arguments import bind_arguments
-from herald.tools.registry import Registry, Tool, ToolContext, default_registry
+from herald.tools.context import ToolContext
+from herald.tools.registry import Registry, Tool
 
 from .report import Metric
 from .workloads import read_patch_verify

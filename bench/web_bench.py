@@ -61,7 +61,7 @@ print(time.perf_counter() - t)
 BARE_RENDER = """
 import json, sys, time
 from pathlib import Path
-from herald.web.fetch import Fetched
+from herald.web.page import Fetched
 from herald.web.render import render
 pages = [Fetched(url, "text/html", None, Path(path).read_bytes()) for url, path in json.loads(sys.argv[1])]
 render(pages[0])

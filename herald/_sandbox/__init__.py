@@ -36,7 +36,7 @@
 Herald imports these modules as `herald._sandbox.X`: the RPC server and the host's side of
 the sandbox use the same frames, and stopping a process tree or scrubbing an environment is
 the same code everywhere. Shipping them is a plain copy: every file of this folder goes,
-unchanged, into one directory as the package `_hermes_runtime` (runtime/sandbox/stubgen.py,
+unchanged, into one directory as the package `_hermes_runtime` (runtime/sandbox/sandboxdir.py,
 `write_runtime_package`): once per process here, linked from each host-mode sandbox directory
 next to its generated `hermes_tools.py`, and into each backend's sandbox directory.
 

@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import frames, isolate, wire
 from .client import at_unix_path
+from .environ import sandbox_environ
 from .procs import alive, host_pid
 
 FORK_REPLY_TIMEOUT = 5.0  # a zygote that does not answer this fast is treated as gone
@@ -224,3 +225,19 @@ def spawn_script(
         _close(theirs)
     out_r, err_r, ctl_in, ctl_out = ours
     return Spawned(proc, (out_r, err_r, ctl_in, ctl_out))
+
+
+def start_script(message: Dict[str, Any], sandbox_dir: str) -> ScriptProcess:
+    """The prepare frame's script interpreter: forked by the Runtime's zygote when Herald names
+    one (setting sandbox.fork_server), else, or when that fails, a freshly spawned interpreter."""
+    zygote = message.get("fork_server")
+    spec = message.get("isolation")  # confined as in host mode (isolate.py); the zygote confines itself
+    spec = isolate.complete(spec, sandbox_dir) if isinstance(spec, dict) else None
+    if isinstance(zygote, str) and zygote:
+        try:
+            return fork_script(zygote, sandbox_dir, namespaced=bool(spec and spec.get("mode") == "bwrap"))
+        except OSError:
+            pass  # not started yet, killed, or refused: spawn, as without a fork server
+    # The host mode's policy (environ.py) on this machine's environment.
+    env = sandbox_environ(os.environ, message.get("env", {}).get("passthrough", ()))
+    return spawn_script(message["loader"], sandbox_dir, env, spec)

@@ -5,7 +5,7 @@ zygote, and on a virtual machine each such copy-on-write fault costs microsecond
 per child, on the way to every warm child's "ready". Imported once here, before the fork, the
 module is already in every child (each has its own copy of its memory, as of the stdlib's).
 
-The stubs are Herald's generated code (runtime/sandbox/stubgen.py), written before the Runtime's
+The stubs are Herald's generated code (tools/stubgen.py), written before the Runtime's
 first child is asked for, in a directory an isolated script sees read-only. A file that has
 changed since it was loaded here is never loaded again: the child imports it itself, as it
 would without this cache.

@@ -44,15 +44,12 @@ import time
 import traceback
 from typing import Any, Dict, List, Literal, Optional, Set, cast
 
-from . import frames, isolate, wire
-
-# The /proc walk finds descendants that left the script's process group.
-from .environ import sandbox_environ
+from . import frames, wire
 from .localtools import LocalTools
-from .procs import KillClock, alive, descendants, signal_pids
+from .procs import KillClock, alive, descendants, signal_pids  # descendants: found through /proc
 from .protocol import MAX_CONTROL_FRAME_BYTES, FrameBuffer, ProtocolError, encode_frame
 from .relay import Relay
-from .scriptproc import LOST_STATUS, Forked, ScriptProcess, fork_script, spawn_script
+from .scriptproc import LOST_STATUS, Forked, ScriptProcess, start_script
 from .sinks import JOIN_LIMIT, Sink
 
 READ_SIZE = 1 << 16
@@ -99,7 +96,7 @@ class Supervisor:
         self.relay.listen(self.sandbox_dir, abstract_ok=not confined)
         self.prepared = message
         self.local.set_specs(message.get("tool_specs"))
-        self.hold(self.start_script(message))
+        self.hold(start_script(dict(message), self.sandbox_dir))
         self.local.load()  # while the script's interpreter starts
 
     def hold(self, child: ScriptProcess) -> None:
@@ -120,23 +117,8 @@ class Supervisor:
         old.wait()
         old.discard()
         assert self.prepared is not None
-        self.hold(self.start_script(cast(frames.PrepareFrame, dict(self.prepared, fork_server=None))))
+        self.hold(start_script(dict(self.prepared, fork_server=None), self.sandbox_dir))
         return True
-
-    def start_script(self, message: frames.PrepareFrame) -> ScriptProcess:
-        """Forked by the Runtime's zygote when Herald names one (setting sandbox.fork_server),
-        else, or when that fails, a freshly spawned interpreter."""
-        zygote = message.get("fork_server")
-        spec = message.get("isolation")  # confined as in host mode (isolate.py); the zygote confines itself
-        spec = isolate.complete(spec, self.sandbox_dir) if isinstance(spec, dict) else None
-        if isinstance(zygote, str) and zygote:
-            try:
-                return fork_script(zygote, self.sandbox_dir, namespaced=bool(spec and spec.get("mode") == "bwrap"))
-            except OSError:
-                pass  # not started yet, killed, or refused: spawn, as without a fork server
-        # The host mode's policy (environ.py) on this machine's environment.
-        env = sandbox_environ(os.environ, message["env"].get("passthrough", ()))
-        return spawn_script(message["loader"], self.sandbox_dir, env, spec)
 
     def child_exited(self) -> bool:
         return self.child is not None and self.child.exited()

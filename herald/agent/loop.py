@@ -35,7 +35,8 @@ from ..config import Settings, load_settings
 from ..keys import herald_environ
 from ..policy import READ_ONLY, Policy
 from ..runtime import Runtime
-from ..tools.registry import Registry, default_registry
+from ..runtime.toolset import default_registry
+from ..tools.registry import Registry
 from .budget import IterationBudget
 from .compression import compress, estimate_tokens
 from .events import (

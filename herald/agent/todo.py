@@ -11,7 +11,8 @@ from __future__ import annotations
 import threading
 from typing import Any, Literal, TypedDict
 
-from ..tools.registry import Tool, ToolContext, ToolError
+from ..tools.context import ToolContext
+from ..tools.registry import Tool, ToolError
 from ..tools.resources import tool_wide
 
 STATES = ("pending", "in_progress", "completed", "cancelled")

@@ -12,6 +12,7 @@ import sys
 import threading
 from collections.abc import Callable
 
+from .. import spawner
 from .._sandbox import fileaccess, shellguard
 from .._sandbox.confinement import call_confinement
 from .._sandbox.environ import scrubbed_environ
@@ -20,8 +21,7 @@ from .._sandbox.readonly import local_confinement
 from .._sandbox.walk import scan_dir
 from ..config import Settings
 from ..keys import herald_environ
-from ..runtime.owned import owned_tempdir
-from ..runtime.sandbox import spawner
+from ..owned import owned_tempdir
 from ..webguard import connect_here, open_checked, resolve_here
 from .base import (
     BackendError,

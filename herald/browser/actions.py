@@ -26,7 +26,7 @@ from .launch import first_line
 from .snapshot import normalize_ref, render
 
 if TYPE_CHECKING:
-    from .session import Tab
+    from .tab import Tab
 
 Result = dict[str, Any]
 KEY_HELP = (

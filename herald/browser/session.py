@@ -33,7 +33,6 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,9 +42,10 @@ from ..config import BrowserSettings
 from ..deadlines import current_deadline, time_left
 from ..webguard import Dial, WebPolicy
 from . import actions
-from .errors import BrowserError
+from .errors import BrowserError, looks_dropped
 from .guard import GuardProxy, RefusalLog, route_context, session_guard
 from .launch import connect_cdp, driver_pid, first_line, kill_driver, launch_local, redact
+from .tab import Tab
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, BrowserContext, Page, Playwright
@@ -53,41 +53,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 Result = dict[str, Any]
 
-# Messages of Playwright errors that mean the browser (not just one call) is gone.
-_DROPPED = (
-    "browser has been closed",
-    "browser has disconnected",
-    "target page, context or browser has been closed",
-    "connection closed",
-    "target closed",
-    "target crashed",
-    "websocket error",
-    "socket hang up",
-)
 CLOSE_WAIT = 3.0  # seconds close() waits for a call in flight before killing the browser
 RUN_GRACE = 2.0  # past the run's deadline, how long a caller waits for the browser thread
 TIME_UP = "the run's time limit was reached"
-
-
-@dataclass
-class Tab:
-    """The page tools act on and the refs of its latest snapshot (browser thread only)."""
-
-    page: Page
-    settings: BrowserSettings
-    spill_dir: Path
-    generation: int = 0  # bumped by every main-frame navigation
-    refs: dict[str, str] = field(default_factory=dict)
-    refs_generation: int = -1
-    opened: Page | None = None  # a tab the last action opened (a target=_blank link)
-    refusals: RefusalLog | None = None  # requests the URL policy refused (None: no policy)
-
-    def watch(self) -> None:
-        self.page.on("framenavigated", self._navigated)
-
-    def _navigated(self, frame: Any) -> None:
-        if frame == self.page.main_frame:
-            self.generation += 1
 
 
 class BrowserSession:
@@ -194,7 +162,7 @@ class BrowserSession:
             assert self._tab is not None
             if isinstance(exc, BrowserError):
                 raise exc
-            if not (_looks_dropped(exc) and self._tab.page.is_closed()):
+            if not (looks_dropped(exc) and self._tab.page.is_closed()):
                 raise BrowserError(first_line(exc)) from None
             self._open_tab("the page was closed")
         else:
@@ -431,7 +399,3 @@ class BrowserSession:
 def _time_up() -> bool:
     return current_deadline() is not None and time_left() == 0
 
-
-def _looks_dropped(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return any(marker in text for marker in _DROPPED)

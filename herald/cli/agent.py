@@ -1,4 +1,4 @@
-"""`herald run`, `herald sessions` and `herald demo`: thin parsing over herald.agent.commands."""
+"""`herald run`, `herald sessions` and `herald demo`: thin parsing over agentcommands.py."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ..agent.commands import CommandUsageError, run_command
+    from .agentcommands import CommandUsageError, run_command
 
     flags = {"agent.provider": args.provider, "agent.model": args.model, "agent.base_url": args.base_url,
              "agent.max_turns": args.max_turns, **runtime_flags(args)}
@@ -77,6 +77,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
-    from ..agent.commands import sessions_command
+    from .agentcommands import sessions_command
 
     return sessions_command(load(args), as_json=args.json, limit=args.limit)

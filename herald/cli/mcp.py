@@ -58,10 +58,10 @@ def _address(text: str) -> tuple[str, int]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from ..mcp.serve import Approvals, build_server, serve_http, serve_stdio
     from ..policy import Policy
     from ..runtime import Runtime
     from ..runtime.sandbox.contract import SandboxStartError
+    from .mcpserve import Approvals, build_server, serve_http, serve_stdio
 
     _require_sdk()
     address = _address(args.http) if args.http else None
@@ -93,8 +93,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def server_status(settings: Any) -> list[dict[str, Any]]:
     """Each configured server: started now, its tools (Herald's names) or the error."""
-    from ..mcp.connection import McpConnection, McpServerError
-    from ..mcp.tools import list_and_keep, mcp_tools, read_only_claim
+    from ..tools.mcp.connection import McpConnection, McpServerError
+    from ..tools.mcp.tools import list_and_keep, mcp_tools, read_only_claim
 
     rows = []
     for name, server in settings.mcp_servers.items():

@@ -29,7 +29,7 @@ def add_parser(
 def session_offer(settings: Any) -> Any:
     """What a session with `settings` offers: the same `offer_tools` answer `herald run` uses."""
     from ..runtime.offer import offer_tools
-    from ..tools.registry import default_registry
+    from ..runtime.toolset import default_registry
 
     try:
         return offer_tools(default_registry(settings), settings.tools, settings)
@@ -62,7 +62,7 @@ def model_schemas(settings: Any, fmt: str) -> list[dict[str, Any]]:
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
-    from ..runtime.sandbox.stubgen import signatures
+    from ..tools.stubgen import signatures
 
     settings = load(args, {"tools": args.tools, "policy.profile": args.profile})
     if args.json:

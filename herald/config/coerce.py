@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .budgets import BUDGETS, check_budgets
 from .errors import ConfigError
 from .mcp_servers import parse_mcp_servers
 
@@ -19,7 +20,6 @@ MUST_BE_POSITIVE = frozenset({"sandbox.timeout", "terminal.timeout", "agent.requ
 
 def _budgets(value: Any, bad: Any) -> dict[str, float]:
     """`{name = limit}` (TOML), or "name=limit,name=limit" (environment, -c)."""
-    from ..policy.budgets import BUDGETS, check_budgets
 
     if isinstance(value, str):
         pairs = [p.partition("=") for p in value.split(",") if p.strip()]

@@ -18,25 +18,13 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..config.budgets import BUDGETS, check_budgets
 from ..tools.resources import BROWSER
 
 if TYPE_CHECKING:
     from ..tools.registry import Tool
 
-BUDGETS = ("reply_bytes", "tool_seconds", "web_calls", "browser_actions", "bytes_written")
 _WRITTEN_ARGS = ("content", "new_string")
-
-
-def check_budgets(limits: Mapping[str, Any]) -> dict[str, float]:
-    """`limits` as numbers; ValueError names an unknown budget or a bad limit."""
-    checked: dict[str, float] = {}
-    for name, value in limits.items():
-        if name not in BUDGETS:
-            raise ValueError(f"unknown budget {name!r}: known budgets are {', '.join(BUDGETS)}")
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise ValueError(f"budget {name} must be a number, 0 or more, got {value!r}")
-        checked[name] = float(value)
-    return checked
 
 
 def _drives_browser(tool: Tool) -> bool:

@@ -55,7 +55,8 @@ from .shell import allowed_commands, readonly_refusal
 if TYPE_CHECKING:
     from ..backends.base import Backend
     from ..config import Settings
-    from ..tools.registry import Tool, ToolContext
+    from ..tools.context import ToolContext
+    from ..tools.registry import Tool
 
 READ_ONLY, WORKSPACE_WRITE, FULL = "read-only", "workspace-write", "full"
 PROFILES = (READ_ONLY, WORKSPACE_WRITE, FULL)
@@ -154,7 +155,9 @@ def _touches_shell(tool: Tool) -> bool:
 
 
 def _builtin(tool: Tool) -> bool:
-    return str(getattr(tool.handler, "__module__", "")).startswith("herald.tools.")
+    # The MCP client is a tool family under tools/, but its tools are the servers'.
+    module = str(getattr(tool.handler, "__module__", ""))
+    return module.startswith("herald.tools.") and not module.startswith("herald.tools.mcp.")
 
 
 def _urls(args: dict[str, Any]) -> list[str]:

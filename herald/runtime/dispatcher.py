@@ -62,45 +62,15 @@ from ..policy import Gate, Policy, Verdict
 from ..policy.budgets import Budgets
 from ..spill import SpillBudget, charged_to
 from ..tools.arguments import bind_arguments
-from ..tools.registry import Registry, Tool, ToolContext, ToolError
+from ..tools.context import ToolContext
+from ..tools.missing import missing_dependency
+from ..tools.registry import Registry, Tool, ToolError
 from ..tools.resources import KeyedLocks, Resource
 from ..transcript import Transcript, preview
 from .offer import ToolWarmer, offer_tools
 from .scope import REFUSALS, CallScope
 
 log = logging.getLogger(__name__)
-
-
-# Modules a tool may import lazily -> what to install. Keys are top-level module names.
-_EXTRAS = {
-    "playwright": "herald[browser]",
-    "firecrawl": "herald[web]",
-    "trafilatura": "herald[web]",
-    "lxml_html_clean": "herald[web]",
-    "lxml": "herald[web]",
-    "paramiko": "herald[ssh]",
-    "docker": "herald[docker]",
-    "modal": "herald[modal]",
-}
-
-
-def missing_dependency(tool: str, exc: ImportError) -> str:
-    """What to tell a model (and through it a person) when a tool's import failed."""
-    module = (exc.name or "").split(".")[0]
-    if not module:  # an ImportError without a module name: say what Python said
-        return f"{tool} cannot run: a Python package it needs is missing or broken ({exc})."
-    extra = _EXTRAS.get(module)
-    install = f"pip install '{extra}'" if extra else f"pip install {module}"
-    if not isinstance(exc, ModuleNotFoundError):  # there, but not the version the tool needs
-        return (
-            f"{tool} cannot run here: the Python package '{module}' in Herald's environment could "
-            f"not be imported ({exc}). Reinstall it with: {install.replace('pip install', 'pip install --upgrade')} "
-            f"(then start Herald again), or do this without {tool}."
-        )
-    return (
-        f"{tool} cannot run here: the Python package '{module}' is not installed in Herald's "
-        f"environment. Install it with: {install} (then start Herald again), or do this without {tool}."
-    )
 
 
 class Dispatcher:

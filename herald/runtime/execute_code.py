@@ -9,15 +9,24 @@ really call, with the limits that apply.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..config import Settings
-from ..tools.registry import Tool, ToolContext, function_schema
+from ..tools.context import ToolContext
+from ..tools.registry import Tool, function_schema
 from ..tools.resources import ANY_FILE, BROWSER, SANDBOX, SHELL, fixed
-from .sandbox.stubgen import HELPERS, signatures
+from ..tools.stubgen import HELPERS, signatures
+from .dispatcher import Dispatcher
+from .sandbox.result import ExecutionResult
 
-if TYPE_CHECKING:
-    from .runtime import Runtime
+
+class ScriptRunner(Protocol):
+    """What execute_code needs of a Runtime: its settings, its dispatcher, a run."""
+
+    settings: Settings
+    dispatcher: Dispatcher
+
+    def execute(self, code: str) -> ExecutionResult: ...
 
 EXECUTE_CODE = "execute_code"
 
@@ -66,7 +75,7 @@ def execute_code_description(script_tools: list[Tool], settings: Settings, polic
     )
 
 
-def execute_code_tool(runtime: Runtime) -> Tool:
+def execute_code_tool(runtime: ScriptRunner) -> Tool:
     """execute_code bound to `runtime`: it runs the script there (runs are serialised and
     interrupted by the Runtime) and returns `ExecutionResult.to_dict()`."""
 
@@ -88,7 +97,7 @@ def execute_code_tool(runtime: Runtime) -> Tool:
     )
 
 
-def policy_text(runtime: Runtime) -> str:
+def policy_text(runtime: ScriptRunner) -> str:
     dispatcher = runtime.dispatcher
     return dispatcher.policy.describe(dispatcher.tools, dispatcher.gate.described_roots())
 

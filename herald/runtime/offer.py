@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Settings
-from ..tools.registry import Registry, Tool, ToolContext
+from ..tools.context import ToolContext
+from ..tools.registry import Registry, Tool
 
 UNAVAILABLE_NOTE = "Unavailable in this session: "
 WARM_MODES = ("auto", "named", "offered", "off")

@@ -29,7 +29,6 @@ import logging
 import os
 import secrets
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -42,12 +41,12 @@ from .._sandbox.frames import START, StartFrame
 from ..backends.base import Backend, BackendError
 from ..capture import CappedCapture
 from ..config import Settings, load_settings
+from ..config.budgets import check_budgets
 from ..keys import herald_environ
 from ..policy import Policy
 from ..policy.approvals import PausedTime
-from ..policy.budgets import check_budgets
 from ..spill import sweep
-from ..tools.registry import Registry, ToolContext, default_registry
+from ..tools import Registry, ToolContext
 from ..transcript import Transcript
 from .backend_tools import BackendTools
 from .dispatcher import Dispatcher
@@ -55,7 +54,6 @@ from .execute_code import execute_code_tool
 from .grants import Grant, Grants
 from .kernels import KernelSessions
 from .outcome import OutputListener, build_result, capture_streams, unreachable, unrunnable
-from .owned import owned_tempdir
 from .rpc.server import RpcServer
 from .sandbox import forkserver, isolation
 from .sandbox.backend_sandbox import BackendPythonError, BackendSandbox
@@ -64,10 +62,11 @@ from .sandbox.contract import SandboxChild, SandboxStartError
 from .sandbox.host_child import ChildProcess, check_interpreter
 from .sandbox.isolation import Isolation, shared_root
 from .sandbox.result import ExecutionResult
+from .sandbox.sandboxdir import make_sandbox_dir
 from .sandbox.streams import drain_fd
-from .sandbox.stubgen import shared_runtime_package, write_sandbox
 from .scope import stop_calls
 from .selfguard import guard_process
+from .toolset import default_registry
 from .warm import WarmChildren
 
 READY_TIMEOUT = 30.0
@@ -131,14 +130,9 @@ class Runtime:
             self.dispatcher.add_direct(self.execute_tool)
             self._grants = Grants(on_revoke=lambda grant: self._server.close_sessions(grant))
             host_mode = self.exec_mode == "host"
-            # Host mode: under the process's shared root, the one directory every isolated
-            # sandbox sees (isolation.py); backend mode ships these files to the backend.
-            self._sandbox_dir = (tempfile.mkdtemp(prefix="sandbox-", dir=shared_root()) if host_mode
-                                 else owned_tempdir("sandbox"))
+            self._sandbox_dir = make_sandbox_dir(self.dispatcher.script_tools,
+                                                 self.dispatcher.offer.elsewhere(self.registry), host_mode=host_mode)
             undo.callback(shutil.rmtree, self._sandbox_dir, ignore_errors=True)
-            write_sandbox(Path(self._sandbox_dir), self.dispatcher.script_tools,
-                          self.dispatcher.offer.elsewhere(self.registry),
-                          package=shared_runtime_package(shared_root()) if host_mode else None)
             self._max_parallel = max(1, self.settings.sandbox.max_parallel_calls)
             self._server: RpcServer[Grant] = RpcServer(
                 self._grants.lookup,
@@ -225,27 +219,18 @@ class Runtime:
         return self._remote.isolation if self._remote is not None else self._isolation_here
 
     def _backend_isolation(self) -> Callable[[], Isolation] | None:
-        try:
+        with isolation.as_start_error():
             return isolation.backend_request(self.settings, self.backend, self.dispatcher.policy.profile != "read-only")
-        except ValueError as exc:
-            raise SandboxStartError(str(exc)) from None
 
     def _isolation(self) -> Isolation:
         if self._remote is not None:  # settled by the backend's probe (backend_sandbox.py)
             return self._remote.isolation
-        try:
+        with isolation.as_start_error():
             return isolation.resolve(self.settings, self._script_cwd(), self.settings.sandbox.python,
                                      writable_workspace=self.dispatcher.policy.profile != "read-only")
-        except ValueError as exc:
-            raise SandboxStartError(str(exc)) from None
 
     def _script_cwd(self) -> str:
-        # In host mode a script's own open() sees this machine: start it where the local
-        # backend's shell is, or in a scratch directory when the backend is remote.
-        # In backend mode it runs where the backend's shell is, wherever that is.
-        if self._remote is not None or self.backend.name == "local":
-            return self.backend.cwd
-        return self._sandbox_dir
+        return isolation.script_cwd(self.backend, self._sandbox_dir, backend_mode=self._remote is not None)
 
     def wait_warm(self, timeout: float = READY_TIMEOUT) -> None:
         """Block until the pre-spawned interpreter is ready (benchmarks use it)."""

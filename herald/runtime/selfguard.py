@@ -2,7 +2,7 @@
 
 - Not dumpable (PR_SET_DUMPABLE 0): processes of the same user, a script's included, cannot
   read our /proc/PID/environ or mem (API keys) or ptrace us.
-- Temporary directories of Herald processes that are gone are removed (owned.py).
+- Temporary directories of Herald processes that are gone are removed (herald/owned.py).
 
 Herald does not make its own process a child subreaper: it is a library too, and would adopt
 (and have to kill or reap) the orphans of the application that embeds it. Orphans of a run are
@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 
 from .._sandbox.procs import set_dumpable
-from .owned import sweep
+from ..owned import sweep
 
 _lock = threading.Lock()
 _guarded = False

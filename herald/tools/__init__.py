@@ -1,5 +1,6 @@
 """Tools: one registry and one module per tool family."""
 
-from .registry import Registry, Tool, ToolContext, ToolError, default_registry
+from .context import ToolContext
+from .registry import Registry, Tool, ToolError
 
-__all__ = ["Registry", "Tool", "ToolContext", "ToolError", "default_registry"]
+__all__ = ["Registry", "Tool", "ToolContext", "ToolError"]

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypedDic
 
 from ..backends.base import call_cwd
 from ..config import Settings
+from .context import ToolContext
 from .network import backend_dial
-from .registry import Tool, ToolContext, ToolError
+from .registry import Tool, ToolError
 from .resources import BROWSER, fixed
 from .webpackages import installed
 

@@ -16,8 +16,9 @@ from .._sandbox.grant import FileLimits
 from .._sandbox.textfiles import FileMissing, looks_binary, split_lines
 from .._sandbox.walk import SKIP_DIRS, walk_files
 from ..backends.base import call_cwd
+from .context import ToolContext
 from .guarded import GuardedFiles
-from .registry import Tool, ToolContext, ToolError
+from .registry import Tool, ToolError
 from .resources import path_argument
 
 

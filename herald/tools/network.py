@@ -10,7 +10,7 @@ connects from this machine. The local backend's network is this machine's either
 from __future__ import annotations
 
 from ..webguard import Dial, OpenTcp, checked_dial
-from .registry import ToolContext
+from .context import ToolContext
 
 
 def backend_open_tcp(ctx: ToolContext) -> OpenTcp | None:

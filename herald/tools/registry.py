@@ -8,58 +8,17 @@ model (direct calls) or the script (as an exception) unchanged.
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 # Raised by the tools here and by the sandbox's tool core (one class: a backend-mode supervisor
 # raises it too).
 from .._sandbox.toolcore import ToolError as ToolError
 from ..config import Settings
+from .context import ToolContext
 from .resources import ANY_FILE, Resource, ResourceFn
 from .returns import is_typed_dict, schema_shape, shape
-
-if TYPE_CHECKING:
-    from ..backends.base import Backend
-    from ..webguard import WebPolicy
-
-
-@dataclass
-class ToolContext:
-    """What a handler may use: the session's backend and settings, and a per-session cache."""
-
-    backend: Backend
-    settings: Settings
-    cache: dict[str, Any] = field(default_factory=dict)
-    cache_lock: threading.Lock = field(default_factory=threading.Lock)
-    # What cached session objects (a browser, ...) need done when the session ends; `close` runs them.
-    closers: list[Callable[[], None]] = field(default_factory=list)
-    # Where web and browser tools may go on each hop they take beyond their checked arguments
-    # (redirects, frames, subresources, resolved addresses): the Dispatcher fills it from its
-    # policy; None checks nothing (the full profile, or no Dispatcher).
-    web_policy: WebPolicy | None = None
-    # Set by `close`: a session object made after it (by a warm-up thread, say) would never be
-    # closed, so makers check it under `cache_lock` and refuse.
-    closed: bool = False
-
-    @property
-    def spill_dir(self) -> Path:
-        return self.settings.spill_dir
-
-    def close(self) -> None:
-        """Run the closers, newest first; one failing does not stop the others."""
-        with self.cache_lock:
-            self.closed = True
-            closers, self.closers = self.closers[::-1], []
-        for close in closers:
-            try:
-                close()
-            except Exception:
-                logging.getLogger(__name__).exception("closing a session resource failed")
-
 
 Handler = Callable[[dict[str, Any], ToolContext], Any]
 
@@ -206,16 +165,3 @@ class Registry:
     def sandbox_tools(self, enabled: Iterable[str] | None) -> list[Tool]:
         """What a script may call: sandbox tools intersected with the session's enabled tools."""
         return [t for t in self.select(enabled) if t.sandbox]
-
-
-def default_registry(settings: Settings | None = None) -> Registry:
-    """Every built-in tool, and with `settings` the tools of its MCP servers (`mcp_<server>_<tool>`)."""
-    from . import browser, files, search, terminal, web, webcrawl, websearch
-
-    registry = Registry([*files.TOOLS, *search.TOOLS, *terminal.TOOLS, *browser.TOOLS, *websearch.TOOLS, *web.TOOLS,
-                         *webcrawl.TOOLS])
-    if settings is not None and settings.mcp_servers:
-        from ..mcp.tools import register_mcp_tools
-
-        register_mcp_tools(registry, settings)
-    return registry

@@ -26,7 +26,7 @@ from ..backends.base import call_cwd, resolve_path
 from ..deadlines import time_left
 
 if TYPE_CHECKING:
-    from .registry import ToolContext
+    from .context import ToolContext
 
 # Everything a shell command or a script may change: conflicts with every file.
 ANY_FILE = "file:/"

@@ -13,14 +13,15 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
+from .. import spawner
 from .._sandbox import search as core
 from .._sandbox.confinement import call_confinement
 from .._sandbox.ignorefiles import Tree
 from .._sandbox.search import SEARCH_TIMEOUT, Ran
 from ..backends.base import call_cwd
 from ..backends.shell import current_cancel
-from ..runtime.sandbox import spawner
-from .registry import Tool, ToolContext
+from .context import ToolContext
+from .registry import Tool
 from .resources import path_argument
 
 

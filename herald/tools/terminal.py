@@ -8,7 +8,8 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict
 from .._sandbox.localshell import EMPTY_COMMAND
 from ..backends.base import CONFINE_PREFERRED, BackendError, NoConfinement, call_confinement
 from ..backends.shell import INTERRUPTED_EXIT_CODE, current_cancel
-from .registry import Tool, ToolContext, ToolError
+from .context import ToolContext
+from .registry import Tool, ToolError
 from .resources import ANY_FILE, SHELL, fixed
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypedDict
 
+from .. import spawner
 from ..capture import CappedCapture
 from ..config import Settings
 from ..deadlines import check_deadline, time_left
@@ -29,8 +30,9 @@ from ..web.firecrawl import FirecrawlConfig, firecrawl_config_from, scrape
 from ..web.render import Rendered
 from ..web.renderpool import MIB, RenderPool, default_size
 from ..web.session import Fetcher
+from .context import ToolContext
 from .network import backend_open_tcp
-from .registry import Tool, ToolContext, ToolError
+from .registry import Tool, ToolError
 from .webpackages import DIRECT_PACKAGES, FIRECRAWL_PACKAGE, installed, needs_package, not_installed
 
 if TYPE_CHECKING:
@@ -143,8 +145,6 @@ def render_pool(ctx: ToolContext) -> RenderPool:
             return pool
         if ctx.closed:  # workers started now would outlive the session
             raise ToolError("web_extract: the session has ended.", "SessionClosed")
-        from ..runtime.sandbox import spawner
-
         web = ctx.settings.web
         memory = max(0, web.extract_worker_memory_mb) * MIB
         pool = RenderPool(web.extract_workers or default_size(), memory, memory // 2, popen=spawner.popen)

@@ -34,11 +34,12 @@ from ..deadlines import check_deadline, time_left
 from ..web.errors import PageError, RunTimeUp, StatusError
 from ..web.fetch import USER_AGENT
 from ..web.firecrawl import FirecrawlConfig, firecrawl_config_from, firecrawl_failure
+from ..web.hostslots import HostSlots
 from ..web.render import Rendered
 from ..web.robots import ALLOW_ALL, DISALLOW_ALL, Robots, product_token
-from ..web.session import HostSlots
+from .context import ToolContext
 from .crawlpaths import PathPatterns
-from .registry import Tool, ToolContext, ToolError
+from .registry import Tool, ToolError
 from .web import (
     FRESH_PARAMETER,
     MAX_URLS,

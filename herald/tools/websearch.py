@@ -32,7 +32,8 @@ from ..web.search import (
     SearchProvider,
     chosen,
 )
-from .registry import Tool, ToolContext, ToolError
+from .context import ToolContext
+from .registry import Tool, ToolError
 from .web import firecrawl_client, no_firecrawl_client
 from .webpackages import needs_package, not_installed
 

@@ -29,10 +29,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .fetch import Fetched
+from .page import Fetched
 
 # The response headers caching decides by; nothing else of a response is kept.
 CACHING_HEADERS = ("cache-control", "expires", "date", "age", "etag", "last-modified", "vary")

@@ -29,12 +29,13 @@ from ..deadlines import current_deadline
 from ..webguard import Dial, Refused, WebPolicy, checked_addresses
 from .cache import PageCache
 from .errors import PageError, RunTimeUp, StatusError
+from .hostslots import HostSlots
+from .page import Fetched
 
 if TYPE_CHECKING:
     import httpcore
     import httpx
 
-    from .session import HostSlots
 
 MAX_DOWNLOAD_BYTES = 10_000_000
 MAX_REDIRECTS = 10
@@ -43,18 +44,6 @@ USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) HeraldAgent/0.1 (+web_extract)"
 ACCEPT = "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5"
 # When the fetch running on this thread must be over (time.monotonic()); read by its connection.
 _fetch_end: contextvars.ContextVar[float | None] = contextvars.ContextVar("herald_fetch_end", default=None)
-
-
-@dataclass(frozen=True)
-class Fetched:
-    """A page as it arrived: the URL it was finally read from (after redirects), its media type
-    (lower case, no parameters; "" when the server sent none), the charset its Content-Type header
-    names, and its bytes."""
-
-    url: str
-    content_type: str
-    charset: str | None
-    body: bytes
 
 
 def _left(timeout: float | None) -> float | None:

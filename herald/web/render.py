@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .errors import PageError
-from .fetch import Fetched
 from .links import (
     ANCHOR_MARKS,
     Link,
@@ -22,6 +21,7 @@ from .links import (
     make_absolute,
     navigation_blocks,
 )
+from .page import Fetched
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .errors import PageError, RunTimeUp
-from .fetch import Fetched
+from .page import Fetched
 from .render import Rendered
 
 MIB = 1024 * 1024
@@ -122,9 +122,7 @@ def _import_path() -> list[str]:
     """Where the worker imports from: Herald's own directory, then this process's path without
     its working directory (`python -m herald` puts it first): a workspace's `lxml.py` must not
     shadow a library in the process that parses untrusted pages."""
-    import herald
-
-    home = os.path.dirname(os.path.dirname(os.path.abspath(herald.__file__)))
+    home = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     here = os.getcwd()
     return [home, *(entry for entry in sys.path if entry and os.path.abspath(entry) not in (here, home))]
 

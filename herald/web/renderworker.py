@@ -30,7 +30,7 @@ from typing import IO, Any
 from .._sandbox import seccomp
 from .._sandbox.procs import die_with_parent
 from .errors import PageError
-from .fetch import Fetched
+from .page import Fetched
 
 MIB = 1024 * 1024
 PR_SET_NO_NEW_PRIVS = 38

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from herald.tools.registry import Registry, Tool, ToolContext, default_registry
+from herald.runtime.toolset import default_registry
+from herald.tools.context import ToolContext
+from herald.tools.registry import Registry, Tool
 from tests.fakes.llm_server import FakeLLMServer, call, calls, reply
 
 from .conftest import MakeAgent

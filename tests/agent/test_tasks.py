@@ -11,9 +11,11 @@ from typing import Any
 
 from herald.agent.events import InnerToolCall, ToolFinished
 from herald.agent.providers.base import TextDelta, ToolCallDelta
-from herald.runtime.sandbox.stubgen import signatures
-from herald.tools.registry import Registry, Tool, ToolContext, default_registry
+from herald.runtime.toolset import default_registry
+from herald.tools.context import ToolContext
+from herald.tools.registry import Registry, Tool
 from herald.tools.resources import path_argument
+from herald.tools.stubgen import signatures
 from tests.fakes.llm_server import FakeLLMServer, call, calls, reply
 
 from .conftest import MakeAgent, make_project

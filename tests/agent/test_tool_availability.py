@@ -10,7 +10,9 @@ from typing import Any
 
 from herald import Settings
 from herald.runtime.offer import offer_tools
-from herald.tools.registry import Registry, Tool, ToolContext, ToolError, default_registry
+from herald.runtime.toolset import default_registry
+from herald.tools.context import ToolContext
+from herald.tools.registry import Registry, Tool, ToolError
 from tests.fakes.llm_server import FakeLLMServer, call, calls, reply
 
 from .conftest import MakeAgent

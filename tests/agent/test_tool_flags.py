@@ -11,7 +11,9 @@ from typing import Any
 from herald import Agent
 from herald.agent.events import InnerToolCall, ToolFinished, ToolStarted
 from herald.agent.view import AgentView, make_console
-from herald.tools.registry import Registry, Tool, ToolContext, default_registry
+from herald.runtime.toolset import default_registry
+from herald.tools.context import ToolContext
+from herald.tools.registry import Registry, Tool
 from herald.transcript import read_transcript
 from tests.fakes.llm_server import FakeLLMServer, call, calls, reply
 

@@ -11,7 +11,8 @@ import pytest
 
 from herald import Settings
 from herald.backends.local import LocalBackend
-from herald.tools import ToolContext, default_registry
+from herald.runtime.toolset import default_registry
+from herald.tools import ToolContext
 from herald.tools.arguments import bind_arguments
 
 CallTool = Callable[..., Any]

@@ -27,7 +27,8 @@ from herald.deadlines import call_deadline
 from herald.policy import Policy
 from herald.policy.domains import WebAddressPolicy
 from herald.runtime.dispatcher import Dispatcher
-from herald.tools import ToolContext, default_registry
+from herald.runtime.toolset import default_registry
+from herald.tools import ToolContext
 from tests.web.hops import HopServer
 
 Call = Callable[..., dict[str, Any]]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from herald import Runtime
-from herald.tools import default_registry
+from herald.runtime.toolset import default_registry
 from tests.fixtures.browsers import LocalWebApp
 from tests.fixtures.shapes import mismatches
 from tests.runtime._helpers import run_ok

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from herald.browser.actions import OPENS_TAB, snapshot
-from herald.browser.session import BrowserSession, Tab
+from herald.browser.session import BrowserSession
+from herald.browser.tab import Tab
 from herald.config import Settings
 from tests.fixtures.browsers import LocalWebApp
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from herald.tools import ToolError, default_registry
+from herald.runtime.toolset import default_registry
+from herald.tools import ToolError
 from tests.fixtures.browsers import CATALOGUE, LocalWebApp, free_port
 
 from .conftest import BrowserCaller, MakeBrowser

@@ -17,8 +17,10 @@ from mcp.client.session import ClientRequestContext
 
 from herald import Runtime, Settings
 from herald.backends.local import LocalBackend
-from herald.mcp.serve import Approvals, build_server
-from herald.tools.registry import Registry, Tool, ToolContext, default_registry
+from herald.cli.mcpserve import Approvals, build_server
+from herald.runtime.toolset import default_registry
+from herald.tools.context import ToolContext
+from herald.tools.registry import Registry, Tool
 from tests.mcp.fakeservers import first_text
 
 

@@ -197,8 +197,8 @@ def test_config_file_tables(tmp_path: Path) -> None:
 
 def test_odd_schemas_from_a_server_cannot_break_the_stubs(tmp_path: Path) -> None:
     from herald.config import McpServerSettings
-    from herald.mcp.tools import mcp_tools
-    from herald.runtime.sandbox.stubgen import render_module
+    from herald.tools.mcp.tools import mcp_tools
+    from herald.tools.stubgen import render_module
 
     listed = [
         {"name": "weird-name.v2", "inputSchema": {"type": "object", "properties": {

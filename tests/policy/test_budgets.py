@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from herald.tools.registry import default_registry
+from herald.runtime.toolset import default_registry
 from tests.cli._herald import run
 from tests.runtime._helpers import run_ok, script
 

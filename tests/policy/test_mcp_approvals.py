@@ -15,7 +15,7 @@ from mcp.client.session import ClientRequestContext
 
 from herald import Runtime, Settings
 from herald.backends.local import LocalBackend
-from herald.mcp.serve import Approvals, build_server
+from herald.cli.mcpserve import Approvals, build_server
 from herald.policy import Policy
 from tests.mcp.fakeservers import first_text
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from herald.tools.registry import default_registry
+from herald.runtime.toolset import default_registry
 from tests.fixtures.browsers import LocalWebApp
 from tests.runtime._helpers import run_ok
 from tests.tools.conftest import registered

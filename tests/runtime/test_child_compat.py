@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 import herald._sandbox
-from herald.runtime.sandbox.stubgen import RUNTIME_PACKAGE, write_sandbox
-from herald.tools.registry import default_registry
+from herald.runtime.sandbox.sandboxdir import write_sandbox
+from herald.runtime.toolset import default_registry
+from herald.tools.stubgen import RUNTIME_PACKAGE
 
 # hermes_tools.py sits beside the package in the sandbox directory (bootstrap pre-imports it).
 STDLIB = set(sys.stdlib_module_names) | {"__future__", "hermes_tools"}

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from herald import Runtime
-from herald.tools import Registry, Tool, default_registry
+from herald.runtime.toolset import default_registry
+from herald.tools import Registry, Tool
 
 from ._helpers import run_ok, script
 

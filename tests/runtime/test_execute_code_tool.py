@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from herald.runtime.execute_code import EXECUTE_CODE, execute_code_schema, policy_text
-from herald.tools.registry import Registry, Tool, default_registry
+from herald.runtime.toolset import default_registry
+from herald.tools.registry import Registry, Tool
 from herald.tools.resources import ANY_FILE, SHELL, fixed
 from herald.transcript import read_transcript
 

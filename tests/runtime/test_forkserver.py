@@ -18,7 +18,7 @@ from herald._sandbox.procs import alive, children_of
 from herald._sandbox.stubcache import StubCache
 from herald.runtime.sandbox.forkserver import ForkServerError
 from herald.runtime.sandbox.host_child import ChildProcess
-from herald.runtime.sandbox.stubgen import write_runtime_package
+from herald.runtime.sandbox.sandboxdir import write_runtime_package
 
 from ._helpers import IDENTITY, host_pid, run_ok, wait_for
 

@@ -14,15 +14,10 @@ import pytest
 import herald._sandbox
 from herald import Runtime, Settings
 from herald.backends.local import LocalBackend
-from herald.runtime.sandbox.stubgen import (
-    HELPERS,
-    render_module,
-    render_stub,
-    shared_runtime_package,
-    signatures,
-    write_sandbox,
-)
-from herald.tools import Registry, Tool, default_registry
+from herald.runtime.sandbox.sandboxdir import shared_runtime_package, write_sandbox
+from herald.runtime.toolset import default_registry
+from herald.tools import Registry, Tool
+from herald.tools.stubgen import HELPERS, render_module, render_stub, signatures
 
 
 def noop(args: dict[str, Any], ctx: Any) -> Any:

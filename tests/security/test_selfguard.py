@@ -8,13 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from herald.runtime import owned
+from herald import owned
 from tests.runtime._helpers import wait_for
 
 
 def test_a_dead_owners_dirs_are_swept_and_a_live_owners_kept(tmp_path: Path) -> None:
     mine = owned.owned_tempdir("test", dir=str(tmp_path))
-    dead = subprocess.run([sys.executable, "-c", "from herald.runtime.owned import owned_tempdir; "
+    dead = subprocess.run([sys.executable, "-c", "from herald.owned import owned_tempdir; "
                            f"print(owned_tempdir('test', dir={str(tmp_path)!r}))"],
                           capture_output=True, text=True, check=True).stdout.strip()
     reused = tmp_path / f"herald-test-{os.getpid()}-1-abcd"  # our pid, another start time: a dead owner

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from herald.tools import Tool, ToolError, default_registry
+from herald.runtime.toolset import default_registry
+from herald.tools import Tool, ToolError
 from herald.tools.arguments import bind_arguments
 
 

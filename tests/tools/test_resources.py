@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from herald import Runtime
-from herald.tools import default_registry
+from herald.runtime.toolset import default_registry
 from herald.tools.resources import ANY_FILE, BROWSER, SHELL, KeyedLocks, Resource, conflicts
 from tests.runtime._helpers import run_ok
 from tests.tools.conftest import registered

@@ -13,9 +13,11 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 import pytest
 
-from herald.runtime.sandbox.stubgen import render_module, signatures, write_sandbox
-from herald.tools import Tool, default_registry
+from herald.runtime.sandbox.sandboxdir import write_sandbox
+from herald.runtime.toolset import default_registry
+from herald.tools import Tool
 from herald.tools.returns import annotation, shape, stub_classes
+from herald.tools.stubgen import render_module, signatures
 from tests.cli._herald import run as run_herald
 from tests.fixtures.shapes import mismatches
 

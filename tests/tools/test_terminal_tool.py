@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from herald.backends.local import LocalBackend
-from herald.runtime.sandbox.stubgen import signatures
-from herald.tools import ToolError, default_registry
+from herald.runtime.toolset import default_registry
+from herald.tools import ToolError
 from herald.tools.arguments import bind_arguments
+from herald.tools.stubgen import signatures
 
 CallTool = Callable[..., Any]  # the `call` fixture of tests/tools/conftest.py
 

@@ -7,7 +7,8 @@ from typing import Any, TypedDict
 import pytest
 
 from herald.agent.todo import TodoList, todo_tool
-from herald.tools import Tool, default_registry
+from herald.runtime.toolset import default_registry
+from herald.tools import Tool
 from tests.tools.conftest import registered
 
 CODE = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}

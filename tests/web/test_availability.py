@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 
 from herald import Settings
-from herald.tools import Tool, default_registry
+from herald.runtime.toolset import default_registry
+from herald.tools import Tool
 from herald.tools.webpackages import installed
 from tests.fakes.firecrawl import FakeFirecrawl
 from tests.fixtures.browsers import LocalWebApp
@@ -57,7 +58,8 @@ def in_fresh_interpreter(
         from pathlib import Path
         from herald import Settings
         from herald.backends.local import LocalBackend
-        from herald.tools import ToolContext, ToolError, default_registry
+        from herald.runtime.toolset import default_registry
+        from herald.tools import ToolContext, ToolError
         from herald.tools.arguments import bind_arguments
 
         settings = Settings(data_dir=Path({str(tmp_path / "data")!r})).with_overrides({overrides or {}!r})

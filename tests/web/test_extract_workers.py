@@ -163,7 +163,8 @@ WORKERS_THEN_WAIT = """
 import sys, time
 from herald import Settings
 from herald.backends.local import LocalBackend
-from herald.tools import ToolContext, default_registry
+from herald.tools import ToolContext
+from herald.runtime.toolset import default_registry
 from herald.tools.arguments import bind_arguments
 
 from pathlib import Path

@@ -17,7 +17,8 @@ from herald import Runtime, Settings
 from herald.backends.local import LocalBackend
 from herald.policy import Policy
 from herald.runtime.dispatcher import Dispatcher
-from herald.tools import ToolContext, default_registry
+from herald.runtime.toolset import default_registry
+from herald.tools import ToolContext
 from herald.web.cache import ENTRY_OVERHEAD
 from tests.fakes.firecrawl import FakeFirecrawl
 from tests.runtime._helpers import run_ok

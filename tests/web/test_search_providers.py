@@ -15,7 +15,8 @@ import pytest
 from herald.backends.shell import cancellable
 from herald.config import ConfigError, load_settings
 from herald.deadlines import call_deadline
-from herald.tools import ToolError, default_registry
+from herald.runtime.toolset import default_registry
+from herald.tools import ToolError
 from tests.fakes.firecrawl import FakeFirecrawl
 from tests.fakes.search_apis import FakeSearchAPI
 from tests.fixtures.browsers import free_port

@@ -21,7 +21,8 @@ from herald.backends.local import LocalBackend
 from herald.deadlines import call_deadline
 from herald.policy import Policy
 from herald.runtime.dispatcher import Dispatcher
-from herald.tools import ToolContext, default_registry
+from herald.runtime.toolset import default_registry
+from herald.tools import ToolContext
 from herald.tools.crawlpaths import PathPatterns
 from tests.fakes.firecrawl import FakeFirecrawl
 from tests.runtime._helpers import run_ok

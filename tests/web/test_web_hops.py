@@ -21,7 +21,8 @@ from herald.deadlines import call_deadline
 from herald.policy import Policy
 from herald.policy.domains import WebAddressPolicy
 from herald.runtime.dispatcher import Dispatcher
-from herald.tools import ToolContext, default_registry
+from herald.runtime.toolset import default_registry
+from herald.tools import ToolContext
 from herald.webguard import Refused, checked_addresses
 from tests.web.hops import HopServer
 

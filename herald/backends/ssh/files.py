@@ -40,17 +40,16 @@ from .sftp import (
 MAX_IN_FLIGHT = 64  # READ/WRITE requests per batch (2 MiB)
 PROC_FD = "/proc/self/fd"  # in the SFTP server: its own descriptors, an open handle among them
 FDS_LOOKED = (3, 4, 5)  # where its first free one is (0-2 are its pipes to sshd; a log socket may hold 3)
-PRIVATE = 0o600
 
 
-def _error(code: int, path: str) -> OSError:
+def path_error(code: int, path: str) -> OSError:
     return OSError(code, os.strerror(code), path)  # OSError picks the subclass from the errno
 
 
-def _with_path(exc: OSError, path: str) -> OSError:
+def with_path(exc: OSError, path: str) -> OSError:
     """An SFTP error without the file name (or without an errno) as a local call's error."""
     if exc.errno is not None:
-        return _error(exc.errno, path)
+        return path_error(exc.errno, path)
     return OSError(errno.EIO, f"{exc.args[0] if exc.args else 'SFTP failure'}", path)
 
 
@@ -60,7 +59,7 @@ def _stat(s: SFTPSession, path: str, follow: bool = True) -> Attrs | None:
     except OSError as exc:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):
             return None
-        raise _with_path(exc, path) from None
+        raise with_path(exc, path) from None
 
 
 def to_filestat(path: str, attrs: Attrs) -> FileStat:
@@ -131,7 +130,7 @@ def check_opened(path: str, where: str | None, expected: str) -> None:
         "try again", path)
 
 
-def _check_pin(path: str, now: str | None, pinned: str | None) -> None:
+def check_pin(path: str, now: str | None, pinned: str | None) -> None:
     if pinned is not None and now != pinned:
         raise moved(path, now or "?", pinned)
 
@@ -170,7 +169,7 @@ def read_bytes(s: SFTPSession, path: str, max_bytes: int, known: Attrs | None = 
         if info is None:
             info = _stat(s, path)
             if info is None:
-                raise _error(errno.ENOENT, path)
+                raise path_error(errno.ENOENT, path)
         check_regular(path, info.st_mode, info.st_size, max_bytes)
         limit = max_bytes + 1  # one byte past the limit tells a file that grew since the stat
         plan = _plan(0, info.st_size + 1, limit)
@@ -185,7 +184,7 @@ def read_bytes(s: SFTPSession, path: str, max_bytes: int, known: Attrs | None = 
         if opened.error() is not None:
             s.wait(*early)  # they failed on a handle that is not open
             s.wait(*before, *after)
-            _check_pin(path, now, pinned)
+            check_pin(path, now, pinned)
             opened.check()
         handle = opened.handle
         s.opened(handle, predicted)
@@ -196,7 +195,7 @@ def read_bytes(s: SFTPSession, path: str, max_bytes: int, known: Attrs | None = 
                 s.wait(*early)
                 ids = _send_reads(s, handle, plan, True)
             fstat, *chunks = s.wait(*ids)
-            _check_pin(path, now, pinned)  # before a byte of it is used
+            check_pin(path, now, pinned)  # before a byte of it is used
             if pinned is not None:  # and the handle holds that file, whatever the path did meanwhile
                 check_opened(path, held_at(s, path, before, after), pinned)
             attrs = fstat.check().attrs or Attrs()
@@ -211,7 +210,7 @@ def read_bytes(s: SFTPSession, path: str, max_bytes: int, known: Attrs | None = 
             raise
         found = None if exc.errno is not None else _stat(s, path)
         raise (
-            _error(errno.EISDIR, path) if found and st_mod.S_ISDIR(found.st_mode) else _with_path(exc, path)
+            path_error(errno.EISDIR, path) if found and st_mod.S_ISDIR(found.st_mode) else with_path(exc, path)
         ) from None
 
 
@@ -247,10 +246,10 @@ def list_dir(s: SFTPSession, path: str) -> list[DirEntry]:
     except OSError as exc:
         info = _stat(s, path)
         if info is None:
-            raise _error(errno.ENOENT, path) from None
+            raise path_error(errno.ENOENT, path) from None
         if not st_mod.S_ISDIR(info.st_mode):
-            raise _error(errno.ENOTDIR, path) from None
-        raise _with_path(exc, path) from None
+            raise path_error(errno.ENOTDIR, path) from None
+        raise with_path(exc, path) from None
     # Listings describe a link itself; say what it points to, as scandir does (one batch).
     links = {
         name: s.send_path(STAT, posixpath.join(path, name)) for name, attrs in listing if st_mod.S_ISLNK(attrs.st_mode)

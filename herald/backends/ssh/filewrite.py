@@ -9,7 +9,7 @@ import secrets
 import stat as st_mod
 from dataclasses import dataclass
 
-from .files import PRIVATE, _check_pin, _error, _stat, _with_path, check_opened, held_at, leads_to, send_fd_looks
+from .files import _stat, check_opened, check_pin, held_at, leads_to, path_error, send_fd_looks, with_path
 from .sftp import (
     CHUNK,
     FLAG_CREAT,
@@ -29,6 +29,8 @@ from .sftp import (
     handle_field,
 )
 
+PRIVATE = 0o600  # the temp file's mode until the target's is set
+
 
 def _make_parents(s: SFTPSession, directory: str) -> None:
     missing = []
@@ -36,7 +38,7 @@ def _make_parents(s: SFTPSession, directory: str) -> None:
         info = _stat(s, directory)
         if info is not None:
             if not st_mod.S_ISDIR(info.st_mode):
-                raise _error(errno.ENOTDIR, directory)
+                raise path_error(errno.ENOTDIR, directory)
             break
         missing.append(directory)
         directory = posixpath.dirname(directory)
@@ -45,7 +47,7 @@ def _make_parents(s: SFTPSession, directory: str) -> None:
             s.call(MKDIR, path, encode_attrs())
         except OSError as exc:
             if _stat(s, path) is None:  # not a lost race with someone else's mkdir
-                raise _with_path(exc, path) from None
+                raise with_path(exc, path) from None
 
 
 def _send_writes(s: SFTPSession, handle: bytes, data: bytes) -> list[int]:
@@ -85,7 +87,7 @@ def write_bytes(s: SFTPSession, path: str, data: bytes, default_mode: int | None
             return _write(s, target, data, default_mode, resolved, pinned, path)
         except _Retry as retry:
             target, resolved = retry.target, retry.resolved
-    raise _error(errno.ELOOP, path)
+    raise path_error(errno.ELOOP, path)
 
 
 @dataclass
@@ -147,7 +149,7 @@ def _write(s: SFTPSession, target: str, data: bytes, default_mode: int | None, r
         assert default_mode is not None
         return Written(default_mode, target, written.attrs if written.error() is None else None)
     except OSError as exc:
-        raise (exc if exc.filename is not None else _with_path(exc, target)) from None
+        raise (exc if exc.filename is not None else with_path(exc, target)) from None
     finally:
         if not done and not s.broken:
             _abandon(s, first, handle, early)
@@ -164,11 +166,11 @@ def _check_target(s: SFTPSession, first: _FirstFlight, handle: bytes | None, pat
             s.wait(s.send_path(REMOVE, made))  # made where a swapped link led: gone before we answer
     lstat_error = first.looked.error()
     if lstat_error is not None and lstat_error.errno not in (errno.ENOENT, errno.ENOTDIR):
-        raise _with_path(lstat_error, target)
+        raise with_path(lstat_error, target)
     now = target
     if pinned is not None or (lstat_error is None and st_mod.S_ISLNK((first.looked.attrs or Attrs()).st_mode)):
         now = leads_to(s, first.checked, first.answer)
-        _check_pin(path, now, pinned)
+        check_pin(path, now, pinned)
     if made != first.temp:  # the path still leads there, but the temp file was made elsewhere
         landed = posixpath.join(posixpath.dirname(made), posixpath.basename(target)) if made else None
         check_opened(path, landed if landed and landed.startswith("/") else None, target)
@@ -178,12 +180,12 @@ def _check_target(s: SFTPSession, first: _FirstFlight, handle: bytes | None, pat
         if st_mod.S_ISLNK(existing.st_mode) and not resolved:
             raise _Retry(now)
         if st_mod.S_ISDIR(existing.st_mode):
-            raise _error(errno.EISDIR, target)
+            raise path_error(errno.EISDIR, target)
     if handle is None:
         exc = first.opened.error()
         assert exc is not None
         if exc.errno != errno.ENOENT:  # ENOENT: also what SFTP says when a parent is a file
-            raise _with_path(exc, target)
+            raise with_path(exc, target)
         _make_parents(s, posixpath.dirname(target))
         raise _Retry(target, resolved)  # a path whose parent was missing is no link
     return existing

@@ -48,7 +48,7 @@ from ..._sandbox.protocol import (
     reply_frame,
 )
 from ...inflight import FREE_BYTES, InflightBytes
-from ..owned import owned_tempdir
+from ...owned import owned_tempdir
 from . import charges
 from .workers import ConnectionThreads
 

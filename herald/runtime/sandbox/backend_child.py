@@ -1,16 +1,10 @@
-"""In-backend execution, Herald's side: the sandbox child runs inside the backend.
-
-Policy:
+"""In-backend execution, Herald's side: the sandbox child runs inside the backend. Policy:
 - The script runs where the backend's commands run (the container, the SSH host, the Modal
   sandbox), so `open()`, `subprocess` and `os.getcwd()` in it act there; it starts in the
   backend shell's current directory.
-- Once per Runtime, `BackendSandbox` (backend_sandbox.py) probes the backend's python (`command -v`, version >= 3.8;
-  anything else is a `BackendPythonError` that says what to install or set), makes a private
-  0700 directory there named after its owner (_sandbox/owners.py) and unpacks the sandbox files
-  into it, on one channel whose process then serves the first run (backend_setup.py): the same
-  `hermes_tools.py` and `_hermes_runtime` package as in host mode (which holds the supervisor,
-  supervisor.py). The directory is removed when the Runtime closes, or by a later session's
-  setup once its owner is gone.
+- Once per Runtime, `BackendSandbox` (backend_sandbox.py) probes the backend's python and
+  unpacks the sandbox files (the same `hermes_tools.py` and `_hermes_runtime` package as in host
+  mode, the supervisor among them) into a private directory there, its owner's (_sandbox/owners.py).
 - Per run, `BackendChild` opens one exec channel (`Backend.open_channel`, in a background thread,
   so a warm successor costs the run that spawns it nothing; the first run's is the setup's)
   running the supervisor, which
@@ -34,7 +28,6 @@ Policy:
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -52,7 +45,7 @@ from ..rpc.server import Handler, serve_call
 from .backend_closer import OPEN_JOIN_SECONDS, close_channel
 from .backend_setup import DIR_GONE, RemoteDirGone
 from .contract import Collected, LocalGrants, Reason, SandboxStartError
-from .streams import OutputStream, drain_fd
+from .streams import OutputStream, interrupted
 
 POLL_SECONDS = 0.05  # how long the collect loop waits on a quiet stream before checking interrupts
 KILL_MARGIN_SECONDS = 3.0  # time past the kill grace for the backend to report the exit
@@ -282,7 +275,7 @@ class BackendChild(Generic[S]):
                 break
             if done and clock.reason is None and all(s.seen for s in streams.values()):
                 return Collected("done", done_status, alive=True)
-            if _interrupted(interrupt_fd):
+            if interrupted(interrupt_fd):
                 clock.stop("interrupted")
             now = time.monotonic()
             if paused is not None:
@@ -430,16 +423,6 @@ class BackendChild(Generic[S]):
             self._retire(channel, b"" if leaving else GOODBYE if self.ready else None)
         elif threading.current_thread() is not self._opener:
             self._await_opener(self._opener)  # it closes what it opens from now on
-
-
-def _interrupted(fd: int) -> bool:
-    try:
-        if not os.read(fd, 64):
-            return False
-    except (BlockingIOError, OSError):
-        return False
-    drain_fd(fd)
-    return True
 
 
 def _not_ready(said: list[frames.FromSupervisor]) -> list[frames.FromSupervisor]:

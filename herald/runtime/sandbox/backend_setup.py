@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 
 from ...backends.base import BackendError, Channel
+from ...tools.stubgen import RUNTIME_PACKAGE
 from .contract import SandboxStartError
-from .stubgen import RUNTIME_PACKAGE
 
 # What a supervisor says instead of starting when its directory is gone (REMOTE_LOADER
 # below): a sweep removed it while the connection that owned it was down (_sandbox/owners.py).

@@ -33,8 +33,8 @@ from typing import Any
 from ..._sandbox.zygote import LEAVE_BYTE
 from ..._sandbox.zygote_listen import ISOLATION_FLAG, LISTEN_FLAG, LISTENING
 from ...backends.base import Channel
+from ...tools.stubgen import RUNTIME_PACKAGE
 from .backend_closer import close_channel
-from .stubgen import RUNTIME_PACKAGE
 
 ZYGOTE_LOADER = (
     "import sys; sys.path.insert(0, sys.argv[1]); "

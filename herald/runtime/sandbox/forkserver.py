@@ -21,11 +21,12 @@ import subprocess
 import threading
 from collections.abc import Mapping
 
+from ... import spawner
 from ..._sandbox import frames, wire
 from ..._sandbox.procs import alive, host_pid
-from . import spawner
+from ...tools.stubgen import RUNTIME_PACKAGE
 from .isolation import Isolation, shared_root
-from .stubgen import RUNTIME_PACKAGE, shared_runtime_package
+from .sandboxdir import shared_runtime_package
 
 LOADER = (
     "import sys; sys.path.insert(0, sys.argv[1]); "

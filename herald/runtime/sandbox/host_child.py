@@ -24,18 +24,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
+from ... import spawner
 from ..._sandbox import frames, wire
 from ..._sandbox.bootstrap import KEEP_ARG
 from ..._sandbox.procs import KillClock, descendants, signal_pids
 from ..._sandbox.protocol import MAX_CONTROL_FRAME_BYTES, FrameBuffer, ProtocolError, encode_frame
 from ...capture import CappedCapture
-from . import spawner
+from ...tools.stubgen import RUNTIME_PACKAGE
 from .contract import Collected, LocalGrants, Reason, SandboxStartError
 from .forkserver import ForkServer, ForkServerError
 from .host_process import Forked, Spawned, child_pipes, close_fds
 from .isolation import Isolation
 from .streams import OutputStream, drain_fd
-from .stubgen import RUNTIME_PACKAGE
 
 LOADER = (
     "import sys; sys.path.insert(0, sys.argv[1]); "

@@ -36,18 +36,20 @@ run's token, not the file system, separates them.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import shutil
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..._sandbox import isolate
 from ...backends.base import Backend
 from ...config import Settings, herald_files
-from ..owned import owned_tempdir
+from ...owned import owned_tempdir
+from .contract import SandboxStartError
 
 MODES = ("auto", "bwrap", "landlock", "none")
 PENDING = "not known yet"  # in-backend, until the backend has been reached and probed
@@ -161,6 +163,22 @@ def backend_request(settings: Settings, backend: Backend, writable_workspace: bo
     return lambda: request(settings, backend.cwd, writable_workspace=writable_workspace)
 
 
+@contextlib.contextmanager
+def as_start_error() -> Iterator[None]:
+    """A setting that cannot be honoured (ValueError) as the Runtime's SandboxStartError."""
+    try:
+        yield
+    except ValueError as exc:
+        raise SandboxStartError(str(exc)) from None
+
+
+def script_cwd(backend: Backend, scratch_dir: str, *, backend_mode: bool) -> str:
+    """Where a script starts. In host mode its own open() sees this machine: where the local
+    backend's shell is, or `scratch_dir` when the backend is remote. In backend mode it runs
+    where the backend's shell is, wherever that is."""
+    return backend.cwd if backend_mode or backend.name == "local" else scratch_dir
+
+
 def check(settings: Settings) -> None:
     """ValueError, saying what to set, when the isolation settings name no known mode."""
     if settings.sandbox.isolation not in MODES:
@@ -214,7 +232,7 @@ def shared_root() -> str:
     global _root
     with _root_lock:
         if _root is None or not os.path.isdir(_root):
-            _root = owned_tempdir("root")  # swept once we are gone (owned.py)
+            _root = owned_tempdir("root")  # swept once we are gone (herald/owned.py)
             atexit.register(shutil.rmtree, _root, ignore_errors=True)
         return _root
 

@@ -58,6 +58,17 @@ def _sentinel_prefix_at_end(buf: bytes, sentinel: bytes) -> int:
     return 0
 
 
+def interrupted(fd: int) -> bool:
+    """Whether the interrupt pipe `fd` was written to (then emptied), without waiting."""
+    try:
+        if not os.read(fd, 64):
+            return False
+    except (BlockingIOError, OSError):
+        return False
+    drain_fd(fd)
+    return True
+
+
 def drain_fd(fd: int) -> None:
     """Read a non-blocking fd until it is empty."""
     try:

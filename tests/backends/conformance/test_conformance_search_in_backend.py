@@ -13,8 +13,8 @@ import pytest
 
 from herald import Runtime, Settings
 from herald.backends import Backend
-from herald.runtime.sandbox.stubgen import RUNTIME_PACKAGE
 from herald.tools import ToolError
+from herald.tools.stubgen import RUNTIME_PACKAGE
 from tests.runtime._backend_mode import (
     gone_on_backend,
     in_backend_settings,

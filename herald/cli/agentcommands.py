@@ -27,17 +27,24 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ..agent.jsonevents import JsonEvents
+from ..agent.loop import Agent
+from ..agent.providers.resolve import ProviderSetupError, resolve_fallbacks, resolve_primary
+from ..agent.sessions import (
+    SessionNotFound,
+    SessionState,
+    find_session,
+    list_sessions,
+    read_session,
+)
+from ..agent.view import AgentView, make_console, print_answer
 from ..backends.base import Backend
-from ..cli.signals import stop_signals
 from ..config import ConfigError, Settings
 from ..keys import herald_environ
 from ..policy import READ_ONLY, Policy
 from ..policy.approvals import interrupting, terminal_approvals
-from .jsonevents import JsonEvents
-from .loop import Agent
-from .providers.resolve import ProviderSetupError, resolve_fallbacks, resolve_primary
-from .sessions import SessionNotFound, SessionState, find_session, list_sessions, read_session
-from .view import AgentView, make_console, print_answer
+from .common import BackendUnavailable, UsageError, open_backend
+from .signals import stop_signals
 
 EXIT_CODES = {"completed": 0, "error": 1, "budget_exhausted": 3, "interrupted": 130}
 BACKEND_UNAVAILABLE = 1
@@ -103,8 +110,6 @@ def _kind(spec: str) -> str:
 def open_run_backend(spec: str, settings: Settings, cwd: str | None, *, from_session: bool = False) -> Backend:
     """The backend `spec` names, connected, with `cwd` checked where it matters: on this machine
     for the local backend, on the host / in the container for the others."""
-    from ..cli.common import BackendUnavailable, UsageError, open_backend
-
     where = f"the session's working directory {cwd}" if from_session else f"--cwd {cwd}"
     fix = " (pass --cwd to continue the session elsewhere)" if from_session else ""
     try:

@@ -19,9 +19,9 @@ import tempfile
 import threading
 from typing import IO, TYPE_CHECKING, Any
 
-from ..config import McpServerSettings
-from ..deadlines import DeadlinePassed, check_deadline, time_left
-from ..tools.registry import ToolError
+from ...config import McpServerSettings
+from ...deadlines import DeadlinePassed, check_deadline, time_left
+from ..registry import ToolError
 from . import loop
 
 if TYPE_CHECKING:

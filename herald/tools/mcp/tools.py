@@ -30,11 +30,13 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypedDict
 
-from ..backends.shell import current_cancel
-from ..capture import CappedCapture
-from ..config import McpServerSettings, Settings
-from ..deadlines import DeadlinePassed
-from ..tools.registry import Registry, Tool, ToolContext, ToolError
+from ...backends.shell import current_cancel
+from ...capture import CappedCapture
+from ...config import McpServerSettings, Settings
+from ...deadlines import DeadlinePassed
+from ..context import ToolContext
+from ..registry import Registry, Tool, ToolError
+from ..stubgen import render_stub
 from .connection import STOP_TIMEOUT, McpConnection, McpListingTooLarge, McpServerError
 
 if TYPE_CHECKING:
@@ -251,8 +253,6 @@ def _property(schema: Any) -> dict[str, Any]:
 def _scriptable(tool: Tool) -> Tool:
     """`tool`, or a direct-only copy when its stub would not compile (checked before the
     session's hermes_tools is written: one server's odd tool must not break the others)."""
-    from ..runtime.sandbox.stubgen import render_stub
-
     if not tool.sandbox:
         return tool
     try:

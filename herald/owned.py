@@ -3,7 +3,7 @@
 A Herald killed with SIGKILL runs no clean-up, so its directories (RPC sockets, sandbox files,
 the shell's state) would stay for ever. Each is named `herald-<kind>-<pid>-<start>-XXXXXXXX`
 (_sandbox/owners.py, which the backends' setup uses too) and removed when the next Runtime
-starts (selfguard.py) once its owner has exited.
+starts (runtime/selfguard.py) once its owner has exited.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-from .._sandbox.owners import owner_tag, sweep_dead_owners
+from ._sandbox.owners import owner_tag, sweep_dead_owners
 
 __all__ = ["owned_tempdir", "sweep", "sweep_dead_owners"]
 SHM = "/dev/shm"

@@ -1,30 +1,21 @@
-"""Generate the sandbox's `hermes_tools` module and lay out the sandbox directory.
+"""Generate the sandbox's `hermes_tools` module from the tools' schemas.
 
 `hermes_tools.py` gets one function per script-callable tool, with a typed signature and a
 docstring taken from the tool's schema, plus the helpers (`parallel`, `json_parse`,
 `shell_quote`, `retry`) and `ToolError`. It imports only the stdlib and the private package
-`_hermes_runtime` beside it (herald/_sandbox: RPC client, protocol, helpers, bootstrap, fork
-server, the supervisor of in-backend execution: in host mode a link to the process's one copy,
-shared_runtime_package; a copy of its own to ship to a backend), and must import in any
-Python >= 3.8.
+`_hermes_runtime` beside it (herald/_sandbox, laid out by runtime/sandbox/sandboxdir.py), and
+must import in any Python >= 3.8.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import keyword
-import py_compile
-import shutil
-import tempfile
 import textwrap
-import threading
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
-from ... import _sandbox
-from ...tools import returns as result_types
-from ...tools.registry import Tool
+from . import returns as result_types
+from .registry import Tool
 
 HELPERS = ["parallel", "json_parse", "shell_quote", "retry"]
 RUNTIME_PACKAGE = "_hermes_runtime"
@@ -208,66 +199,3 @@ def signatures(tools: Iterable[Tool]) -> list[str]:
         annotation = _return_annotation(tool)
         lines.append(f"{tool.name}({_signature(tool)[0]})" + (f" -> {annotation}" if annotation != "Any" else ""))
     return lines
-
-
-def write_runtime_package(directory: Path) -> Path:
-    """Copy the sandbox package (herald/_sandbox, what runs inside the sandbox) into `directory`
-    as `_hermes_runtime`: every module as it is, since they import each other relatively."""
-    package = directory / RUNTIME_PACKAGE
-    package.mkdir(parents=True, exist_ok=True)
-    for source in sorted(Path(_sandbox.__file__).parent.glob("*.py")):
-        shutil.copyfile(source, package / source.name)
-    return package
-
-
-_shared_packages: dict[str, Path] = {}
-_shared_lock = threading.Lock()
-
-
-def shared_runtime_package(root: str) -> Path:
-    """This process's one copy of the sandbox package under `root` (isolation.shared_root(),
-    read-only in every sandbox), for the fork server and every host-mode sandbox directory:
-    copying its 40-odd files per Runtime was most of what making one cost."""
-    with _shared_lock:
-        package = _shared_packages.get(root)
-        if package is None or not package.is_dir():
-            package = _shared_packages[root] = write_runtime_package(
-                Path(tempfile.mkdtemp(prefix="package-", dir=root))
-            )
-        return package
-
-
-def write_sandbox(
-    directory: Path, tools: Iterable[Tool], elsewhere: Mapping[str, str] | None = None, *, package: Path | None = None
-) -> Path:
-    """Write hermes_tools.py into `directory` and the `_hermes_runtime` package beside it: a
-    link to `package` (shared_runtime_package) when given, else a copy (one to ship elsewhere)."""
-    if package is not None:
-        (directory / RUNTIME_PACKAGE).symlink_to(package, target_is_directory=True)
-    else:
-        write_runtime_package(directory)
-    stub = directory / "hermes_tools.py"
-    source = render_module(tools, elsewhere)
-    stub.write_text(source, encoding="utf-8")
-    _write_bytecode(stub, source)
-    return stub
-
-
-_bytecode: dict[str, bytes] = {}  # stub source -> its compiled file; Runtimes with the same tools share it
-
-
-def _write_bytecode(stub: Path, source: str) -> None:
-    """Children run with -B (they never write bytecode) but read it: compile the stubs here so
-    each child (or the zygote, stubcache.py) does not. The file is checked against the source's
-    hash, not its time, so one compilation serves every Runtime with the same tools. A child
-    on another Python version ignores it and compiles."""
-    cfile = Path(importlib.util.cache_from_source(str(stub)))
-    compiled = _bytecode.get(source)
-    if compiled is None:
-        py_compile.compile(str(stub), cfile=str(cfile), doraise=True,
-                           invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
-        if len(_bytecode) < 64:
-            _bytecode[source] = cfile.read_bytes()
-        return
-    cfile.parent.mkdir(exist_ok=True)
-    cfile.write_bytes(compiled)
