@@ -309,7 +309,8 @@ for _ in range(300):
         time.sleep(0.1)
 from hermes_tools import browser_navigate, web_extract
 print(browser_navigate("http://127.0.0.1:{decoy.port}/")["title"])
-print(web_extract("http://127.0.0.1:{decoy.port}/api/data")["results"][0]["content"])
+page = web_extract("http://127.0.0.1:{decoy.port}/api/data")["results"][0]
+print(page.get("content", page))  # a failed page says why in the test's output
 """)
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERALD_")}
     env.update({"HERALD_DATA_DIR": str(tmp_path / "data"), "HERALD_CONFIG": str(tmp_path / "none.toml")})
