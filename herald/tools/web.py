@@ -285,7 +285,7 @@ def warm_web_extract(ctx: ToolContext) -> None:
     if ctx.settings.web.extract == "direct" or firecrawl_config_from(ctx.settings) is None:
         import httpx  # noqa: F401
 
-        session_fetcher(ctx)
+        session_fetcher(ctx).client(ctx.web_policy)  # its TLS context loaded, its pool made
         if not not_installed(DIRECT_PACKAGES):
             render_pool(ctx)
 
