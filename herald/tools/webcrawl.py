@@ -33,9 +33,8 @@ from ..backends.shell import current_cancel
 from ..deadlines import check_deadline, time_left
 from ..web.errors import PageError, RunTimeUp, StatusError
 from ..web.fetch import USER_AGENT
-from ..web.firecrawl import FirecrawlConfig, firecrawl_config_from, firecrawl_failure
+from ..web.firecrawl import FirecrawlConfig, document_page, firecrawl_config_from, firecrawl_failure
 from ..web.hostslots import HostSlots
-from ..web.render import Rendered
 from ..web.robots import ALLOW_ALL, DISALLOW_ALL, Robots, product_token
 from .context import ToolContext
 from .crawlpaths import PathPatterns
@@ -239,24 +238,18 @@ def _crawl_firecrawl(config: FirecrawlConfig, start: str, max_pages: int, same_s
             skipped["excluded"] += 1
             continue
         refusal = policy.url_refusal(url) if policy is not None else None
-        status = getattr(metadata, "status_code", None)
         if refusal is not None:
-            pages[url] = {
-                "url": url,
-                "error": f"refused: {refusal}. Firecrawl reached it; its content is not returned.",
-            }
-        elif status is not None and status >= 400:
-            pages[url] = {
-                "url": url,
-                "error": f"HTTP {status}" + (f": {metadata.error}" if getattr(metadata, "error", None) else ""),
-            }
-        else:
-            final = getattr(metadata, "url", None) or url
-            found = [{"url": link, "text": "", "nav": False} for link in dict.fromkeys(document.links or [])]
-            page = Rendered(final, getattr(metadata, "title", None) or "", document.markdown or "", found)  # type: ignore[arg-type]  # Links
-            recent.put((config, url), page, rendered_size(page))  # a later web_extract of it costs no credit
-            pages[url] = page_result(url, page, char_limit, ctx)
-            links[url] = [_normal(link) for link in document.links or []]
+            refused = f"refused: {refusal}. Firecrawl reached it; its content is not returned."
+            pages[url] = {"url": url, "error": refused}
+            continue
+        try:
+            page = document_page(document, url)
+        except PageError as exc:
+            pages[url] = {"url": url, "error": str(exc)}
+            continue
+        recent.put((config, url), page, rendered_size(page))  # a later web_extract of it costs no credit
+        pages[url] = page_result(url, page, char_limit, ctx)
+        links[url] = [_normal(link) for link in document.links or []]
     results = [{"url": url, "depth": depth, **{k: v for k, v in pages[url].items() if k != "url"}}
                for url, depth in _breadth_first(_normal(start), list(pages), links)]
     return _reply(results[:max_pages], "firecrawl", skipped)

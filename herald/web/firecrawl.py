@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
 from ..keys import herald_environ
@@ -44,8 +44,7 @@ def firecrawl_failure(exc: Exception) -> str:
 
 
 def scrape(client: Firecrawl, url: str, timeout: float, fresh: bool = False) -> Rendered:
-    """One page through Firecrawl: its main content as markdown and its links (Firecrawl gives
-    their URLs only: no text, and no word on which are navigation, so none is marked);
+    """One page through Firecrawl: its main content as markdown and its links (document_page);
     `fresh`: not from Firecrawl's own cache (maxAge 0)."""
     try:
         document = client.scrape(
@@ -57,6 +56,12 @@ def scrape(client: Firecrawl, url: str, timeout: float, fresh: bool = False) -> 
         )
     except Exception as exc:
         raise PageError(f"Firecrawl could not scrape it: {firecrawl_failure(exc)}") from None
+    return document_page(document, url)
+
+
+def document_page(document: Any, url: str) -> Rendered:
+    """A Firecrawl document (a scrape's, or one page of a crawl) as a page, or PageError for an
+    HTTP error status. Firecrawl gives its links' URLs only: no text, none marked navigation."""
     metadata = document.metadata
     status = getattr(metadata, "status_code", None)
     if status is not None and status >= 400:
