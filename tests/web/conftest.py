@@ -4,6 +4,9 @@ against the local web app (the keyless path: httpx + trafilatura)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from threading import Thread
 from typing import Any
 
 import pytest
@@ -95,3 +98,24 @@ def make_web(local_backend: LocalBackend, settings: Settings) -> Iterator[Callab
 @pytest.fixture
 def firecrawl_settings(firecrawl: FakeFirecrawl) -> dict[str, Any]:
     return {"web.firecrawl_api_url": firecrawl.url, "web.firecrawl_api_key": API_KEY}
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A threaded HTTP server on 127.0.0.1 answering with `handler`: its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def extract_one(call: CallTool, url: str) -> dict[str, Any]:
+    """The one page of a keyless web_extract of `url`, which must not fail."""
+    reply = call("web_extract", urls=[url])
+    assert reply["source"] == "direct" and reply["failed"] == 0, reply
+    page: dict[str, Any] = reply["results"][0]
+    return page

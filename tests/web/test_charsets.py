@@ -5,12 +5,12 @@ server on 127.0.0.1 serves the same kinds of pages old sites do."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from threading import Thread
+from http.server import BaseHTTPRequestHandler
+from typing import Any
 
 import pytest
 
-from .conftest import CallTool
+from .conftest import CallTool, extract_one, serving
 
 MakeWeb = Callable[..., CallTool]
 MOSCOW = "Москва — столица России, крупнейший по численности населения город страны."
@@ -74,19 +74,12 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def legacy_site() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
-    Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(_Handler) as url:
+        yield url
 
 
-def extract(make_web: MakeWeb, url: str) -> dict[str, str]:
-    reply = make_web()("web_extract", urls=[url])
-    assert reply["source"] == "direct" and reply["failed"] == 0, reply
-    page: dict[str, str] = reply["results"][0]
-    return page
+def extract(make_web: MakeWeb, url: str) -> dict[str, Any]:
+    return extract_one(make_web(), url)
 
 
 def test_charset_only_in_meta(make_web: MakeWeb, legacy_site: str) -> None:

@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from herald._sandbox.procs import alive
 from herald.web.renderpool import RenderPool
 from tests.fixtures.users import REPO, User, nonroot  # noqa: F401  (fixture)
 
-from .conftest import WebSession
+from .conftest import WebSession, serving
 
 MakeWeb = Callable[..., WebSession]
 DEADLINE = 60.0  # generous: every wait below ends as soon as what it waits for happens
@@ -72,12 +72,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(_Handler) as url:
+        yield url
 
 
 def pool_of(session: WebSession) -> RenderPool:

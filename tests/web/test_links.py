@@ -6,13 +6,12 @@ pages served by a real HTTP server on 127.0.0.1, each built the way real sites w
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from threading import Thread
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
-from .conftest import CallTool
+from .conftest import CallTool, extract_one, serving
 
 MakeWeb = Callable[..., CallTool]
 
@@ -92,19 +91,12 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
-    Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(_Handler) as url:
+        yield url
 
 
 def extract(make_web: MakeWeb, url: str) -> dict[str, Any]:
-    reply = make_web()("web_extract", urls=[url])
-    assert reply["source"] == "direct" and reply["failed"] == 0, reply
-    page: dict[str, Any] = reply["results"][0]
-    return page
+    return extract_one(make_web(), url)
 
 
 def urls_of(page: dict[str, Any]) -> list[str]:
