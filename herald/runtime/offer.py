@@ -106,6 +106,7 @@ class ToolWarmer:
         names = sorted(self._hooks, key=len, reverse=True)
         self._named = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b") if names else None
         self._started: set[Callable[[ToolContext], None]] = set()
+        self._distinct = len(set(self._hooks.values()))  # tools sharing a hook warm once
         self._lock = threading.Lock()
 
     def session_started(self, enabled: Iterable[str] | None) -> None:
@@ -122,7 +123,7 @@ class ToolWarmer:
 
     def script_starts(self, code: str) -> None:
         """A script is about to run: warm the tools its source names."""
-        if self._mode != "off" and self._named is not None and len(self._started) < len(set(self._hooks.values())):
+        if self._mode != "off" and self._named is not None and len(self._started) < self._distinct:
             self.warm({m.group(1) for m in self._named.finditer(code)})
 
     def warm(self, names: Iterable[str]) -> None:
