@@ -1,6 +1,6 @@
 """A cold `herald exec --exec-mode backend` print(1), end to end, for two Herald checkouts
 interleaved run by run (so that the machine's load falls on both alike), with the backend's
-cache (_sandbox/sandboxcache.py: the isolation probe's answer) emptied before every run ("cache
+cache (_sandbox/supervisor/sandboxcache.py: the isolation probe's answer) emptied before every run ("cache
 cold": a backend that has not probed within the hour) and kept ("cache warm": every later session).
 
     python -m bench.coldstart_compare --before /work/main --after . [--rtt 0.010] [--runs 10] [--in-process]

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from herald import Runtime, Settings
-from herald._sandbox.procs import descendants
+from herald._sandbox.procs.trees import descendants
 from herald.backends.local import LocalBackend
 
 from .report import Metric

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from ._sandbox.capping import HEAD_SHARE, cut_text
+from ._sandbox.toolcore.capping import HEAD_SHARE, cut_text
 from .spill import SpillBudget, current_budget
 
 __all__ = ["HEAD_SHARE", "CappedCapture"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ._sandbox import protocol
+from ._sandbox.wire import framing as protocol
 
 orjson: Any
 try:

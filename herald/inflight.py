@@ -16,7 +16,7 @@ import contextvars
 import threading
 from typing import Any
 
-from ._sandbox.toolcore import ToolError
+from ._sandbox.toolcore.base import ToolError
 from .scoped import scoped
 
 MIB = 1024 * 1024

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import IO, Any
 
 # One preview for the parent and the backend-mode supervisor, which previews the calls it runs.
-from ._sandbox.toolcore import PREVIEW_CHARS, preview
+from ._sandbox.toolcore.base import PREVIEW_CHARS, preview
 from .fastjson import record_line
 
 __all__ = ["PREVIEW_CHARS", "Transcript", "preview"]

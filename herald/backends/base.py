@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 # The reader's rules, path resolution and the stat type are shared with the sandbox's tool core.
-from .._sandbox.fileaccess import FileInfo as FileStat
-from .._sandbox.fileaccess import (
+from .._sandbox.toolcore.fileaccess import FileInfo as FileStat
+from .._sandbox.toolcore.fileaccess import (
     FileTooLargeError,
     NotRegularFileError,
     check_length,
@@ -173,7 +173,7 @@ class Backend(Protocol):
 
         On timeout the command's processes are killed but the session (cwd, variables) is kept.
         `workdir` runs this one command elsewhere without moving the session. `read_only`: the
-        OS confines it (every path read-only, no network: herald/_sandbox/readonly.py), in a
+        OS confines it (every path read-only, no network: herald/_sandbox/confine/readonly.py), in a
         fresh shell from the session's directory and exported variables, whose `cd` carries
         back; a backend that cannot raises NoConfinement before anything runs.
         """

@@ -13,15 +13,16 @@ import threading
 from collections.abc import Callable
 
 from .. import spawner
-from .._sandbox import fileaccess, shellguard
-from .._sandbox.confinement import call_confinement
-from .._sandbox.environ import scrubbed_environ
-from .._sandbox.procs import children_of, descendants, signal_pids, terminate_tree
-from .._sandbox.readonly import local_confinement
-from .._sandbox.walk import scan_dir
+from .._sandbox.confine.readonly import local_confinement
+from .._sandbox.procs.environ import scrubbed_environ
+from .._sandbox.procs.trees import children_of, descendants, signal_pids, terminate_tree
+from .._sandbox.search.walk import scan_dir
+from .._sandbox.shell import guard as shellguard
+from .._sandbox.toolcore import fileaccess
+from .._sandbox.toolcore.callroots import call_confinement
 from ..config import Settings
 from ..keys import herald_environ
-from ..owned import owned_tempdir
+from ..tempdirs import owned_tempdir
 from ..webguard import connect_here, open_checked, resolve_here
 from .base import (
     BackendError,
@@ -33,7 +34,7 @@ from .base import (
 )
 from .shell import PersistentShell
 
-SANDBOX_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(shellguard.__file__)))
+SANDBOX_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(shellguard.__file__))))
 
 
 class _LocalChannel:
@@ -178,7 +179,7 @@ class LocalBackend:
         return open_checked(host, port, timeout, check, resolve_here, connect_here)
 
     # Files: the same OS-level operations as the file tools inside a backend-mode supervisor
-    # (_sandbox/fileaccess.py), each confined, on the object it opened, by the current tool
+    # (_sandbox/toolcore/fileaccess.py), each confined, on the object it opened, by the current tool
     # call's confinement (set by the policy's Gate; none outside a call).
 
     def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:

@@ -9,7 +9,7 @@ here once, in POSIX sh, so they work in any image that has /bin/sh:
   line on stdin, prints its process id on a line of its own, and `exec`s the command, so that
   id is the command's. Waiting for the "go" line means nothing is written before the caller is
   ready to read (an HTTP upgrade, for one, may otherwise swallow early bytes).
-- `kill_tree_argv` is a one-shot command that does what `herald._sandbox.procs.terminate_tree` does
+- `kill_tree_argv` is a one-shot command that does what `herald._sandbox.procs.trees.terminate_tree` does
   locally: stop the process, collect it and its descendants from /proc, SIGTERM them (process
   groups too), let it continue (to die), wait up to a grace period, SIGKILL whatever is left.
 """
@@ -88,21 +88,24 @@ exit 0
 # The guard's modules, loaded from their sources in a package of their own (nothing of the host's
 # python path is read: -I -S). Syntax any python3 parses, so that a python too old for the guard
 # (< 3.8) still starts the shell, unguarded, rather than failing it.
-_GUARD_MODULES = ("owners", "procs", "shellguard")
+_GUARD_MODULES = ("procs/owners", "procs/trees", "shell/guard")
 _GUARD_LOADER = """
 import os, sys
 try:
     import base64, json, types, zlib
     sources = json.loads(zlib.decompress(base64.b64decode(sys.argv[1])).decode())
-    package = types.ModuleType("_herald_guard")
-    package.__path__ = []
-    sys.modules["_herald_guard"] = package
     for name, source in sources:
-        module = types.ModuleType("_herald_guard." + name)
-        module.__package__ = "_herald_guard"
+        parts = ["_herald_guard"] + name.split("/")
+        for depth in range(1, len(parts)):
+            package = ".".join(parts[:depth])
+            if package not in sys.modules:
+                sys.modules[package] = types.ModuleType(package)
+                sys.modules[package].__path__ = []
+        module = types.ModuleType(".".join(parts))
+        module.__package__ = ".".join(parts[:-1])
         sys.modules[module.__name__] = module
         exec(compile(source, name + ".py", "exec"), module.__dict__)
-    main = sys.modules["_herald_guard.shellguard"].main
+    main = sys.modules["_herald_guard.shell.guard"].main
 except Exception:
     os.execvp(sys.argv[3], sys.argv[3:])
 main(sys.argv[2:])

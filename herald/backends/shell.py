@@ -33,8 +33,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .._sandbox.readonly import Confinement
-from .._sandbox.shellscript import ShellScripts, done_fields, scan, shell_quote
+from .._sandbox.confine.readonly import Confinement
+from .._sandbox.shell.script import ShellScripts, done_fields, scan, shell_quote
 from ..capture import CappedCapture
 from ..scoped import scoped
 from .base import BackendError, Channel, CommandResult
@@ -175,14 +175,14 @@ class PersistentShell:
 
     def run(self, command: str, *, timeout: float, workdir: str | None = None,
             confine: Confinement | None = None) -> CommandResult:
-        """`confine`: run the command read-only under the OS (herald/_sandbox/readonly.py), in
+        """`confine`: run the command read-only under the OS (herald/_sandbox/confine/readonly.py), in
         a fresh bash that starts from this shell's directory and exports; a `cd` comes back."""
         with self._lock:
             notes: list[str] = []
             if self._channel is None:
                 self._start()
             started = time.monotonic()
-            # The text and why it is so: herald/_sandbox/shellscript.py (the supervisor's shell's too).
+            # The text and why it is so: herald/_sandbox/shell/script.py (the supervisor's shell's too).
             written = self._local_files and self._scripts.write_command(command)
             script = self._scripts.command(command, workdir, command in self._parsed, _foreground_only.get(), written,
                                            confined=confine is not None)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
-from .._sandbox.procs import descendants, signal_pids
+from .._sandbox.procs.trees import descendants, signal_pids
 from ..config import BrowserSettings
 from .errors import BrowserError
 

@@ -146,7 +146,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
             from ..policy import Policy
             from ..policy.approvals import interrupting, terminal_approvals
             from ..runtime import Runtime
-            from ..runtime.sandbox.contract import SandboxStartError
+            from ..runtime.sandbox.errors import SandboxStartError
 
             approvals = terminal_approvals()
             # Made while the connection is: it needs none before its first run (in backend mode

@@ -60,7 +60,7 @@ def _address(text: str) -> tuple[str, int]:
 def cmd_serve(args: argparse.Namespace) -> int:
     from ..policy import Policy
     from ..runtime import Runtime
-    from ..runtime.sandbox.contract import SandboxStartError
+    from ..runtime.sandbox.errors import SandboxStartError
     from .mcpserve import Approvals, build_server, serve_http, serve_stdio
 
     _require_sdk()

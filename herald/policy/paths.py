@@ -15,11 +15,11 @@ read or write checks, in the same request flight or command, that it still leads
 (herald/backends/realpath.py): the rule lives here, the backend only keeps what was allowed.
 Only allowed resolutions are pinned, so a concurrent check that refuses a swapped link cannot
 make the swap acceptable to an operation already allowed. Locally there is no window: the
-policy gives each call its confinement (`confined` or `masks_only`, _sandbox/confinement.py)
+policy gives each call its confinement (`confined` or `masks_only`, _sandbox/toolcore/callroots.py)
 and the local backend checks it on the object it opened, after the call's locks are held.
 
 Masks: Herald's own files (config, data: transcripts, sessions, spill files) and the credential
-stores the script's isolation hides (_sandbox/isolate.py's lists, under this user's home) are
+stores the script's isolation hides (_sandbox/confine/bwrap.py's lists, under this user's home) are
 out of reach of file tools on the local backend whatever the workspace and profile. Only a
 setting that names a path inside a mask lifts it below that path: an entry of `policy.roots`
 (reads and writes), Herald's read roots (its spill files: reads only). On a remote backend the
@@ -34,9 +34,9 @@ import posixpath
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from .._sandbox.confinement import Confinement, secret_paths
-from .._sandbox.isolate import MASKED_DIRS, MASKED_FILES
-from .._sandbox.realpaths import ReadCache, real_path
+from .._sandbox.confine.bwrap import MASKED_DIRS, MASKED_FILES
+from .._sandbox.toolcore.callroots import Confinement, secret_paths
+from .._sandbox.toolcore.resolve import ReadCache, real_path
 from ..backends.base import call_cwd, resolve_path
 
 if TYPE_CHECKING:

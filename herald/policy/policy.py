@@ -22,7 +22,7 @@ reach of file tools; an entry of `policy.roots` inside a mask lifts it there (pa
 The check and the tool's work are two steps: the Gate gives each call its confinement (the
 workspace and masks; the masks alone for a call the full profile or a rule lifted), and the
 local backend applies it to the object it opens, after the call's locks are held
-(_sandbox/confinement.py): a link swapped in between leads nowhere.
+(_sandbox/toolcore/callroots.py): a link swapped in between leads nowhere.
 
 Which calls are file, command or web calls is read from the tool, not its name: the files it
 `touches` (or a `path` argument), the shell it touches (with a `command` argument), its `url` /
@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._sandbox.confinement import confine, masked_message
+from .._sandbox.toolcore.callroots import confine, masked_message
 from ..backends.base import (
     CONFINE_PREFERRED,
     CONFINE_REQUIRED,

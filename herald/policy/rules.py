@@ -23,7 +23,7 @@ import fnmatch
 from dataclasses import dataclass
 from typing import Literal
 
-from .._sandbox.globs import GlobError, compile_glob
+from .._sandbox.search.globs import GlobError, compile_glob
 from .shell import split_commands
 
 Action = Literal["allow", "deny", "ask"]

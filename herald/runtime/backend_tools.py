@@ -1,7 +1,7 @@
 """The tools answered next to the script, in the backend: by a backend-mode run's supervisor,
 or by a host-mode script's own process when the backend is this machine.
 
-`BackendTools` writes each run's grant (see herald/_sandbox/localtools.py for what the
+`BackendTools` writes each run's grant (see herald/_sandbox/beside/localtools.py for what the
 supervisor does with it, selfserve.py for the script's process) and takes the records of the
 calls answered there. A tool runs in the backend only when the session offers it to scripts and
 it is the registered tool itself (a registry that replaces `read_file` keeps its own handler, in
@@ -22,7 +22,7 @@ file tool when the run has a byte or time budget are not granted (Herald decides
 a confining profile the grant carries the workspace roots, and on the local backend the masks
 (Herald's files, credential stores) whatever the profile; a call whose path lies out of them as
 written, or whose opened file does (links followed, checked on the descriptor after the call's
-turn came: _sandbox/confinement.py), is handed to Herald, whose Gate refuses it in its words.
+turn came: _sandbox/toolcore/callroots.py), is handed to Herald, whose Gate refuses it in its words.
 
 Why it is safe: the script runs in the backend too, where `open()` already reads and writes
 what these tools do (and `subprocess` runs what terminal and search_files run), so answering
@@ -40,19 +40,20 @@ import time
 from collections.abc import Sequence
 from typing import Any, cast
 
-from .._sandbox import frames, wire
-from .._sandbox.grant import SearchGrant, ShellGrant, ToolGrant, ToolSpec
-from .._sandbox.localshell import reply as terminal_reply
-from .._sandbox.protocol import encode_frame
-from .._sandbox.selfserve import READ_TOOLS
-from .._sandbox.toolcore import preview
+from .._sandbox.child.selfserve import READ_TOOLS
+from .._sandbox.shell.localshell import reply as terminal_reply
+from .._sandbox.toolcore.base import preview
+from .._sandbox.wire import frames
+from .._sandbox.wire import guards as wire
+from .._sandbox.wire.framing import encode_frame
+from .._sandbox.wire.grant import SearchGrant, ShellGrant, ToolGrant, ToolSpec
 from ..backends.shell import PersistentShell
 from ..capture import CappedCapture
 from ..policy import FULL, READ_ONLY
 from ..tools import files, search, terminal
 from .dispatcher import Dispatcher
-from .grants import Grant
 from .scope import CallScope
+from .tokens import Grant
 
 # Budgets the supervisor does not keep: a run with one of them has its file calls served by Herald.
 HERALD_KEPT_BUDGETS = frozenset({"reply_bytes", "tool_seconds", "bytes_written"})
@@ -126,7 +127,7 @@ class BackendTools:
 
     def grant(self, session: Grant) -> ToolGrant | None:
         """The "tools" of a start or code frame for the run `session` is bound to: the one place
-        a grant is decided (what each side does with it: _sandbox/grant.py)."""
+        a grant is decided (what each side does with it: _sandbox/wire/grant.py)."""
         scope = session.scope
         if not self._local or _herald_keeps_budgets(scope):
             return None
@@ -197,7 +198,7 @@ class BackendTools:
 
     def _search_grant(self, scope: CallScope) -> SearchGrant:
         """What search_files' place in the supervisor reads where Herald's reads its settings
-        (herald/_sandbox/searchplace.py): ripgrep's output is captured up to the session shell's cap."""
+        (herald/_sandbox/beside/searchplace.py): ripgrep's output is captured up to the session shell's cap."""
         settings = self._dispatcher.ctx.settings
         shell = self._session_shell()
         return {

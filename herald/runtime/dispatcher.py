@@ -51,8 +51,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._sandbox.confinement import confined_call
-from .._sandbox.protocol import HEADER, reply_frame
+from .._sandbox.toolcore.callroots import confined_call
+from .._sandbox.wire.framing import HEADER, reply_frame
 from ..backends.base import BackendError, pinned_cwd
 from ..backends.shell import CANCEL_POLL_SECONDS, cancellable, foreground_only
 from ..config import herald_files

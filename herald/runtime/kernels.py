@@ -18,15 +18,15 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from .._sandbox.frames import CODE, StartFrame
+from .._sandbox.wire.frames import CODE, StartFrame
 from ..config import Settings
 from ..policy.approvals import PausedTime
 from .dispatcher import Dispatcher
-from .grants import Grant, Grants
 from .outcome import OutputListener, build_result, capture_streams
 from .sandbox.contract import SandboxChild
 from .sandbox.result import ExecutionResult
 from .scope import stop_calls
+from .tokens import Grant, Grants
 
 
 @dataclass

@@ -36,8 +36,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .._sandbox.environ import sandbox_environ
-from .._sandbox.frames import START, StartFrame
+from .._sandbox.procs.environ import sandbox_environ
+from .._sandbox.wire.frames import START, StartFrame
 from ..backends.base import Backend, BackendError
 from ..capture import CappedCapture
 from ..config import Settings, load_settings
@@ -51,21 +51,23 @@ from ..transcript import Transcript
 from .backend_tools import BackendTools
 from .dispatcher import Dispatcher
 from .execute_code import execute_code_tool
-from .grants import Grant, Grants
 from .kernels import KernelSessions
 from .outcome import OutputListener, build_result, capture_streams, unreachable, unrunnable
 from .rpc.server import RpcServer
-from .sandbox import forkserver, isolation
-from .sandbox.backend_sandbox import BackendPythonError, BackendSandbox
-from .sandbox.backend_setup import RemoteDirGone
-from .sandbox.contract import SandboxChild, SandboxStartError
-from .sandbox.host_child import ChildProcess, check_interpreter
+from .sandbox import isolation
+from .sandbox.backend.sandbox import BackendPythonError, BackendSandbox
+from .sandbox.backend.setup import RemoteDirGone
+from .sandbox.contract import SandboxChild
+from .sandbox.errors import SandboxStartError
+from .sandbox.host import zygote as forkserver
+from .sandbox.host.child import ChildProcess, check_interpreter
 from .sandbox.isolation import Isolation, shared_root
 from .sandbox.result import ExecutionResult
 from .sandbox.sandboxdir import make_sandbox_dir
 from .sandbox.streams import drain_fd
 from .scope import stop_calls
 from .selfguard import guard_process
+from .tokens import Grant, Grants
 from .toolset import default_registry
 from .warm import WarmChildren
 
@@ -342,7 +344,7 @@ class Runtime:
 
     def _take_child(self, *, replenish: bool = True) -> SandboxChild:
         """A ready child. In backend mode the Runtime's directory there may have been swept while
-        the connection that owned it was down (_sandbox/owners.py): it is then prepared again, once."""
+        the connection that owned it was down (_sandbox/procs/owners.py): it is then prepared again, once."""
         try:
             return self._children.take(READY_TIMEOUT, replenish=replenish)
         except RemoteDirGone:

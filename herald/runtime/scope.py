@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .._sandbox.budget import CallBudget
+from .._sandbox.beside.budget import CallBudget
 from ..inflight import InflightBytes
 from ..policy.budgets import Budgets
 from ..spill import SpillBudget

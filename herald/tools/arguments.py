@@ -1,6 +1,6 @@
 """Check a call's arguments against the tool's JSON schema and fill in defaults.
 
-The check itself is the sandbox package's (herald/_sandbox/toolcore.py), so that a backend-mode
+The check itself is the sandbox package's (herald/_sandbox/toolcore/base.py), so that a backend-mode
 supervisor running a tool next to the script refuses a bad call with the same words.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._sandbox import toolcore
+from .._sandbox.toolcore import base as toolcore
 from .registry import Tool
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from .._sandbox.globs import Glob, GlobError, compile_glob, expand_braces
+from .._sandbox.search.globs import Glob, GlobError, compile_glob, expand_braces
 from .registry import ToolError
 
 

@@ -1,6 +1,6 @@
 """`read_file`, `write_file` and `patch`, written once against the Backend protocol.
 
-Their logic is the sandbox package's tool core (herald/_sandbox/textfiles.py), which a
+Their logic is the sandbox package's tool core (herald/_sandbox/toolcore/textfiles.py), which a
 backend-mode supervisor runs next to the script too; here it runs on the session's Backend, and
 a missing file gets "did you mean" candidates from a walk of the backend.
 """
@@ -11,10 +11,10 @@ import difflib
 import posixpath
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
-from .._sandbox import textfiles
-from .._sandbox.grant import FileLimits
-from .._sandbox.textfiles import FileMissing, looks_binary, split_lines
-from .._sandbox.walk import SKIP_DIRS, walk_files
+from .._sandbox.search.walk import SKIP_DIRS, walk_files
+from .._sandbox.toolcore import textfiles
+from .._sandbox.toolcore.textfiles import FileMissing, looks_binary, split_lines
+from .._sandbox.wire.grant import FileLimits
 from ..backends.base import call_cwd
 from .context import ToolContext
 from .guarded import GuardedFiles

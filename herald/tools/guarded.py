@@ -1,6 +1,6 @@
 """The file system a file tool call works on, with the checks that must come right before it acts.
 
-tools/files.py hands the tool core (_sandbox/textfiles.py) the session's backend through
+tools/files.py hands the tool core (_sandbox/toolcore/textfiles.py) the session's backend through
 `GuardedFiles`:
 - a write first checks the call's cancel event and the run's deadline (herald/deadlines.py): a
   call whose run ended while it worked (a patch of a large file, timed out half-way) must not

@@ -14,7 +14,7 @@ from typing import Any
 
 # Raised by the tools here and by the sandbox's tool core (one class: a backend-mode supervisor
 # raises it too).
-from .._sandbox.toolcore import ToolError as ToolError
+from .._sandbox.toolcore.base import ToolError as ToolError
 from ..config import Settings
 from .context import ToolContext
 from .resources import ANY_FILE, Resource, ResourceFn

@@ -1,7 +1,7 @@
 """`search_files` on the session's Backend: the tool's schema, and the place it searches.
 
 The search itself (both engines, globs, ignore files, paging) is the sandbox package's core,
-herald/_sandbox/search.py, which a backend-mode supervisor runs next to the script too; here it
+herald/_sandbox/search/core.py, which a backend-mode supervisor runs next to the script too; here it
 runs over the session's Backend, ripgrep in the session's shell (`Backend.run`), the regex
 worker started from Herald's spawner thread, the call's cancel event from the dispatcher.
 """
@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterator
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from .. import spawner
-from .._sandbox import search as core
-from .._sandbox.confinement import call_confinement
-from .._sandbox.ignorefiles import Tree
-from .._sandbox.search import SEARCH_TIMEOUT, Ran
+from .._sandbox.search import core
+from .._sandbox.search.core import SEARCH_TIMEOUT, Ran
+from .._sandbox.search.ignorefiles import Tree
+from .._sandbox.toolcore.callroots import call_confinement
 from ..backends.base import call_cwd
 from ..backends.shell import current_cancel
 from .context import ToolContext

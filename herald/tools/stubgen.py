@@ -164,9 +164,9 @@ def render_module(tools: Iterable[Tool], elsewhere: Mapping[str, str] | None = N
         f"Helpers: {', '.join(HELPERS)}\n"
         '"""\n\n'
         "from typing import Any, Dict, List, Literal, Optional, TypedDict, Union\n\n"
-        f"from {RUNTIME_PACKAGE}.client import ConnectionLost, ToolError\n"
-        f"from {RUNTIME_PACKAGE}.client import call as _call\n"
-        f"from {RUNTIME_PACKAGE}.helpers import {', '.join(HELPERS)}\n\n"
+        f"from {RUNTIME_PACKAGE}.child.client import ConnectionLost, ToolError\n"
+        f"from {RUNTIME_PACKAGE}.child.client import call as _call\n"
+        f"from {RUNTIME_PACKAGE}.child.helpers import {', '.join(HELPERS)}\n\n"
         f"__all__ = {exported!r}\n"
     )
     missing = _MISSING_NAME.format(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
-from .._sandbox.localshell import EMPTY_COMMAND
+from .._sandbox.shell.localshell import EMPTY_COMMAND
 from ..backends.base import CONFINE_PREFERRED, BackendError, NoConfinement, call_confinement
 from ..backends.shell import INTERRUPTED_EXIT_CODE, current_cancel
 from .context import ToolContext

@@ -27,8 +27,8 @@ import signal
 import sys
 from typing import IO, Any
 
-from .._sandbox import seccomp
-from .._sandbox.procs import die_with_parent
+from .._sandbox.confine import seccomp
+from .._sandbox.procs.trees import die_with_parent
 from .errors import PageError
 from .page import Fetched
 

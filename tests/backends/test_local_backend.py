@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from herald import Settings
-from herald._sandbox.procs import alive
+from herald._sandbox.procs.trees import alive
 from herald.backends import Backend, BackendError
 from herald.backends.local import LocalBackend
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from herald import Runtime, Settings
-from herald._sandbox.procs import alive
+from herald._sandbox.procs.trees import alive
 from herald.backends import Backend, BackendError
 from herald.backends.base import Channel
 from herald.backends.factory import BackendSpecError, open_backend

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from herald import Runtime, Settings
-from herald._sandbox import frames
-from herald._sandbox.protocol import encode_frame
+from herald._sandbox.wire import frames
+from herald._sandbox.wire.framing import encode_frame
 from herald.backends.ssh import SSHBackend
 from tests.fixtures.latency_proxy import LatencyProxy
 from tests.fixtures.sshd import SSHServer, running_sshd
@@ -158,7 +158,7 @@ def test_the_first_run_after_a_dropped_connection_runs(killable_sshd: SSHServer,
         remote = runtime._remote
         assert wait_until(lambda: _ready_unread(runtime), RELAXED)
         owned = re.search(r"/herald-sandbox-(\d+)-", remote.remote_dir or "") if remote is not None else None
-        assert owned is not None  # named after the connection's sshd (_sandbox/owners.py)
+        assert owned is not None  # named after the connection's sshd (_sandbox/procs/owners.py)
         os.kill(int(owned.group(1)), signal.SIGKILL)
         # Once the client has seen the connection end (as it has, a moment after, in real life).
         assert wait_until(lambda: backend._conn is None or not backend._conn.alive(), RELAXED)

@@ -16,7 +16,7 @@ from pathlib import Path
 from . import _herald
 
 T = 4
-SUPERVISOR = b"from _hermes_runtime.supervisor import main"
+SUPERVISOR = b"from _hermes_runtime.supervisor.loop import main"
 
 
 def _descendants(root: int) -> list[int]:
@@ -45,7 +45,7 @@ def _supervisors(root: int) -> list[int]:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if SUPERVISOR in cmdline and b"shellguard" not in cmdline:
+        if SUPERVISOR in cmdline and b".guard import" not in cmdline:
             found.append(pid)
     return found
 

@@ -17,7 +17,7 @@ from typing import IO
 
 import pytest
 
-from herald._sandbox.procs import alive
+from herald._sandbox.procs.trees import alive
 from tests.runtime._helpers import host_pid
 
 from ._herald import HERALD, herald_env, start

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from herald import Runtime, Settings
-from herald._sandbox.readonly import local_confinement
+from herald._sandbox.confine.readonly import local_confinement
 from herald.backends.base import Backend
 from herald.backends.local import LocalBackend
 from herald.policy import Policy, parse_rule
@@ -344,7 +344,7 @@ def test_plan_mode_gets_the_same_confinement(workspace: Path, tmp_path: Path) ->
 
 
 def test_a_host_without_bwrap_is_named_in_the_refusal() -> None:
-    from herald._sandbox.readonly import parse_probe, socket_filter
+    from herald._sandbox.confine.readonly import parse_probe, socket_filter
 
     said = "bwrap is not installed (Debian: apt-get install bubblewrap)"
     assert parse_probe(3, said + "\n") == (None, said)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from herald import Runtime
-from herald._sandbox.readonly import local_confinement
+from herald._sandbox.confine.readonly import local_confinement
 from herald.policy import Policy, PolicyCall, RuleError, parse_rule
 
 from .conftest import MakeRuntime, both, direct

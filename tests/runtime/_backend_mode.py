@@ -85,7 +85,7 @@ def gone_on_backend(backend: Backend, marker: str, timeout: float = 60.0) -> boo
 # (ASCII: any byte survives).
 CALL_SCRIPT = """
 import json, hermes_tools
-from _hermes_runtime.client import call
+from _hermes_runtime.child.client import call
 try:
     reply = {{"result": call({name!r}, json.loads({args!r}))}}
 except hermes_tools.ToolError as exc:

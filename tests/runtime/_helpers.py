@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from herald import ExecutionResult, Runtime
-from herald._sandbox.procs import children
+from herald._sandbox.procs.trees import children
 
 
 def script(code: str) -> str:

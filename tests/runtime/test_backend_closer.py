@@ -9,10 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from herald._sandbox.zygote import LEAVE_BYTE
-from herald._sandbox.zygote_listen import LISTEN_FLAG, LISTENING
+from herald._sandbox.child.zygote import LEAVE_BYTE
+from herald._sandbox.child.zygote_inbackend import LISTEN_FLAG, LISTENING
 from herald.backends.local import LocalBackend
-from herald.runtime.sandbox.backend_closer import ChannelCloser
+from herald.runtime.sandbox.backend.closer import ChannelCloser
 
 from ._backend_mode import unique_sleep
 from ._helpers import pids_with_marker, wait_for
@@ -58,7 +58,7 @@ def test_after_close_a_retired_channel_is_closed_at_once(local_backend: LocalBac
 
 def test_a_listening_zygote_leaves_on_the_goodbye_byte_with_its_stdin_open(tmp_path: Path) -> None:
     sock = tmp_path / "zygote.sock"
-    loader = "import sys; from herald._sandbox.zygote import main; main()"
+    loader = "import sys; from herald._sandbox.child.zygote_inbackend import main; main()"
     proc = subprocess.Popen(
         [sys.executable, "-c", loader, str(tmp_path), LISTEN_FLAG, str(sock)], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])),

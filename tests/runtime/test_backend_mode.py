@@ -78,7 +78,7 @@ def test_call_budget_and_unknown_tools_answer_as_in_host_mode(backend_runtime: R
         backend_runtime(),
         """
         from hermes_tools import ToolError, terminal
-        from _hermes_runtime.client import call
+        from _hermes_runtime.child.client import call
         for i in range(3):
             try:
                 print(terminal("echo call %d" % i)["output"].strip())

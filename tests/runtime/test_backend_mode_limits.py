@@ -16,8 +16,8 @@ import pytest
 from herald import Runtime, Settings
 from herald.backends.base import Backend
 from herald.backends.local import LocalBackend
-from herald.runtime.sandbox.backend_sandbox import BackendPythonError
-from herald.runtime.sandbox.contract import SandboxStartError
+from herald.runtime.sandbox.backend.sandbox import BackendPythonError
+from herald.runtime.sandbox.errors import SandboxStartError
 
 from ._backend_mode import backend_runtime, exec_backend, gone_on_backend, remote_pids, unique_sleep
 from ._helpers import run_ok, script, wait_for

@@ -1,6 +1,6 @@
 """In-backend execution leaves nothing behind for long: a session's directory in the backend is
 named after its owner (the connection's sshd there, Herald's process on this machine;
-herald/_sandbox/owners.py), and the next session's setup removes those whose owner is gone.
+herald/_sandbox/procs/owners.py), and the next session's setup removes those whose owner is gone.
 A Runtime whose directory was swept while its connection was down prepares a new one."""
 
 from __future__ import annotations

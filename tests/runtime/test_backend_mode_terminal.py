@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from herald import Runtime, Settings
-from herald._sandbox.localtools import LocalTools
-from herald._sandbox.protocol import HEADER
+from herald._sandbox.beside.localtools import LocalTools
+from herald._sandbox.wire.framing import HEADER
 from herald.backends.base import Backend
 from herald.backends.local import LocalBackend
 from herald.runtime.backend_tools import BackendTools
-from herald.runtime.grants import Grant
+from herald.runtime.tokens import Grant
 
 from ._backend_mode import (
     backend_runtime,

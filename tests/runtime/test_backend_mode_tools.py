@@ -17,13 +17,13 @@ from typing import Any, cast
 import pytest
 
 from herald import Runtime, Settings
-from herald._sandbox.frames import CallFrame, RecordFrame
-from herald._sandbox.localtools import LocalTools
-from herald._sandbox.zygote_listen import LISTEN_FLAG
+from herald._sandbox.beside.localtools import LocalTools
+from herald._sandbox.child.zygote_inbackend import LISTEN_FLAG
+from herald._sandbox.wire.frames import CallFrame, RecordFrame
 from herald.backends.base import Backend, Channel, CommandResult
 from herald.backends.local import LocalBackend
 from herald.runtime.backend_tools import BackendTools
-from herald.runtime.grants import Grant
+from herald.runtime.tokens import Grant
 from herald.tools import ToolError
 from tests.tools.conftest import caller
 
@@ -198,7 +198,7 @@ def test_tools_outside_the_allow_list_are_refused_by_herald(backend_runtime: Run
     result = run_ok(
         runtime,
         """
-        from _hermes_runtime.client import call
+        from _hermes_runtime.child.client import call
         from hermes_tools import ToolError
         try:
             call("write_file", {"path": "x", "content": "y"})

@@ -17,7 +17,8 @@ from herald.tools.stubgen import RUNTIME_PACKAGE
 
 # hermes_tools.py sits beside the package in the sandbox directory (bootstrap pre-imports it).
 STDLIB = set(sys.stdlib_module_names) | {"__future__", "hermes_tools"}
-PACKAGE_FILES = {p.name for p in Path(herald._sandbox.__file__).parent.glob("*.py")}
+_HOME = Path(herald._sandbox.__file__).parent
+PACKAGE_FILES = {p.relative_to(_HOME).as_posix() for p in _HOME.rglob("*.py")}
 
 
 @pytest.fixture
@@ -27,7 +28,8 @@ def sandbox_files(tmp_path: Path) -> list[Path]:
     assert sorted(f.relative_to(tmp_path).as_posix() for f in files) == sorted(
         ["hermes_tools.py"] + [f"{RUNTIME_PACKAGE}/{name}" for name in PACKAGE_FILES]
     )
-    assert {"bootstrap.py", "client.py", "protocol.py", "helpers.py", "supervisor.py", "zygote.py"} <= PACKAGE_FILES
+    assert {"child/bootstrap.py", "child/client.py", "wire/framing.py", "child/helpers.py", "supervisor/loop.py",
+            "child/zygote.py"} <= PACKAGE_FILES
     return files
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from herald import fastjson
-from herald._sandbox import protocol
-from herald._sandbox.protocol import HEADER, decode_body, encode_frame
+from herald._sandbox.wire import framing as protocol
+from herald._sandbox.wire.framing import HEADER, decode_body, encode_frame
 
 pytestmark = pytest.mark.skipif(fastjson.orjson is None, reason="orjson (the `fast` extra) is not installed")
 

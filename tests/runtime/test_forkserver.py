@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from herald import Runtime
-from herald._sandbox.owners import stat_fields
-from herald._sandbox.procs import alive, children_of
-from herald._sandbox.stubcache import StubCache
-from herald.runtime.sandbox.forkserver import ForkServerError
-from herald.runtime.sandbox.host_child import ChildProcess
+from herald._sandbox.child.stubcache import StubCache
+from herald._sandbox.procs.owners import stat_fields
+from herald._sandbox.procs.trees import alive, children_of
+from herald.runtime.sandbox.host.child import ChildProcess
+from herald.runtime.sandbox.host.zygote import ForkServerError
 from herald.runtime.sandbox.sandboxdir import write_runtime_package
 
 from ._helpers import IDENTITY, host_pid, run_ok, wait_for

@@ -1,4 +1,4 @@
-"""The wire contract (herald/_sandbox/frames.py, wire.py, grant.py): each channel's guard takes the frames
+"""The wire contract (herald/_sandbox/wire/frames.py, wire.py, grant.py): each channel's guard takes the frames
 Herald's writers send and refuses what a script (or a broken peer) could forge instead, so a
 reader never acts on a frame that is not one of its channel's."""
 
@@ -9,9 +9,11 @@ from typing import Any, cast
 
 import pytest
 
-from herald._sandbox import frames, wire
-from herald._sandbox.grant import GrantError, ToolSpec, take_grant, tool_specs
-from herald._sandbox.protocol import ProtocolError
+from herald._sandbox.beside.taken import take_grant
+from herald._sandbox.wire import frames
+from herald._sandbox.wire import guards as wire
+from herald._sandbox.wire.framing import ProtocolError
+from herald._sandbox.wire.grant import GrantError, ToolSpec, tool_specs
 
 SPEC = {"properties": {"path": {"type": "string"}}, "required": ["path"], "refused": {}, "writes": False}
 FILES = {"read_max_bytes": 1000, "read_max_line_chars": 100, "read_max_chars": 1000}

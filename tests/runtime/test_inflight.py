@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from herald._sandbox.protocol import HEADER, FrameBuffer, RefusedFrame, encode_frame
+from herald._sandbox.wire.framing import HEADER, FrameBuffer, RefusedFrame, encode_frame
 
 MIB = 1024 * 1024
 CAP = 256 * MIB  # the default
@@ -134,7 +134,7 @@ def test_sixty_large_frames_keep_the_parent_within_the_cap(workspace: Path, tmp_
     growth, result = _growth_in_a_fresh_herald(workspace, tmp_path / "data", textwrap.dedent("""
         import threading
         from collections import Counter
-        from _hermes_runtime.client import call, ToolError
+        from _hermes_runtime.child.client import call, ToolError
         big = "x" * (63 * 1000 * 1000)
         seen = Counter()
         messages = {}
@@ -200,7 +200,7 @@ def test_parallel_patches_of_large_files_fail_clearly_past_the_cap(workspace: Pa
 SIXTEEN_LARGE_CALLS = """
 import threading
 from collections import Counter
-from _hermes_runtime.client import call, ToolError
+from _hermes_runtime.child.client import call, ToolError
 big = "x" * (63 * 1000 * 1000)
 seen = Counter()
 messages = {}
@@ -242,7 +242,7 @@ def test_a_frame_past_the_cap_is_answered_unread_and_the_connection_goes_on() ->
     InflightLimit, and the same connection's next call is served. Nothing stays counted."""
     import socket
 
-    from herald._sandbox.protocol import FrameReader, reply_frame
+    from herald._sandbox.wire.framing import FrameReader, reply_frame
     from herald.inflight import InflightBytes
     from herald.runtime.rpc.server import RpcServer
 

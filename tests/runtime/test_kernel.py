@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from herald import Runtime
-from herald._sandbox.procs import descendants
-from herald.runtime.sandbox.host_child import ChildProcess
+from herald._sandbox.procs.trees import descendants
+from herald.runtime.sandbox.host.child import ChildProcess
 
 from ._helpers import pids_with_marker, run_ok, wait_for
 

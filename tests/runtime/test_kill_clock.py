@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from herald._sandbox.procs import KillClock
+from herald._sandbox.procs.trees import KillClock
 
 
 def _clock(deadline: float | None, grace: float) -> tuple[KillClock, list[str]]:

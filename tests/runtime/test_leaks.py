@@ -12,7 +12,7 @@ import pytest
 
 from herald import Runtime, Settings
 from herald.backends.local import LocalBackend
-from herald.runtime.sandbox.contract import SandboxStartError
+from herald.runtime.sandbox.errors import SandboxStartError
 
 from ._helpers import child_pids, fd_count, run_ok, wait_for
 

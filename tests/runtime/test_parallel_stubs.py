@@ -75,7 +75,7 @@ def test_the_run_s_cap_holds_for_calls_sent_together(make_runtime: RuntimeFactor
     runtime, gauge = _gauged(make_runtime, **{"sandbox.max_parallel_calls": 3})
     result = run_ok(runtime, """
         from hermes_tools import parallel, gauge
-        from _hermes_runtime.client import call_many
+        from _hermes_runtime.child.client import call_many
         print(parallel([(gauge, i) for i in range(10)], max_workers=16) == list(range(10)))
         # The client's own batch, asking for 40 at once: Herald still runs 3 at a time.
         print(call_many([("gauge", {"value": i}) for i in range(40)], 40) == list(range(40)))

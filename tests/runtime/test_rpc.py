@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from herald import Runtime
-from herald._sandbox.client import ConnectionLost, RpcClient, ToolError, unix_connector
-from herald._sandbox.protocol import (
+from herald._sandbox.child.client import ConnectionLost, RpcClient, ToolError, unix_connector
+from herald._sandbox.wire.framing import (
     HEADER,
     MAX_CONTROL_FRAME_BYTES,
     MAX_FRAME_BYTES,
@@ -393,7 +393,7 @@ def test_server_close_removes_its_directory() -> None:
 
 
 def test_client_outside_a_sandbox_says_so() -> None:
-    from herald._sandbox import client as client_module
+    from herald._sandbox.child import client as client_module
 
     if client_module._default is not None:  # pragma: no cover - only if something configured it
         pytest.skip("a default client is configured in this process")
@@ -485,7 +485,7 @@ def test_malformed_frame_after_auth_is_dropped(make_runtime: Any) -> None:
         "\n".join(
             [
                 "import socket",
-                "from _hermes_runtime import client",
+                "from _hermes_runtime.child import client",
                 "from hermes_tools import terminal, ToolError",
                 "terminal('true')",
                 "client._default._idle[-1].sock.sendall(b'\\xff\\xff\\xff\\xff garbage')",

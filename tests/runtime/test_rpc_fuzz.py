@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from herald import Runtime
-from herald._sandbox.protocol import HEADER, MAX_CONTROL_FRAME_BYTES, MAX_FRAME_BYTES, encode_frame
+from herald._sandbox.wire.framing import HEADER, MAX_CONTROL_FRAME_BYTES, MAX_FRAME_BYTES, encode_frame
 
 from ._helpers import rss_bytes, run_ok, thread_count, wait_for
 

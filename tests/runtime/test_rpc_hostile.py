@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from herald import Runtime
-from herald._sandbox.client import RpcClient
-from herald._sandbox.protocol import HEADER, MAX_FRAME_BYTES, FrameReader, encode_frame, reply_frame
-from herald.runtime.grants import Grant
+from herald._sandbox.child.client import RpcClient
+from herald._sandbox.wire.framing import HEADER, MAX_FRAME_BYTES, FrameReader, encode_frame, reply_frame
 from herald.runtime.rpc.server import RpcServer
+from herald.runtime.tokens import Grant
 
 from ._helpers import closed_by_peer, raw_connect, rss_bytes, run_ok, script, thread_count, wait_for
 
@@ -198,7 +198,7 @@ def test_garbage_on_the_control_pipe_costs_the_parent_nothing(runtime: Runtime) 
 
 SUPERVISOR_ATTACK = """
 import socket, struct
-from _hermes_runtime import client
+from _hermes_runtime.child import client
 
 connector = client._default._connect
 path = dict(zip(connector.__code__.co_freevars, (c.cell_contents for c in connector.__closure__)))["path"]

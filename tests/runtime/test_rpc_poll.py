@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from herald._sandbox.protocol import MAX_POLL_BACKOFF, FrameReader, encode_frame
+from herald._sandbox.wire.framing import MAX_POLL_BACKOFF, FrameReader, encode_frame
 
 LONG_POLL = 30.0  # a poll that only ends by finding its frame: no verdict depends on timing
 SHORT_POLL = 0.0001

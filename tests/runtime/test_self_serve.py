@@ -1,5 +1,5 @@
 """Host mode on the local backend: a script's read_file is answered in the script's own process
-(herald/_sandbox/selfserve.py), with the answer, the count and the transcript record Herald's
+(herald/_sandbox/child/selfserve.py), with the answer, the count and the transcript record Herald's
 own read_file gives; everything it cannot answer as Herald would goes to Herald."""
 
 from __future__ import annotations

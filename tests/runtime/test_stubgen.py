@@ -87,9 +87,10 @@ def test_sandbox_layout(tmp_path: Path) -> None:
     package = tmp_path / "_hermes_runtime"
     # Every module of the package Herald itself imports, shipped as a plain copy.
     source = Path(herald._sandbox.__file__).parent
-    assert sorted(p.name for p in package.iterdir()) == sorted(p.name for p in source.glob("*.py"))
-    for copied in package.iterdir():
-        assert copied.read_bytes() == (source / copied.name).read_bytes(), copied.name
+    shipped = sorted(p.relative_to(package).as_posix() for p in package.rglob("*") if p.is_file())
+    assert shipped == sorted(p.relative_to(source).as_posix() for p in source.rglob("*.py"))
+    for name in shipped:
+        assert (package / name).read_bytes() == (source / name).read_bytes(), name
 
 
 def test_host_sandboxes_link_one_copy_of_the_package(tmp_path: Path) -> None:
@@ -104,7 +105,10 @@ def test_host_sandboxes_link_one_copy_of_the_package(tmp_path: Path) -> None:
     write_sandbox(two, script_tools(), package=package)
     write_sandbox(shipped, script_tools())
     assert (one / "_hermes_runtime").resolve() == (two / "_hermes_runtime").resolve() == package.resolve()
-    assert not (shipped / "_hermes_runtime").is_symlink() and (shipped / "_hermes_runtime" / "bootstrap.py").is_file()
+    assert (
+        not (shipped / "_hermes_runtime").is_symlink()
+        and (shipped / "_hermes_runtime" / "child" / "bootstrap.py").is_file()
+    )
     info = import_in_child(one, "print(json.dumps({'ok': hermes_tools.ToolError.__name__}))")
     assert info == {"ok": "ToolError"}
 
@@ -155,9 +159,7 @@ print(json.dumps(out))
     assert "Returns:\n    {'path': str, 'content': str (numbered lines" in read_file["doc"]
     assert "Args:\n    path: File path" in read_file["doc"]
     terminal = info["tools"]["terminal"]
-    assert terminal["sig"].startswith(
-        "(command: str, timeout: Optional[float] = None, workdir: Optional[str] = None"
-    )
+    assert terminal["sig"].startswith("(command: str, timeout: Optional[float] = None, workdir: Optional[str] = None")
     tricky = info["tools"]["tricky"]
     assert tricky["sig"] == (
         "(name: str, mode: str = 'fast', items: Optional[List[Any]] = None, "
@@ -190,6 +192,7 @@ def test_stub_passes_arguments_by_name() -> None:
     calls: list[tuple[str, dict[str, Any]]] = []
     header = "from typing import Any, Dict, List, Optional, Union\n"
     exec(header + stub, namespace)
+
     def call(tool: str, args: dict[str, Any]) -> str:
         calls.append((tool, args))
         return "sent"
@@ -234,9 +237,7 @@ def test_signatures_for_prompts() -> None:
 
 @pytest.mark.parametrize("name", ["web-search", "class", "parallel", "ToolError", "_call", "2fast"])
 def test_tool_names_that_cannot_be_stubs_are_refused(name: str) -> None:
-    tool = Tool(
-        name=name, description="x", parameters={"type": "object", "properties": {}}, handler=noop
-    )
+    tool = Tool(name=name, description="x", parameters={"type": "object", "properties": {}}, handler=noop)
     with pytest.raises(ValueError, match="cannot be called from scripts"):
         render_module([tool])
 
@@ -253,9 +254,7 @@ def test_parameter_names_that_cannot_be_arguments_are_refused(param: str) -> Non
         render_module([tool])
 
 
-def test_runtime_with_an_unusable_tool_name_fails_cleanly(
-    make_runtime: Any, settings: Settings
-) -> None:
+def test_runtime_with_an_unusable_tool_name_fails_cleanly(make_runtime: Any, settings: Settings) -> None:
     bad = Tool(
         name="web-search",
         description="x",

@@ -1,4 +1,4 @@
-"""The backend's cache (_sandbox/sandboxcache.py), as an attacker sees it: a session's
+"""The backend's cache (_sandbox/supervisor/sandboxcache.py), as an attacker sees it: a session's
 supervisor imports sandbox files a hostile script in another session may have tried to rewrite
 (through the cache, or through files shared with it), so nothing the script leaves behind may run
 in another session, one that runs beside it or the next; the probe's cached answer can only say
@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from herald import Runtime, Settings
-from herald._sandbox import sandboxcache
+from herald._sandbox.supervisor import sandboxcache
 from herald.backends.base import Backend
 from herald.runtime.sandbox import isolation
 from tests.runtime._helpers import run_ok
@@ -45,7 +45,7 @@ def rewrite(path):  # in place: through every hard link to it
         f.write(PAYLOAD)
 def shadow(directory):  # a stdlib module the supervisor imports, and bytecode its import trusts
     attempt(os.path.join(directory, "json.py"), lambda: open(os.path.join(directory, "json.py"), "w").write(PAYLOAD))
-    source = os.path.join(directory, "_hermes_runtime", "supervisor.py")
+    source = os.path.join(directory, "_hermes_runtime", "supervisor", "loop.py")
     if os.path.exists(source):
         found = os.stat(source)
         code = compile(open(source).read() + PAYLOAD, source, "exec")

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from herald import Runtime, Settings
-from herald._sandbox import landlock
+from herald._sandbox.confine import landlock
 from herald.backends.base import Backend
 from herald.backends.local import LocalBackend
 from herald.runtime.sandbox import isolation
@@ -78,7 +78,7 @@ def _assert_confined(found: dict[str, Any], home: str, workspace_is_home: bool) 
     with open("/proc/self/cmdline", "rb") as f:
         herald = f.read().replace(b"\0", b" ").decode()
     assert herald[:300] not in found["cmdlines"], f"the script sees Herald: {visible}"
-    for outsider in ("supervisor import main", "sshd:"):
+    for outsider in ("supervisor.loop import main", "sshd:"):
         assert outsider not in visible, f"the script sees {outsider!r}: {visible}"
     for attack in ("read_ssh", "write_etc", "write_sandbox_files", "connect"):
         assert found[attack][0] == "refused", (attack, found[attack])
@@ -262,7 +262,7 @@ def _supervisors_of(sandbox_dir: str) -> list[int]:
                 argv = f.read().split(b"\0")
         except OSError:
             continue
-        if any(b"supervisor import main" in arg for arg in argv) and sandbox_dir.encode() in argv:
+        if any(b"supervisor.loop import main" in arg for arg in argv) and sandbox_dir.encode() in argv:
             found.append(int(entry))
     return found
 

@@ -27,11 +27,11 @@ from typing import Any, cast
 import pytest
 
 from herald import Runtime
-from herald._sandbox.confinement import Confinement
-from herald._sandbox.grant import SearchGrant
-from herald._sandbox.search import search_files
-from herald._sandbox.searchplace import ShellRan, SupervisorPlace
-from herald._sandbox.toolcore import ToolError
+from herald._sandbox.beside.searchplace import ShellRan, SupervisorPlace
+from herald._sandbox.search.core import search_files
+from herald._sandbox.toolcore.base import ToolError
+from herald._sandbox.toolcore.callroots import Confinement
+from herald._sandbox.wire.grant import SearchGrant
 from herald.tools.resources import Resource
 from tests.fixtures.users import User
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from herald import Runtime
-from herald._sandbox import landlock
+from herald._sandbox.confine import landlock
 from herald.backends.local import LocalBackend
 from herald.runtime.sandbox import isolation
 from tests.fixtures.users import User

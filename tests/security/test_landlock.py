@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from herald._sandbox import landlock
+from herald._sandbox.confine import landlock
 
 ABI = landlock.abi_version()
 pytestmark = pytest.mark.skipif(
@@ -35,7 +35,7 @@ def _confined(tmp_path: Path, body: str, *, network: bool = False, abi: int = 0,
     script = textwrap.dedent(
         f"""
         import os, socket, subprocess, sys
-        from herald._sandbox import landlock
+        from herald._sandbox.confine import landlock
         if {abi!r}:  # pretend to run on an older kernel: exercises the per-ABI masks and sizes
             landlock.abi_version = lambda: {abi!r}
         ro, rw = landlock.default_paths({str(workspace)!r}, ["/nonexistent-herald-ro"], ["/nonexistent-herald-rw"])

@@ -1,7 +1,7 @@
 """The Landlock fallback as an attacker sees it, as root and as a generated non-root user.
 
 Each test confines a fresh interpreter exactly as a sandbox child confines itself under
-`sandbox.isolation = "landlock"` (_sandbox/confine.py, with the rules isolate.py builds), then
+`sandbox.isolation = "landlock"` (_sandbox/confine/inprocess.py, with the rules isolate.py builds), then
 tries what a hostile script would: other socket families, the loopback services of the host, a
 host unix socket, the secrets root owns, the home's credential stores and Herald's data, the
 capabilities it started with. Whatever it reaches must be what the run's label says
@@ -28,7 +28,8 @@ from typing import Any
 
 import pytest
 
-from herald._sandbox import isolate, landlock, seccomp
+from herald._sandbox.confine import bwrap as isolate
+from herald._sandbox.confine import landlock, seccomp
 from herald.runtime.sandbox import isolation
 from tests.fixtures.accounts import ensure_user
 
@@ -46,7 +47,7 @@ CHILD = r'''
 import json, os, socket, sys
 config = json.loads(sys.argv[1])
 sys.path.insert(0, config["package_parent"])
-from _sandbox.confine import confine
+from _sandbox.confine.inprocess import confine
 confine(config["rules"])
 os.chdir(config["workspace"])
 found = {}
@@ -283,7 +284,7 @@ def test_with_the_host_network_only_raw_and_packet_sockets_are_refused(
     code = r'''
 import json, socket, sys
 sys.path.insert(0, sys.argv[2])
-from _sandbox.confine import confine
+from _sandbox.confine.inprocess import confine
 confine(json.loads(sys.argv[1]))
 found = {}
 for name, args in {"udp": (socket.AF_INET, socket.SOCK_DGRAM), "netlink": (socket.AF_NETLINK, socket.SOCK_RAW),
@@ -326,7 +327,7 @@ def test_confinement_refuses_to_run_with_a_second_thread() -> None:
     code = r'''
 import sys, threading
 sys.path.insert(0, sys.argv[1])
-from _sandbox.confine import ConfineError, confine
+from _sandbox.confine.inprocess import ConfineError, confine
 stop = threading.Event()
 threading.Thread(target=stop.wait).start()
 try:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from herald import Runtime, Settings
-from herald._sandbox import landlock, seccomp
+from herald._sandbox.confine import landlock, seccomp
 from herald.runtime.sandbox import isolation
 from tests.fixtures.users import User
 from tests.runtime._helpers import run_ok

@@ -2,7 +2,7 @@
 locally: `setsid -f`, `(cmd &)`, a double fork and `nohup ... & disown` are all gone once the
 run is over, whether the command ran in Herald's session shell (host mode) or in the
 supervisor's shell next to the script (backend mode). The shell runs under a guard, a child
-subreaper that kills what re-parented to it after every command (_sandbox/shellguard.py).
+subreaper that kills what re-parented to it after every command (_sandbox/shell/guard.py).
 
 Looked at from a fresh process on the backend (an exec channel of its own, not the session's
 shell), with `sleep` durations unique to the test as markers. The SSH host's user is the

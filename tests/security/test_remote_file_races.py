@@ -4,7 +4,7 @@ checks stands in the way) never lets a read show the outside file or a write cha
 
 - backend mode: the script runs on the host as the SSH user (the fixture's non-root user), and
   its own thread flips the link while its main thread calls the tools, which the supervisor
-  runs there (open, then check where the opened descriptor is: _sandbox/fileaccess.py);
+  runs there (open, then check where the opened descriptor is: _sandbox/toolcore/fileaccess.py);
 - host mode: the script runs here and the tools go over SFTP; the link is flipped on the host
   (this machine) by a thread of the test. A read's handle is checked to hold the pinned file in
   the same flight as its OPEN (ssh/files.py check_opened); a write lands on the pinned file.

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from herald import Runtime
-from herald._sandbox.procs import alive
+from herald._sandbox.procs.trees import alive
 from tests.runtime._helpers import host_pid, wait_for
 
 
@@ -57,7 +57,7 @@ def _escapes(marker: str) -> str:
 
 
 # Without isolation and without the fork server, a process forked from the script's own SIGTERM
-# handler as it dies lands on the spawned run's keeper (_sandbox/reaper.py), not on init.
+# handler as it dies lands on the spawned run's keeper (_sandbox/procs/reaper.py), not on init.
 @pytest.mark.parametrize("overrides", [
     {}, {"sandbox.fork_server": False}, {"sandbox.isolation": "none"},
     {"sandbox.isolation": "none", "sandbox.fork_server": False},

@@ -17,7 +17,7 @@ import struct
 
 import pytest
 
-from herald._sandbox import readonly, seccomp
+from herald._sandbox.confine import readonly, seccomp
 
 ALLOW, KILL = 0x7FFF0000, 0x80000000
 SOCK_NONBLOCK, SOCK_CLOEXEC = 0o4000, 0o2000000

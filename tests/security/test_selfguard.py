@@ -8,20 +8,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-from herald import owned
+from herald import tempdirs
 from tests.runtime._helpers import wait_for
 
 
 def test_a_dead_owners_dirs_are_swept_and_a_live_owners_kept(tmp_path: Path) -> None:
-    mine = owned.owned_tempdir("test", dir=str(tmp_path))
-    dead = subprocess.run([sys.executable, "-c", "from herald.owned import owned_tempdir; "
+    mine = tempdirs.owned_tempdir("test", dir=str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "from herald.tempdirs import owned_tempdir; "
                            f"print(owned_tempdir('test', dir={str(tmp_path)!r}))"],
                           capture_output=True, text=True, check=True).stdout.strip()
     reused = tmp_path / f"herald-test-{os.getpid()}-1-abcd"  # our pid, another start time: a dead owner
     reused.mkdir()
     other = tmp_path / "herald-test-notours"
     other.mkdir()
-    removed = owned.sweep_dead_owners((str(tmp_path),))
+    removed = tempdirs.sweep_dead_owners((str(tmp_path),))
     assert sorted(removed) == sorted([dead, str(reused)])
     assert os.path.isdir(mine) and other.is_dir() and not os.path.exists(dead)
 
@@ -47,7 +47,7 @@ def test_taken_keys_are_wiped_from_the_exec_time_environment_block() -> None:
 
 
 def test_an_owner_that_exited_but_is_not_yet_reaped_counts_as_gone(tmp_path: Path) -> None:
-    from herald._sandbox.owners import owner_tag, stat_fields
+    from herald._sandbox.procs.owners import owner_tag, stat_fields
 
     child = subprocess.Popen(["true"])  # not waited for until the end: a zombie meanwhile
     try:
@@ -55,6 +55,6 @@ def test_an_owner_that_exited_but_is_not_yet_reaped_counts_as_gone(tmp_path: Pat
         assert wait_for(lambda: (stat_fields(child.pid) or [b"Z"])[0] == b"Z", timeout=60)
         left = tmp_path / f"herald-test-{tag}-zombie"
         left.mkdir()
-        assert owned.sweep_dead_owners((str(tmp_path),)) == [str(left)]
+        assert tempdirs.sweep_dead_owners((str(tmp_path),)) == [str(left)]
     finally:
         child.wait()

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from herald import Runtime
-from herald._sandbox.pysearch import WORKER
+from herald._sandbox.search.pyengine import WORKER
 from tests.runtime._helpers import pids_with_marker, script, wait_for
 
 MB = 1 << 20

@@ -305,7 +305,7 @@ def test_engines_agree(make_call: Callable[..., CallTool], local_backend: LocalB
     assert answers["ripgrep"] == answers["python"]
 
 
-# -- globs: one meaning for both engines (herald/_sandbox/globs.py) -------------------------------
+# -- globs: one meaning for both engines (herald/_sandbox/search/globs.py) -------------------------------
 
 GLOB_TREE = {
     "top.py": "needle\n",
@@ -400,7 +400,7 @@ def test_invalid_globs_are_clear_errors(search: Search, workspace: Path, glob: s
         search(pattern="needle", file_glob=glob)
 
 
-# -- ignore files (herald/_sandbox/ignorefiles.py, gitignore.py) ------------------------------------------------------
+# -- ignore files (herald/_sandbox/search/ignorefiles.py, gitignore.py) --
 
 IGNORED_TREE: dict[str, str | bytes] = {
     ".gitignore": "*.log\nbuild/\n/dist\n# a comment\n",

@@ -1,4 +1,4 @@
-"""The stdlib .gitignore matcher search_files walks with (herald/_sandbox/gitignore.py), on its
+"""The stdlib .gitignore matcher search_files walks with (herald/_sandbox/search/gitignore.py), on its
 own: against ripgrep itself where it is installed (the engine whose answers the walk must give),
 and against pathspec (which Herald used before) where that is installed, on the lines whose
 meaning both share."""
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from herald._sandbox.gitignore import parse_line, parse_lines
-from herald._sandbox.search import RG_FLAGS, RG_SKIP
-from herald._sandbox.walk import OsTree, walk_files
+from herald._sandbox.search.core import RG_FLAGS, RG_SKIP
+from herald._sandbox.search.gitignore import parse_line, parse_lines
+from herald._sandbox.search.walk import OsTree, walk_files
 
 TREE = [
     "a.log", "s/b.log", "s/c.py", "d.py", "build/x.py", "s/build/y.py", "a/b/c.txt", "a/x/b/c.txt",

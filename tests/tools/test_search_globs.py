@@ -1,11 +1,11 @@
-"""The glob matcher both search_files engines use (herald/_sandbox/globs.py), on its own."""
+"""The glob matcher both search_files engines use (herald/_sandbox/search/globs.py), on its own."""
 
 from __future__ import annotations
 
 import pytest
 
-from herald._sandbox import globs
-from herald._sandbox.globs import GlobError, compile_glob, escape, expand_braces, name_glob
+from herald._sandbox.search import globs
+from herald._sandbox.search.globs import GlobError, compile_glob, escape, expand_braces, name_glob
 
 PATHS = ["a.py", "src/a.py", "src/sub/b.py", "src/sub/deep/c.py", "lib/src/d.py", "src", "x.md", "src/y.md", "é.txt"]
 

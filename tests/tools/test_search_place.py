@@ -1,4 +1,4 @@
-"""Where a backend-mode supervisor runs ripgrep for search_files (herald/_sandbox/searchplace.py):
+"""Where a backend-mode supervisor runs ripgrep for search_files (herald/_sandbox/beside/searchplace.py):
 a bash of its own, whose output is captured up to the session shell's cap (past it the search
 walks instead) and which is killed with everything it started when the call's time is up or the
 run is over. The answers themselves are compared with Herald's in
@@ -11,8 +11,8 @@ import uuid
 from pathlib import Path
 from typing import cast
 
-from herald._sandbox.grant import SearchGrant
-from herald._sandbox.searchplace import SupervisorPlace
+from herald._sandbox.beside.searchplace import SupervisorPlace
+from herald._sandbox.wire.grant import SearchGrant
 from tests.runtime._helpers import pids_with_marker, wait_for
 
 SPEC = {"python_only": False, "bin": "bash", "max_output_bytes": 1000, "timeout": 60}

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from herald._sandbox import seccomp
-from herald._sandbox.procs import alive
+from herald._sandbox.confine import seccomp
+from herald._sandbox.procs.trees import alive
 from herald.web.renderpool import RenderPool
 from tests.fixtures.users import REPO, User, nonroot  # noqa: F401  (fixture)
 

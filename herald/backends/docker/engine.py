@@ -17,7 +17,7 @@ import socket
 import time
 from typing import Any
 
-from ..._sandbox.owners import start_time
+from ..._sandbox.procs.owners import start_time
 from ...config import DockerSettings
 from ..base import BackendError
 from ..remote import IDLE_COMMAND

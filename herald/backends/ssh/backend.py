@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import paramiko
 
-from ..._sandbox.readonly import Confinement, parse_probe, probe_script
+from ..._sandbox.confine.readonly import Confinement, parse_probe, probe_script
 from ...config import Settings
 from ..base import BackendError, CommandResult, DirEntry, FileStat, NoConfinement, resolve_path
 from ..remote import guarded_argv

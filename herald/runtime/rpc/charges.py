@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..._sandbox.protocol import reply_frame
+from ..._sandbox.wire.framing import reply_frame
 from ...inflight import FRAME_HELD_PER_BYTE, FREE_BYTES, MIB, InflightBytes
 
 # What a held frame was charged to (its run's cap; None: no cap) and how much.

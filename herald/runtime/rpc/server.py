@@ -3,7 +3,7 @@
 Serving policy: one thread per connection reads a call, runs it and writes the reply, so a call
 costs two wake-ups (the call's arrival, the reply's) and no hand-off between threads; the
 threads outlive their connections for a while and serve the next ones (workers.py). A script's
-threads that call at once use connections of their own (see _sandbox/client.py). Calls sent
+threads that call at once use connections of their own (see _sandbox/child/client.py). Calls sent
 one after another without waiting for replies (parallel() of tool stubs: `RpcClient.call_many`)
 are handed to those threads, one per call, while a call of the connection is running or more
 frames are already read; their replies go out as each ends (in any order: the ids say which).
@@ -38,17 +38,11 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from ... import fastjson
-from ..._sandbox import wire
-from ..._sandbox.client import at_unix_path
-from ..._sandbox.protocol import (
-    MAX_CONTROL_FRAME_BYTES,
-    FrameReader,
-    ProtocolError,
-    RefusedFrame,
-    reply_frame,
-)
+from ..._sandbox.child.client import at_unix_path
+from ..._sandbox.wire import guards as wire
+from ..._sandbox.wire.framing import MAX_CONTROL_FRAME_BYTES, FrameReader, ProtocolError, RefusedFrame, reply_frame
 from ...inflight import FREE_BYTES, InflightBytes
-from ...owned import owned_tempdir
+from ...tempdirs import owned_tempdir
 from . import charges
 from .workers import ConnectionThreads
 

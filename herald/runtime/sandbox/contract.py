@@ -1,11 +1,11 @@
 """`SandboxChild`: what the Runtime needs of a sandbox child, wherever it runs.
 
-Two implementations: `ChildProcess` (host_child.py: an interpreter on this machine, spawned or forked
-from the fork server) and `BackendChild` (backend_child.py: an interpreter inside the backend, driven by
+Two implementations: `ChildProcess` (host/child.py: an interpreter on this machine, spawned or forked
+from the fork server) and `BackendChild` (backend/child.py: an interpreter inside the backend, driven by
 the backend-side supervisor over the exec channel). The Runtime talks only to this contract.
 
 A child's life: made (and warming up) → `wait_ready` → `send` a run (a StartFrame; later CodeFrame
-cells for a kernel: _sandbox/frames.py) → `collect` until it exits, a kernel cell is done, or the deadline / an
+cells for a kernel: _sandbox/wire/frames.py) → `collect` until it exits, a kernel cell is done, or the deadline / an
 interrupt kills it → `kill` (idempotent; also for a child never used).
 What `collect` returns (`Collected`) and the error of a child that cannot start are defined here,
 with the contract, so neither implementation depends on the other; so is `LocalGrants`, what a
@@ -18,16 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
-from ..._sandbox import frames
-from ..._sandbox.grant import ToolGrant, ToolSpec
+from ..._sandbox.wire import frames
+from ..._sandbox.wire.grant import ToolGrant, ToolSpec
 from ...capture import CappedCapture
 
 Reason = Literal["exited", "done", "timeout", "interrupted"]
 S_contra = TypeVar("S_contra", contravariant=True)
-
-
-class SandboxStartError(RuntimeError):
-    """The child interpreter could not start; the message carries its stderr."""
 
 
 @dataclass

@@ -8,7 +8,7 @@ Policy (setting `sandbox.isolation`, default "auto"):
   local backend's directory) is read-write; the user's home, credential stores, Herald's config
   and data are not mounted (Herald's data is masked even when it lies inside the workspace).
   There is no network unless `sandbox.network = "host"`. The sandbox dies with Herald.
-- "landlock": where bwrap cannot run, the child restricts itself (_sandbox/confine.py): every
+- "landlock": where bwrap cannot run, the child restricts itself (_sandbox/confine/inprocess.py): every
   capability dropped, no_new_privs, the same file view with Landlock (the same paths refused,
   not hidden; in a directory holding one, such as a home that is the workspace, the script
   cannot add entries at its top level), TCP refused by Landlock and every socket but AF_UNIX
@@ -22,8 +22,8 @@ Policy (setting `sandbox.isolation`, default "auto"):
   keys) are masked.
 
 In-backend execution (exec_mode "backend") on the local and SSH backends takes the same policy
-there: `request` is what the settings ask, the backend's probe (_sandbox/isolate.py `probe`, in
-the one-round-trip setup of backend_sandbox.py) answers what it has, `settle` decides, and the
+there: `request` is what the settings ask, the backend's probe (_sandbox/confine/bwrap.py `probe`, in
+the one-round-trip setup of backend/sandbox.py) answers what it has, `settle` decides, and the
 backend's supervisor and zygote build the same bwrap view (or Landlock rules) from it, with the
 backend's sandbox directory and interpreter read-only. Docker and Modal: the container is the
 boundary ("container").
@@ -45,16 +45,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..._sandbox import isolate
+from ..._sandbox.confine import bwrap as isolate
 from ...backends.base import Backend
 from ...config import Settings, herald_files
-from ...owned import owned_tempdir
-from .contract import SandboxStartError
+from ...tempdirs import owned_tempdir
+from .errors import SandboxStartError
 
 MODES = ("auto", "bwrap", "landlock", "none")
 PENDING = "not known yet"  # in-backend, until the backend has been reached and probed
 NETWORKS = ("none", "host")
-# What Landlock with the seccomp socket filter holds without the host network (_sandbox/confine.py).
+# What Landlock with the seccomp socket filter holds without the host network (_sandbox/confine/inprocess.py).
 LANDLOCK_NO_NETWORK = "no IP network; host unix sockets reachable"
 
 _root_lock = threading.Lock()
@@ -100,7 +100,7 @@ class Isolation:
 
     def child_environ(self) -> dict[str, str]:
         """What the sandbox interpreter's environment needs for this isolation: under Landlock,
-        the rules it applies to itself (_sandbox/confine.py) and a private scratch directory."""
+        the rules it applies to itself (_sandbox/confine/inprocess.py) and a private scratch directory."""
         if self.mode != "landlock":
             return {}
         return isolate.confined_environ(self.wire(), os.path.join(shared_root(), "tmp"))
@@ -112,7 +112,7 @@ class Isolation:
         return isolate.confined_command(dict(self.wire(), bwrap=self.bwrap or bwrap_path() or "bwrap"), argv)
 
     def wire(self) -> dict[str, Any]:
-        """This isolation as the JSON spec the sandbox side builds from (_sandbox/isolate.py)."""
+        """This isolation as the JSON spec the sandbox side builds from (_sandbox/confine/bwrap.py)."""
         return {"mode": self.mode, "read_only": list(self.read_only), "read_write": list(self.read_write),
                 "masked": list(self.masked), "network": self.network, "bwrap": self.bwrap}
 
@@ -131,7 +131,7 @@ def resolve(settings: Settings, workspace: str, python: str, *, writable_workspa
     secrets = [os.path.join(_real("~"), name) for name in isolate.HOME_SECRETS]
     masked = tuple(p for p in dict.fromkeys(map(_real, [*asked.masked, *secrets]))
                    if isolate.inside_any(p, read_only + read_write))
-    from ..._sandbox import landlock
+    from ..._sandbox.confine import landlock
 
     found = {"bwrap": bwrap_path() or "", "bwrap_problem": bwrap_problem(), "landlock": landlock.abi_version()}
     return settle(replace(asked, read_only=read_only, read_write=read_write, masked=masked), found, "here")
@@ -140,7 +140,7 @@ def resolve(settings: Settings, workspace: str, python: str, *, writable_workspa
 def request(settings: Settings, workspace: str, *, writable_workspace: bool = True) -> Isolation:
     """What `settings` ask for a script working in `workspace`, before anything is probed: mode
     as asked ("auto" ...), paths as given (in-backend, the backend makes them real and adds its
-    sandbox files and interpreter, _sandbox/isolate.py). Raises ValueError on unknown settings."""
+    sandbox files and interpreter, _sandbox/confine/bwrap.py). Raises ValueError on unknown settings."""
     check(settings)
     sandbox = settings.sandbox
     mode = sandbox.isolation
@@ -155,7 +155,7 @@ def request(settings: Settings, workspace: str, *, writable_workspace: bool = Tr
 
 def backend_request(settings: Settings, backend: Backend, writable_workspace: bool) -> Callable[[], Isolation] | None:
     """In-backend execution: what `settings` ask of `backend` for a script working in its shell's
-    directory, made once the backend is reached (backend_sandbox.py settles it by the backend's
+    directory, made once the backend is reached (backend/sandbox.py settles it by the backend's
     probe); None where the container is the boundary (Docker, Modal). ValueError on unknown settings."""
     if backend.name in ("docker", "modal"):
         return None
@@ -189,7 +189,7 @@ def check(settings: Settings) -> None:
 
 def settle(asked: Isolation, found: Mapping[str, Any], where: str) -> Isolation:
     """The isolation in force for `asked` (from `request`) given what a probe `found` where the
-    script runs (_sandbox/isolate.py `probe`): auto takes bwrap, else Landlock, else none, and
+    script runs (_sandbox/confine/bwrap.py `probe`): auto takes bwrap, else Landlock, else none, and
     says why. Raises ValueError when a mode asked for explicitly cannot be had `where`."""
     mode, problem = asked.mode, found.get("bwrap_problem")
     if mode == "none":
@@ -232,7 +232,7 @@ def shared_root() -> str:
     global _root
     with _root_lock:
         if _root is None or not os.path.isdir(_root):
-            _root = owned_tempdir("root")  # swept once we are gone (herald/owned.py)
+            _root = owned_tempdir("root")  # swept once we are gone (herald/tempdirs.py)
             atexit.register(shutil.rmtree, _root, ignore_errors=True)
         return _root
 

@@ -15,10 +15,16 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ... import _sandbox
-from ...owned import owned_tempdir
+from ...tempdirs import owned_tempdir
 from ...tools.registry import Tool
 from ...tools.stubgen import RUNTIME_PACKAGE, render_module
 from .isolation import shared_root
+
+# How a child interpreter starts in a sandbox directory (argv[1]), in either mode.
+CHILD_LOADER = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    f"from {RUNTIME_PACKAGE}.child.bootstrap import main; main()"
+)
 
 
 def write_runtime_package(directory: Path) -> Path:
@@ -26,8 +32,11 @@ def write_runtime_package(directory: Path) -> Path:
     as `_hermes_runtime`: every module as it is, since they import each other relatively."""
     package = directory / RUNTIME_PACKAGE
     package.mkdir(parents=True, exist_ok=True)
-    for source in sorted(Path(_sandbox.__file__).parent.glob("*.py")):
-        shutil.copyfile(source, package / source.name)
+    home = Path(_sandbox.__file__).parent
+    for source in sorted(home.rglob("*.py")):
+        target = package / source.relative_to(home)
+        target.parent.mkdir(exist_ok=True)
+        shutil.copyfile(source, target)
     return package
 
 
@@ -84,7 +93,7 @@ _bytecode: dict[str, bytes] = {}  # stub source -> its compiled file; Runtimes w
 
 def _write_bytecode(stub: Path, source: str) -> None:
     """Children run with -B (they never write bytecode) but read it: compile the stubs here so
-    each child (or the zygote, stubcache.py) does not. The file is checked against the source's
+    each child (or the zygote, child/stubcache.py) does not. The file is checked against the source's
     hash, not its time, so one compilation serves every Runtime with the same tools. A child
     on another Python version ignores it and compiles."""
     cfile = Path(importlib.util.cache_from_source(str(stub)))

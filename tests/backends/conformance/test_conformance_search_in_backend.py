@@ -175,7 +175,7 @@ def test_a_regex_bomb_in_the_supervisor_ends_with_the_run(any_backend: Backend, 
     with Runtime(backend, settings=tuned, exec_mode="backend", transcript=False, policy="full") as runtime:
         result = runtime.execute(f"from hermes_tools import search_files\nsearch_files({BOMB!r})\n", timeout=3)
         assert result.status == "timeout", result
-        assert gone_on_backend(backend, f"{RUNTIME_PACKAGE}/regex_worker.py"), "the regex worker is still running"
+        assert gone_on_backend(backend, f"{RUNTIME_PACKAGE}/search/regex_worker.py"), "the regex worker lives on"
         again = runtime.execute(
             "from hermes_tools import search_files\nprint(search_files('a!')['matches'])\n", timeout=60
         )
