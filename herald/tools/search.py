@@ -15,8 +15,9 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from .. import spawner
 from .._sandbox.search import core
-from .._sandbox.search.core import SEARCH_TIMEOUT, Ran
+from .._sandbox.search.core import SEARCH_TIMEOUT
 from .._sandbox.search.ignorefiles import Tree
+from .._sandbox.search.place import Held, Ran, everything, held_dir
 from .._sandbox.toolcore.callroots import call_confinement
 from ..backends.base import call_cwd
 from ..backends.shell import current_cancel
@@ -43,7 +44,7 @@ class SearchResult(TypedDict):
 
 
 class BackendPlace:
-    """A search over the session's Backend (what core.Place asks for)."""
+    """A search over the session's Backend (what search/place.py `Place` asks for)."""
 
     def __init__(self, ctx: ToolContext) -> None:
         self._backend = ctx.backend
@@ -59,18 +60,18 @@ class BackendPlace:
         return self._backend.run(command, timeout=timeout, workdir=workdir)
 
     @contextlib.contextmanager
-    def held(self, directory: str) -> Iterator[core.Held]:
+    def held(self, directory: str) -> Iterator[Held]:
         """On this machine, the directory opened once and checked against the call's
-        confinement (core.held_dir). On a remote backend, where the workspace check allowed the
+        confinement (held_dir). On a remote backend, where the workspace check allowed the
         path to lead (its pin): ripgrep's shell enters that place and checks it is physically
-        there before it starts (core.Held.place), so a link swapped after the check is refused;
+        there before it starts (Held.place), so a link swapped after the check is refused;
         unpinned (the full profile), the search goes by the path."""
         if self._backend.name != "local":
             pinned: Callable[[str], str | None] | None = getattr(self._backend, "pinned", None)
             place = pinned(directory) if pinned is not None else None
-            yield core.Held(place or directory, core.everything, place)
+            yield Held(place or directory, everything, place)
             return
-        with core.held_dir(directory, call_confinement()) as held:
+        with held_dir(directory, call_confinement()) as held:
             yield held
 
 

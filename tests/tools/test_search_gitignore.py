@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from herald._sandbox.search.core import RG_FLAGS, RG_SKIP
 from herald._sandbox.search.gitignore import parse_line, parse_lines
+from herald._sandbox.search.ripgrep import RG_FLAGS, RG_SKIP
 from herald._sandbox.search.walk import OsTree, walk_files
 
 TREE = [

@@ -23,8 +23,8 @@ import threading
 import time
 from typing import Any, ContextManager, Dict, List, NamedTuple, Optional
 
-from ..search.core import Held, held_dir
 from ..search.ignorefiles import Tree
+from ..search.place import Held, held_dir
 from ..search.pyengine import Popen
 from ..search.walk import OsTree
 from ..toolcore.callroots import Confinement

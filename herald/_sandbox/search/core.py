@@ -16,7 +16,7 @@ opened (toolcore/fileaccess.py), and results in a mask (toolcore/callroots.py) a
 found them.
 
 ripgrep runs in the searched directory, so its paths are relative to it as the globs are. It
-is told a narrowing that selects at least the matching files (see `_narrowing`), and its output
+is told a narrowing that selects at least the matching files (see ripgrep.py `narrowing`), and its output
 is filtered with the same matcher the Python engine uses; the caller's glob is never passed as
 is (ripgrep's `?` and classes match bytes, and a matching --glob overrides .gitignore).
 
@@ -28,142 +28,26 @@ over files.read_max_bytes.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import posixpath
 import re
-import threading
-from typing import (
-    Any,
-    Callable,
-    ContextManager,
-    Dict,
-    Iterator,
-    List,
-    NamedTuple,
-    Optional,
-    Protocol,
-    Tuple,
-)
+from typing import Any, Dict, List, Optional
 
 from ..shell.script import shell_quote
 from ..toolcore.base import ToolError
-from ..toolcore.callroots import Confinement, Refused
+from ..toolcore.callroots import Refused
 from ..toolcore.deadline import Deadline
-from ..toolcore.fileaccess import open_dir, resolve_path
+from ..toolcore.fileaccess import resolve_path
 from ..toolcore.textfiles import REFUSED, display_path
 from .globs import Glob, GlobError, compile_glob, name_glob
-from .ignorefiles import Reach, Tree
-from .pyengine import Popen, find_files, find_matches
-from .walk import SKIP_DIRS
+from .place import Held, Place
+from .pyengine import find_files, find_matches
+from .ripgrep import MAX_LINE_CHARS, RG_FLAGS, RG_MAX_COLUMNS, RG_SKIP, RipgrepRun, strip_dot, use_ripgrep
 
-MAX_LINE_CHARS = 500
-# ripgrep previews lines over this many bytes; at 4 bytes per character at most, a preview still
-# holds MAX_LINE_CHARS characters, so both engines cut long lines to the same text.
-RG_MAX_COLUMNS = 4 * MAX_LINE_CHARS
-# --no-require-git: .gitignore counts without a .git directory, as in the Python engine;
-# --no-ignore-global: the user's global git excludes are not part of the answer; --no-config:
-# neither is a RIPGREP_CONFIG_PATH file. The globs are overrides that beat any ignore file's
-# `!` line: hidden entries and SKIP_DIRS stay skipped, as in the walk.
-RG_FLAGS = "--no-config --sort=path --no-require-git --no-ignore-global --color=never"
-# After any narrowing --glob on the command line: the later of two matching globs wins.
-RG_SKIP = " ".join("--glob %s" % shell_quote(g) for g in ["!.*"] + ["!%s/" % name for name in sorted(SKIP_DIRS)])
-RG_TYPE = "heraldglob"  # the file type that carries the glob narrowing
 SEARCH_TIMEOUT = 120.0  # a direct call's limit; a script's call gets at most what its run has left
-PROBE_TIMEOUT = 10.0
-MOVED = "herald-search-dir-moved"  # the last line of a ripgrep command whose directory was swapped
 TOO_SLOW = (
     "Narrow the search: a smaller path, a file_glob, or a simpler pattern (nested repeats such as "
     "(a+)+ can take exponential time); or pass a larger timeout."
 )
-
-
-class Ran(Protocol):
-    """A shell command's outcome as the place reports it (the Backend protocol's CommandResult)."""
-
-    @property
-    def output(self) -> str: ...
-
-    @property
-    def exit_code(self) -> int: ...
-
-    @property
-    def timed_out(self) -> bool: ...
-
-    @property
-    def truncated(self) -> bool:
-        """The output passed the capture's cap: what came back is cut."""
-        ...
-
-    @property
-    def note(self) -> str: ...
-
-
-class Place(Protocol):
-    """Where a search runs: its files, its shell for ripgrep, its session's directory."""
-
-    tree: Tree
-    cwd: str
-    python_only: bool  # files.search = "python"
-    cache: Dict[str, Any]  # lives as long as the place's session: whether ripgrep is there
-    cache_lock: threading.Lock
-    cancel: Optional[threading.Event]  # set when the run that made the call is over
-    popen: Popen  # starts the regex worker
-
-    def run(self, command: str, timeout: float, workdir: Optional[str] = None) -> Ran:
-        """Run a bash command line (pipes and all); out of time, kill it with all it started."""
-        ...
-
-    def held(self, directory: str) -> ContextManager["Held"]:
-        """The directory to search, held for the search. Refused when it is out of the call's reach."""
-        ...
-
-
-Visible = Callable[[str], bool]
-
-
-class Held(NamedTuple):
-    """A directory held for a search."""
-
-    workdir: str  # where ripgrep runs
-    visible: Visible  # whether a path relative to it may be shown (not in a mask)
-    place: Optional[str]  # the physical path ripgrep's directory must have (None: not checked here)
-
-
-@contextlib.contextmanager
-def held_dir(directory: str, confinement: Optional[Confinement]) -> Iterator[Held]:
-    """`directory` opened once and checked (links followed, then where it really is), held
-    while the search runs: ripgrep's shell enters its physical path and checks it is still
-    there (`Held.place`); the walk checks each thing it opens."""
-    fd, place = open_dir(directory, confinement)
-    try:
-        if confinement is None or not confinement.masked:
-            yield Held(place, everything, place)
-        else:
-            base = place.rstrip("/")
-            yield Held(place, lambda rel: not confinement.is_masked(base + "/" + rel, False), place)
-    finally:
-        os.close(fd)
-
-
-def everything(relative: str) -> bool:
-    return True
-
-
-def use_ripgrep(place: Place, deadline: Deadline) -> bool:
-    if place.python_only:
-        return False
-    with place.cache_lock:
-        if "ripgrep" not in place.cache:
-            deadline.check()
-            # An rg too old for the flags both engines' agreement needs (11.0 added
-            # --no-require-git) counts as missing: the Python engine gives the same answer.
-            probe = place.run("rg %s --version >/dev/null 2>&1" % RG_FLAGS, min(PROBE_TIMEOUT, deadline.left()))
-            if probe.timed_out or deadline.over():  # the call ran out of time: no answer to keep
-                deadline.check()
-                return False
-            place.cache["ripgrep"] = probe.exit_code == 0
-        return bool(place.cache["ripgrep"])
 
 
 def _compile(text: str, what: str) -> Glob:
@@ -234,7 +118,7 @@ def _search(place: Place, args: Dict[str, Any], is_dir: bool, root: str, base: s
 
     wanted = offset + limit + 1  # one extra tells whether there is a next page
     engine = "ripgrep" if use_ripgrep(place, deadline) else "python"
-    search = _Search(place, base, held, globs, keep, offset, wanted, not is_dir, deadline)
+    search = RipgrepRun(place, base, held, globs, keep, offset, wanted, not is_dir, deadline)
     if target == "files":
         files: Optional[List[str]] = None
         first = 0  # files[i] is result number first + i
@@ -245,7 +129,7 @@ def _search(place: Place, args: Dict[str, Any], is_dir: bool, root: str, base: s
             if got is None:
                 engine = "python"  # ripgrep's listing was too big to capture: walk instead
             else:
-                files, first = [_strip_dot(line) for line in got[0]], got[1]
+                files, first = [strip_dot(line) for line in got[0]], got[1]
         if files is None:
             files = find_files(place.tree, root, base, keep, wanted, deadline)
         page = [display_path(cwd, posixpath.join(base, f)) for f in files[offset - first : offset - first + limit]]
@@ -271,7 +155,7 @@ def _search(place: Place, args: Dict[str, Any], is_dir: bool, root: str, base: s
                 number, _, text = rest.partition(":")
                 if number.isdigit():
                     text = text[:-1] if text.endswith("\r") else text
-                    where = display_path(cwd, posixpath.join(base, _strip_dot(path)))
+                    where = display_path(cwd, posixpath.join(base, strip_dot(path)))
                     matches.append({"path": where, "line": int(number), "text": _clip(text)})
     if matches is None:
         matches = [
@@ -280,122 +164,6 @@ def _search(place: Place, args: Dict[str, Any], is_dir: bool, root: str, base: s
         ]
     page_matches = matches[offset - first : offset - first + limit]
     return _page({"matches": page_matches}, first + len(matches), offset, limit, engine)
-
-
-def _strip_dot(path: str) -> str:
-    return path[2:] if path.startswith("./") else path
-
-
-def _narrowing(globs: List[Glob]) -> Tuple[str, bool, bool]:
-    """ripgrep options selecting at least the files `globs` all match; whether exactly those;
-    and whether what it finds must be checked against ignore files.
-
-    One glob narrows: the file_glob when there is one (it comes last). A name glob becomes a
-    file type, which ripgrep applies after ignore files (exact when it is the only glob and
-    needed no widening). A path glob becomes --glob options, which select by path but
-    override ignore files for what they match: those results are checked again here.
-    """
-    for glob in reversed(globs):
-        paths = glob.path_narrowing() if glob.anchored else None
-        if paths is not None:
-            return " ".join("--glob %s" % shell_quote(g) for g in paths), False, True
-        named = glob.name_narrowing() if not glob.anchored else None
-        if named is not None:
-            names, exact = named
-            options = ["--type-add %s" % shell_quote("%s:%s" % (RG_TYPE, name)) for name in names]
-            return " ".join([*options, "--type %s" % RG_TYPE]), exact and len(globs) == 1, False
-    return "", not globs, False
-
-
-class _Search:
-    """One search's ripgrep runs: the command lines and the filtering of what comes back."""
-
-    def __init__(
-        self, place: Place, base: str, held: Held, globs: List[Glob], keep: Callable[[str], bool], offset: int,
-        wanted: int, single_file: bool, deadline: Deadline,
-    ) -> None:
-        self.place, self.base, self.globs, self.keep = place, base, globs, keep
-        self.workdir = held.workdir
-        # Before ripgrep: is the shell's directory, physically, the one held? (`cd -P .` sets
-        # $PWD from the kernel's getcwd; no process is started for it.)
-        self.guard = "" if held.place is None else (
-            "{ builtin cd -P . && [ \"$PWD\" = %s ]; } || { printf '\\n%%s' %s; exit; }; "
-            % (shell_quote(held.place), MOVED))
-        self.offset, self.wanted, self.single_file, self.deadline = offset, wanted, single_file, deadline
-
-    def ripgrep(self, command: Callable[[str], str]) -> Optional[Tuple[List[str], int]]:
-        """ripgrep's output lines for results `first` to `wanted` - 1, and `first`; None when the
-        output is too big to capture. `command` makes the command line from the narrowing options.
-
-        When the narrowing is exact only the page's lines cross the shell. Otherwise the lines are
-        filtered here from the first one, fetching more until `wanted` are kept.
-        """
-        options, exact, recheck = _narrowing(self.globs)
-        command_line = command(options)
-        # A single file given to ripgrep is searched whether or not it is ignored (as in the walk).
-        reach = Reach(self.place.tree, self.base) if recheck and not self.single_file else None
-
-        def kept(line: str) -> bool:
-            relative = _strip_dot(line.partition("\0")[0])
-            return self.keep(relative) and (reach is None or reach.file(relative))
-
-        if exact:
-            lines = self._lines(command_line, self.offset, self.wanted)
-            if lines is None:
-                return None
-            if all(kept(line) for line in lines):
-                return lines, self.offset
-            # Not exact after all (a single file given to ripgrep is searched whatever its type).
-        stop = self.wanted
-        while True:
-            lines = self._lines(command_line, 0, stop)
-            if lines is None:
-                return None
-            selected = [line for line in lines if kept(line)]
-            if len(selected) >= self.wanted or len(lines) < stop:
-                return selected[: self.wanted], 0
-            stop *= 4
-
-    def _lines(self, command: str, skip: int, stop: int) -> Optional[List[str]]:
-        """Run ripgrep through the place's shell in `base`; its output lines `skip` to `stop` - 1.
-
-        Only those lines cross the shell (head/tail), so a deep page stays small. None when the
-        output was still too big for the shell's capture (it would come back cut in the middle).
-        The exit status is printed as a last line (on Herald's side the command runs inside the
-        session's shell, so it must not `exit`); rg exits 1 for no match and 2 for an error such
-        as a bad pattern. Out of time, the shell kills the command with everything it started.
-        """
-        place, deadline = self.place, self.deadline
-        window = " | head -n %d" % stop + (" | tail -n +%d" % (skip + 1) if skip else "")
-        deadline.check()
-        result = place.run("%s%s 2>/dev/null%s; printf '\\n%%s' \"${PIPESTATUS[0]}\"" % (self.guard, command, window),
-                           deadline.left(), self.workdir)
-        if result.timed_out or deadline.cancelled:  # cut short: what came back is not the answer
-            error = deadline.expired_error()
-            if result.note:  # killing rg took the session's shell with it: say what is kept
-                error = ToolError(
-                    "%s The session's shell, which ran ripgrep, was restarted in the same directory "
-                    "with the same exported variables." % error,
-                    error.error_type,
-                )
-            raise error
-        if result.truncated:
-            return None
-        body, _, status = result.output.rpartition("\n")
-        if status == MOVED:
-            raise Refused(self.base, "%s was moved or replaced while it was searched (it no longer leads where it "
-                                     "was checked); the search is refused. Search it again." % self.base)
-        code = int(status) if status.strip().isdigit() else result.exit_code
-        lines = [line for line in body.split("\n") if line]
-        if code == 2 and not lines:
-            deadline.check()
-            why = place.run("%s%s 2>&1 >/dev/null | head -c 1000" % (self.guard, command), min(60.0, deadline.left()),
-                            self.workdir).output.strip()
-            # Unreadable files or directories ("... (os error 13)") are skipped, as the walk does.
-            problems = [line for line in why.splitlines() if "(os error" not in line]
-            if problems:
-                raise ToolError("search_files: ripgrep refused the search: %s" % why)
-        return lines
 
 
 def _page(result: Dict[str, Any], found: int, offset: int, limit: int, engine: str) -> Dict[str, Any]:
