@@ -17,7 +17,9 @@ from ..config import BrowserSettings
 from .errors import BrowserError
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Playwright
+    from playwright.sync_api import Browser, BrowserContext, Playwright
+
+    from .guard import GuardProxy
 
 # Chromium on a machine without internet access: no update checks, sync, field trials or QUIC
 # probes, which would otherwise fill the log with refused connections and slow start-up.
@@ -92,6 +94,18 @@ def connect_cdp(playwright: Playwright, settings: BrowserSettings, timeout_ms: f
             "Check that the browser is running and the CDP URL (browser.cdp_url / --browser-cdp) "
             "is right; a cloud browser's URL usually expires with its session."
         ) from None
+
+
+def context_for(browser: Browser, settings: BrowserSettings, guard: GuardProxy | None) -> BrowserContext:
+    """The context the session's pages live in, its default waits the configured timeouts."""
+    if settings.cdp_url and guard is not None:  # an attached browser, to reach the backend's network
+        context = browser.new_context(proxy=guard.context_proxy)  # our own, through the guard (closed with it)
+    else:
+        # An attached browser comes with its own context (its cookies, its logins): use it.
+        context = browser.contexts[0] if browser.contexts else browser.new_context()
+    context.set_default_timeout(settings.action_timeout * 1000)
+    context.set_default_navigation_timeout(settings.navigation_timeout * 1000)
+    return context
 
 
 def redact(url: str) -> str:

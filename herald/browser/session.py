@@ -44,7 +44,7 @@ from ..webguard import Dial, WebPolicy
 from . import actions
 from .errors import BrowserError, looks_dropped
 from .guard import GuardProxy, RefusalLog, route_context, session_guard
-from .launch import connect_cdp, driver_pid, first_line, kill_driver, launch_local, redact
+from .launch import connect_cdp, context_for, driver_pid, first_line, kill_driver, launch_local, redact
 from .tab import Tab
 
 if TYPE_CHECKING:
@@ -249,15 +249,7 @@ class BrowserSession:
             self._lost_reason = None
 
     def _use_context(self, browser: Browser) -> None:
-        contexts = browser.contexts
-        if self.settings.cdp_url and self._guard is not None:  # to reach the backend's network
-            # A context of our own through the guard (browser.close() removes it).
-            self._context = browser.new_context(proxy=self._guard.context_proxy)
-        else:
-            # An attached browser comes with its own context (its cookies, its logins): use it.
-            self._context = contexts[0] if contexts else browser.new_context()
-        self._context.set_default_timeout(self.settings.action_timeout * 1000)
-        self._context.set_default_navigation_timeout(self.settings.navigation_timeout * 1000)
+        self._context = context_for(browser, self.settings, self._guard)
         self._context.on("page", self._popup)
         if self.web_policy is not None and self._guard is None:
             assert self._refusals is not None
