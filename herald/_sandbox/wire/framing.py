@@ -1,9 +1,9 @@
 """Wire format shared by the parent server and the sandbox child.
 
 A frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON (`encode_frame`,
-`FrameReader`, `FrameBuffer`); on the fork server's socket, one JSON datagram (wire.encode_op). What
-each channel's frames are is wire/frames.py; the guard its readers check them with, wire/guards.py. Part of the
-sandbox package (see __init__.py for its rules).
+`FrameReader`, `FrameBuffer`); on the zygote's socket, one JSON datagram (guards.encode_op). What
+each channel's frames are is frames.py's; the guard its readers check them with, guards.py's.
+Part of the sandbox package (see its __init__.py for the rules).
 """
 
 from __future__ import annotations

@@ -7,9 +7,10 @@ the backend-side supervisor over the exec channel). The Runtime talks only to th
 A child's life: made (and warming up) → `wait_ready` → `send` a run (a StartFrame; later CodeFrame
 cells for a kernel: _sandbox/wire/frames.py) → `collect` until it exits, a kernel cell is done, or the deadline / an
 interrupt kills it → `kill` (idempotent; also for a child never used).
-What `collect` returns (`Collected`) and the error of a child that cannot start are defined here,
-with the contract, so neither implementation depends on the other; so is `LocalGrants`, what a
-backend-mode child needs of the tools its supervisor answers itself (runtime/backend_tools.py).
+What `collect` returns (`Collected`) is defined here, with the contract, so neither
+implementation depends on the other; so is `LocalGrants`, what a backend-mode child needs of the
+tools its supervisor answers itself (runtime/backend_tools.py). The error of a child that cannot
+start is errors.py's.
 """
 
 from __future__ import annotations

@@ -1,1 +1,1 @@
-"""backend."""
+"""Backend mode: the script's process inside the backend, behind the SandboxChild contract."""

@@ -1,1 +1,1 @@
-"""host."""
+"""Host mode: the script's process on this machine (spawned, or forked by the zygote), behind the SandboxChild contract."""
