@@ -1,1 +1,1 @@
-"""The script's process: its bootstrap, the tool-call client, the helpers hermes_tools exports, and the zygote that forks it."""
+"""The script's process: its bootstrap, the tool-call client, hermes_tools' helpers, the zygote."""

@@ -1,1 +1,1 @@
-"""Host mode: the script's process on this machine (spawned, or forked by the zygote), behind the SandboxChild contract."""
+"""Host mode: the script's process on this machine (spawned, or forked by the zygote)."""
