@@ -9,6 +9,8 @@
     child/client.py      the script's side of tool calls (hermes_tools calls it)
     child/helpers.py     parallel, json_parse, shell_quote, retry (exported by hermes_tools)
     procs/trees.py       process trees from /proc: find, signal, stop them
+    procs/child.py       a sandbox child process, spawned or forked: its pipes, wait, reap (host and backend)
+    procs/forking.py     the fork server's clients' side: the fork request, its answer, exits, reaps
     shell/guard.py  the local shell's parent: dies with Herald, kills what the shell left
     procs/environ.py     the environment policy: what code the model controls may see of ours
     child/bootstrap.py   a sandbox child: wait for a script, run it, report
@@ -16,7 +18,7 @@
                    (for Herald in host mode, for every run's supervisor in the backend)
     supervisor/loop.py  in-backend execution, the backend's side: starts the child there and
                    multiplexes its output, control and tool calls over one exec channel
-    supervisor/scriptproc.py  the supervisor's child: forked by the backend's zygote, or spawned
+    supervisor/scriptproc.py  which way the supervisor's child starts: forked by the backend's zygote, or spawned
     supervisor/sinks.py       the supervisor's non-blocking write queues and tool-call connections
     beside/localtools.py  the tool calls the supervisor answers itself, from the run's grant
     beside/workers.py   their workers (imported once a run starts: the supervisor starts as fast as before)

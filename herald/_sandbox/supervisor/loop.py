@@ -46,12 +46,14 @@ import traceback
 from typing import Any, Dict, List, Literal, Optional, Set, cast
 
 from ..beside.localtools import LocalTools
+from ..procs.child import ChildProc, Forked
+from ..procs.forking import LOST_STATUS
 from ..procs.trees import KillClock, alive, descendants, signal_pids  # descendants: found through /proc
 from ..wire import frames
 from ..wire import guards as wire
 from ..wire.framing import MAX_CONTROL_FRAME_BYTES, FrameBuffer, ProtocolError, encode_frame
 from .connections import Relay
-from .scriptproc import LOST_STATUS, Forked, ScriptProcess, start_script
+from .scriptproc import start_script
 from .sinks import JOIN_LIMIT, Sink
 
 READ_SIZE = 1 << 16
@@ -68,7 +70,7 @@ class Supervisor:
         self.inbox = FrameBuffer()
         self.wire = Sink(wire_out)
         self.relay = Relay(self.route)
-        self.child: Optional[ScriptProcess] = None
+        self.child: Optional[ChildProc] = None
         self.outputs: Dict[int, Literal["out", "err"]] = {}  # script stdout/stderr read ends -> OUT/ERR
         self.ctl_in: Optional[int] = None  # the script's control frames ("ready", "done")
         self.ctl_frames = FrameBuffer(MAX_CONTROL_FRAME_BYTES)
@@ -101,8 +103,9 @@ class Supervisor:
         self.hold(start_script(dict(message), self.sandbox_dir))
         self.local.load()  # while the script's interpreter starts
 
-    def hold(self, child: ScriptProcess) -> None:
+    def hold(self, child: ChildProc) -> None:
         self.child = child
+        os.set_blocking(child.ctl_out, False)  # written from a Sink: the loop never blocks on it
         self.outputs = {child.stdout: frames.OUT, child.stderr: frames.ERR}
         self.ctl_in, self.ctl = child.ctl_in, Sink(child.ctl_out)
         self.ctl_frames = FrameBuffer(MAX_CONTROL_FRAME_BYTES)
@@ -116,7 +119,6 @@ class Supervisor:
             return False
         if not (old.exited() or not alive(old.pid)):
             return False
-        old.wait()
         old.discard()
         assert self.prepared is not None
         self.hold(start_script(dict(self.prepared, fork_server=None), self.sandbox_dir))
@@ -349,7 +351,8 @@ class Supervisor:
     def finish(self) -> None:
         """The script interpreter is gone: reap it, report its status, hand over what is queued."""
         assert self.child is not None
-        status = self.child.wait()
+        status = self.child.wait(None)
+        self.child.release()
         if status is None:  # forked, and the zygote died before it could tell: ask the script
             if self.ctl_in is not None:
                 self.readable(self.ctl_in)  # its last frame may still wait in the pipe
