@@ -7,7 +7,8 @@ By role (ARCHITECTURE.md has the map; import-linter keeps the layers, top to bot
                  answer_call, the supervisor's routing and workers
     search/      search_files' two engines;  shell/  the persistent shell
     toolcore/    read_file / write_file / patch, OS-level file access, a call's roots
-    confine/     bwrap, Landlock, seccomp, the read-only terminal;  procs/  process trees
+    confine/     bwrap, Landlock, seccomp, the read-only terminal
+    procs/       process trees, and a sandbox child spawned or forked (its pipes, wait, reap)
     wire/        every frame of every channel as a type, one guard per channel, the grant's types
     tcprelay.py  the backend's end of Backend.open_tcp (Docker, Modal)
 

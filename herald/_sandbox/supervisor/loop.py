@@ -43,15 +43,15 @@ import signal
 import sys
 import time
 import traceback
-from typing import Any, Dict, List, Literal, Optional, Set, cast
+from typing import Any, Dict, List, Literal, Optional, cast
 
 from ..beside.localtools import LocalTools
-from ..procs.trees import KillClock, alive, descendants, signal_pids  # descendants: found through /proc
+from ..procs.child import ChildProc
 from ..wire import frames
 from ..wire import guards as wire
 from ..wire.framing import MAX_CONTROL_FRAME_BYTES, FrameBuffer, ProtocolError, encode_frame
 from .connections import Relay
-from .scriptproc import LOST_STATUS, Forked, ScriptProcess, start_script
+from .scriptproc import HeldScript
 from .sinks import JOIN_LIMIT, Sink
 
 READ_SIZE = 1 << 16
@@ -68,14 +68,12 @@ class Supervisor:
         self.inbox = FrameBuffer()
         self.wire = Sink(wire_out)
         self.relay = Relay(self.route)
-        self.child: Optional[ScriptProcess] = None
+        self.script = HeldScript(sandbox_dir)
         self.outputs: Dict[int, Literal["out", "err"]] = {}  # script stdout/stderr read ends -> OUT/ERR
         self.ctl_in: Optional[int] = None  # the script's control frames ("ready", "done")
         self.ctl_frames = FrameBuffer(MAX_CONTROL_FRAME_BYTES)
         self.ctl: Optional[Sink] = None  # frames to the script's bootstrap
-        self.known: Set[int] = set()  # processes signalled when the kill began
         self.reported: Optional[int] = None  # the exit status the script sent on its control pipe
-        self.clock: Optional[KillClock] = None  # SIGTERM -> grace -> SIGKILL, once asked to kill
         self.exited_at: Optional[float] = None
         self.exit_sent = False  # the script's own exit status went to Herald before its process was gone
         self.leaving_at: Optional[float] = None  # the script said "leaving": Herald's frames wait for its exit
@@ -83,7 +81,6 @@ class Supervisor:
         for fd in (wire_in, wire_out, self.wake_r, self.wake_w):
             os.set_blocking(fd, False)
         self.local = LocalTools(self.wake_w)
-        self.prepared: Optional[frames.PrepareFrame] = None
         self.started = False
         self.mode = ""  # the run's, once started: "oneshot" or "kernel"
         self.remove_dir = False  # Herald's goodbye asked for the sandbox directory to go with us
@@ -96,51 +93,26 @@ class Supervisor:
         # (client.at_unix_path), as the bind does.
         confined = (message.get("isolation") or {}).get("mode") in ("bwrap", "landlock")
         self.relay.listen(self.sandbox_dir, abstract_ok=not confined)
-        self.prepared = message
         self.local.set_specs(message.get("tool_specs"))
-        self.hold(start_script(dict(message), self.sandbox_dir))
+        self.hold(self.script.start(dict(message)))
         self.local.load()  # while the script's interpreter starts
 
-    def hold(self, child: ScriptProcess) -> None:
-        self.child = child
+    def hold(self, child: ChildProc) -> None:
+        os.set_blocking(child.ctl_out, False)  # written from a Sink: the loop never blocks on it
         self.outputs = {child.stdout: frames.OUT, child.stderr: frames.ERR}
         self.ctl_in, self.ctl = child.ctl_in, Sink(child.ctl_out)
         self.ctl_frames = FrameBuffer(MAX_CONTROL_FRAME_BYTES)
 
     def respawn_if_dead(self) -> bool:
-        """A forked script that dies before its run starts was killed with its zygote (its
-        parent-death signal): the run goes to a freshly spawned one, whichever of the death and
-        the start frame comes first. True when it was replaced."""
-        old = self.child
-        if old is None or self.started or self.clock is not None or not isinstance(old, Forked):
-            return False
-        if not (old.exited() or not alive(old.pid)):
-            return False
-        old.wait()
-        old.discard()
-        assert self.prepared is not None
-        self.hold(start_script(dict(self.prepared, fork_server=None), self.sandbox_dir))
-        return True
-
-    def child_exited(self) -> bool:
-        return self.child is not None and self.child.exited()
+        """The script died unused (with its zygote): the run goes to a new one. True if it did."""
+        child = self.script.replace_if_dead(self.started)
+        if child is not None:
+            self.hold(child)
+        return child is not None
 
     def terminate(self, grace: float) -> None:
-        """SIGTERM the script and everything it started; SIGKILL whatever is left after `grace`."""
-        if self.child is None or self.exited_at is not None:
-            return
-        if self.clock is None:
-            self.clock = KillClock(None, grace, self.sigterm_everything, self.kill_everything)
-        self.clock.stop("killed")
-
-    def sigterm_everything(self) -> None:
-        assert self.child is not None
-        self.known |= set(descendants(self.child.pid)) | {self.child.pid}
-        signal_pids(self.known, signal.SIGTERM)
-
-    def kill_everything(self) -> None:
-        if self.child is not None:
-            signal_pids(self.known | set(descendants(self.child.pid)) | {self.child.pid}, signal.SIGKILL)
+        if self.exited_at is None:
+            self.script.stop(grace)
 
     # -- frames ----------------------------------------------------------------------------
 
@@ -155,7 +127,7 @@ class Supervisor:
         if "type" not in frame:  # a tool call's reply
             number = frame.pop("conn")
             self.relay.reply(number, encode_frame(frame))
-        elif frame["type"] == frames.PREPARE and self.child is None:
+        elif frame["type"] == frames.PREPARE and self.script.child is None:
             self.prepare(frame)
         elif frame["type"] == frames.START and self.ctl is not None:
             self.respawn_if_dead()
@@ -190,12 +162,16 @@ class Supervisor:
             self.send({"type": frames.READY})
         elif frame["type"] == frames.DONE:
             self.send({"type": frames.DONE, "exit_code": frame["exit_code"]})
-        elif frame["type"] == frames.LEAVING and self.clock is None and self.mode == "oneshot" and not self.exit_sent:
+        elif frame["type"] == frames.LEAVING and self.leaves_by_itself() and not self.exit_sent:
             self.leaving_at = time.monotonic()
         elif frame["type"] == frames.EXIT:
             self.reported = frame["exit_code"]
-            if self.clock is None and self.mode == "oneshot":
+            if self.leaves_by_itself():
                 self.report_exit(self.reported)
+
+    def leaves_by_itself(self) -> bool:
+        """A one-shot script not being killed: what it says of its exit is its run's end."""
+        return self.script.clock is None and self.mode == "oneshot"
 
     def report_exit(self, status: int) -> None:
         """The script says it is exiting with `status`, after flushing its output and killing
@@ -239,8 +215,9 @@ class Supervisor:
         fds = [self.wire_in, self.wake_r]
         if self.ctl_in is not None:
             fds.append(self.ctl_in)
-        if self.child is not None and self.child.watch is not None:
-            fds.append(self.child.watch)  # the zygote's word on a forked script's exit
+        child = self.script.child
+        if child is not None and child.watch is not None:
+            fds.append(child.watch)  # the zygote's word on a forked script's exit
         if self.wire.size < WIRE_HIGH_WATER:
             fds.extend(self.outputs)
             fds.extend(self.relay.readers())
@@ -265,18 +242,17 @@ class Supervisor:
     def run(self) -> None:
         while True:
             now = time.monotonic()
-            if self.clock is not None:
-                self.clock.tick(now)
-            if self.exited_at is None and self.child_exited() and not self.respawn_if_dead():
-                assert self.child is not None
+            clock = self.script.clock
+            if clock is not None:
+                clock.tick(now)
+            if self.exited_at is None and self.script.exited() and not self.respawn_if_dead():
                 self.exited_at = now
-                # Not reaped yet, so its pid still names its group: take what is left of it.
-                signal_pids(self.known | {self.child.pid}, signal.SIGKILL)
+                self.script.kill_group()
             if self.exited_at is not None and (not self.outputs or now - self.exited_at > EXIT_SETTLE_SECONDS):
                 self.finish()
                 return
             waits = [IDLE_CHECK_SECONDS]
-            kill_due = self.clock.wait(now) if self.clock is not None else None
+            kill_due = clock.wait(now) if clock is not None else None
             if kill_due is not None:
                 waits.append(kill_due)
             if self.exited_at is not None:
@@ -336,8 +312,9 @@ class Supervisor:
 
     def read(self, fd: int) -> Optional[bytes]:
         """Bytes from `fd`; b"" at its end; None when it had nothing after all."""
-        if self.child is not None and fd == self.child.watch:
-            self.child.readable()  # a message from the zygote; the loop checks for the exit
+        child = self.script.child
+        if child is not None and fd == child.watch:
+            child.readable()  # a message from the zygote; the loop checks for the exit
             return None
         try:
             return os.read(fd, READ_SIZE)
@@ -348,12 +325,11 @@ class Supervisor:
 
     def finish(self) -> None:
         """The script interpreter is gone: reap it, report its status, hand over what is queued."""
-        assert self.child is not None
-        status = self.child.wait()
+        status = self.script.reap()
         if status is None:  # forked, and the zygote died before it could tell: ask the script
             if self.ctl_in is not None:
                 self.readable(self.ctl_in)  # its last frame may still wait in the pipe
-            status = self.reported if self.reported is not None and not self.known else LOST_STATUS
+            status = self.script.lost_status(self.reported)
         if not self.exit_sent:
             self.send_exit(status)
         self.drain_wire()
@@ -366,8 +342,7 @@ class Supervisor:
 
     def close(self) -> None:
         self.local.close()
-        if self.child is not None:
-            self.child.close()
+        self.script.close()
         self.relay.close()
 
     def remove_sandbox_dir(self) -> None:
@@ -393,7 +368,7 @@ def main() -> None:
     supervisor = Supervisor(sys.argv[1], wire_in, wire_out)
 
     def on_signal(signum: int, frame: Any) -> None:
-        supervisor.kill_everything()
+        supervisor.script.kill_everything()
         supervisor.close()
         os._exit(128 + signum)
 
@@ -404,9 +379,9 @@ def main() -> None:
     try:
         supervisor.run()
     except EOFError:
-        supervisor.kill_everything()
+        supervisor.script.kill_everything()
     except BaseException:
-        supervisor.kill_everything()
+        supervisor.script.kill_everything()
         supervisor.send({"type": frames.FAILED, "error": traceback.format_exc()})
         supervisor.drain_wire(timeout=5.0)
     finally:

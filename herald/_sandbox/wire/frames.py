@@ -21,7 +21,7 @@ The channels (who writes -> who reads):
   PrepareFrame, StartFrame, CodeFrame, KillFrame, CloseFrame, CwdFrame, ReplyFrames (with
   `conn`); from it ReadyFrame, OutputFrame, DoneFrame, ExitFrame, FailedFrame, RecordFrame,
   RemovedFrame, CallFrames (with `conn`).
-- Fork server socket (child/zygote.py <-> Herald's host/zygote.py, or a supervisor's supervisor/scriptproc.py):
+- Fork server socket (child/zygote.py <-> its clients, procs/forking.py: Herald's host/zygote.py or a supervisor):
   ForkOp (+ 4 fds) and ReapOp to it; ForkedOp or ErrorOp, ChildExitOp, and in host mode one
   ZygoteReadyOp from it.
 

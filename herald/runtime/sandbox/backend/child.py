@@ -13,7 +13,7 @@
   herald/_sandbox/wire/frames.py, "Exec channel"). Tool calls, output, control and exit all travel
   as protocol frames over that one stream; nothing is polled from files.
 - Tool calls are served by the Runtime's Dispatcher (allow-list, argument checks, budget,
-  transcript) on a bounded pool shared by the Runtime's runs; the Dispatcher's per-resource locks
+  transcript) on a bounded pool shared by the Runtime's runs (backend/calls.py); the Dispatcher's per-resource locks
   keep calls that touch the same thing (a file, the shell) apart.
 - Output lands in the same CappedCapture objects as in host mode, so caps, spill files and the
   ExecutionResult are identical.
@@ -32,20 +32,20 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Generic, TypeVar, cast
+from typing import Generic, TypeVar, cast
 
 from ...._sandbox.procs.trees import KillClock
 from ...._sandbox.wire import frames
 from ...._sandbox.wire import guards as wire
-from ...._sandbox.wire.framing import FrameBuffer, ProtocolError, encode_frame, reply_frame
+from ...._sandbox.wire.framing import FrameBuffer, ProtocolError, encode_frame
 from ....backends.base import Channel
 from ....capture import CappedCapture
 from ....inflight import FREE_BYTES, InflightBytes
-from ...rpc import charges
-from ...rpc.server import Handler, serve_call
+from ...rpc.server import Handler
 from ..contract import Collected, LocalGrants, Reason
 from ..errors import SandboxStartError
 from ..streams import OutputStream, interrupted
+from .calls import BackendCalls
 from .closer import OPEN_JOIN_SECONDS, close_channel
 from .setup import DIR_GONE, RemoteDirGone
 
@@ -56,8 +56,6 @@ POLL_READS = 64  # poll's reads of what is already there (a waiting child says l
 
 _CLOSE: frames.CloseFrame = {"type": frames.CLOSE}
 GOODBYE = encode_frame(_CLOSE)
-# A call from the backend names its connection there as well as its id: the reply carries both.
-CALL_KEYS = ("id", "conn")
 S = TypeVar("S")
 log = logging.getLogger(__name__)
 
@@ -82,18 +80,15 @@ class BackendChild(Generic[S]):
         inflight: Callable[[S], InflightBytes | None] | None = None,
     ) -> None:
         self._channel: Channel | None = None
-        self._inflight = inflight  # a run's cap on bytes held for its calls (herald/inflight.py)
         self._large: dict[int, int] = {}  # id() of a large call read, not yet dispatched -> its body's length
         self._retire = retire  # closes a channel off the result path (backend/closer.py)
         self._await_opener = await_opener  # waits for an opener closed mid-way: it retires what it opens
         self._tools = tools
-        self._cwd_sent: str | None = None  # the directory the supervisor resolves paths against
         self._opened = threading.Event()
         self._open_error = ""
         self._python = python
         self._authenticate = authenticate
-        self._handle = handle
-        self._pool = pool
+        self._calls = BackendCalls(self._send, handle, pool, tools, inflight)  # the script's calls to Herald
         self._where = where
         # Frames are read one after another here, so a large one is counted once decoded (admit
         # only measures): at most one beyond the cap is held before its call is refused.
@@ -247,7 +242,7 @@ class BackendChild(Generic[S]):
             grant = self._tools.grant(self._session)
             if grant is not None:
                 frame["tools"] = grant
-                self._cwd_sent = grant["cwd"]
+                self._calls.cwd_sent = grant["cwd"]
 
     def collect(
         self,
@@ -296,13 +291,13 @@ class BackendChild(Generic[S]):
         cells_done: list[int | None] = []
         for message in messages:
             if "type" not in message:
-                self._dispatch(message)
+                self._calls.dispatch(self._session, message, self._large.pop(id(message), 0))
             elif message["type"] == frames.OUT or message["type"] == frames.ERR:
                 streams[message["type"]].feed(message["data"].encode("latin-1", "replace"))
             elif message["type"] == frames.RECORD and self._tools is not None and self._session is not None:
                 self._tools.record(self._session, message)
                 if "cwd" in message:
-                    self._cwd_sent = message["cwd"]  # the supervisor's own move: no CWD frame back
+                    self._calls.cwd_sent = message["cwd"]  # the supervisor's own move: no CWD frame back
             elif message["type"] == frames.DONE:
                 cells_done.append(message["exit_code"])
         return cells_done
@@ -324,61 +319,6 @@ class BackendChild(Generic[S]):
     def _terminate(self, grace: float) -> None:
         kill: frames.KillFrame = {"type": frames.KILL, "grace": grace}
         self._send(encode_frame(kill))
-
-    def _dispatch(self, message: frames.CallFrame) -> None:
-        size = self._large.pop(id(message), 0)
-        budget = self._inflight(self._session) if size and self._inflight and self._session is not None else None
-        charge = charges.admit(budget, size) if budget is not None else None
-        if budget is not None and charge is None:
-            self._reply(message, charges.refused_call(budget, size, message.get("tool")))
-            return
-        try:
-            self._pool.submit(self._serve, self._session, message, charge)
-        except RuntimeError:  # the Runtime is closing: its pool takes no more work
-            charges.give_back(charge)
-            self._reply(message, {"error": {"type": "ConnectionLost", "message": "Herald is shutting down."}})
-
-    def _serve(self, session: S | None, message: frames.CallFrame, charge: charges.Charge | None = None) -> None:
-        try:
-            self._serve_call(session, message)
-        finally:
-            charges.give_back(charge)
-
-    def _serve_call(self, session: S | None, message: frames.CallFrame) -> None:
-        if session is None:
-            self._reply(
-                message,
-                {"error": {"type": "ConnectionLost", "message": "This run is over; its tool calls are closed."}},
-            )
-        elif isinstance(message.get("ran"), dict) and message.get("tool") == "terminal" and self._tools is not None:
-            try:
-                reply = reply_frame(message, self._tools.ran(session, message), echo=CALL_KEYS)
-            except (KeyError, TypeError, ValueError) as exc:
-                log.warning("a malformed terminal output from the backend's supervisor: %s", exc)
-                self._reply(
-                    message, {"error": {"type": "ConnectionLost", "message": "The supervisor's answer was malformed."}}
-                )
-                return
-            self._cwd_sent = self._tools.cwd()
-            self._send(reply)
-        else:
-            reply = serve_call(self._handle, session, cast(dict[str, Any], message), echo=CALL_KEYS)
-            self._follow_cwd()
-            self._send(reply)
-
-    def _follow_cwd(self) -> None:
-        """A call served here may have moved the session (terminal('cd ...')): the supervisor
-        hears of it before the reply, so the script's next file call resolves as here."""
-        if self._tools is None or self._cwd_sent is None:
-            return
-        cwd = self._tools.cwd()
-        if cwd != self._cwd_sent:
-            self._cwd_sent = cwd
-            moved: frames.CwdFrame = {"type": frames.CWD, "cwd": cwd}
-            self._send(encode_frame(moved))
-
-    def _reply(self, message: frames.CallFrame, reply: dict[str, Any]) -> None:
-        self._send(reply_frame(message, reply, echo=CALL_KEYS))
 
     def poll(self) -> int | None:
         """The script interpreter's exit status once it is gone (-1 if unknown), else None.

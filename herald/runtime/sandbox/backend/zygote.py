@@ -10,7 +10,7 @@ Policy:
 - It runs confined as the run's script would be (sandbox.isolation, settled by the backend's
   probe): under bwrap its socket is bound outside, in the sandbox directory, and it serves from
   inside the namespaces, so every script it forks shares them; the supervisor finds a forked
-  script's pid on the backend through the namespace's NSpid (supervisor/scriptproc.py).
+  script's pid on the backend through the namespace's NSpid (procs/forking.py).
 - It leaves when its stdin ends (Herald gone, an SSH connection dropped) or says `LEAVE_BYTE`:
   `close` (the Runtime closes) says it and lets the channel end by itself (backend/closer.py),
   which spares a remote backend the kill of its tree. Processes it forked for a supervisor that

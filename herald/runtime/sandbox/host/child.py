@@ -18,7 +18,6 @@ import os
 import select
 import shutil
 import signal
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +25,8 @@ from typing import Any, cast
 
 from .... import spawner
 from ...._sandbox.child.bootstrap import KEEP_ARG
+from ...._sandbox.procs.child import Forked, Spawned, fork_child, spawn_child
+from ...._sandbox.procs.forking import ForkError
 from ...._sandbox.procs.trees import KillClock, descendants, signal_pids
 from ...._sandbox.wire import frames
 from ...._sandbox.wire import guards as wire
@@ -36,8 +37,7 @@ from ..errors import SandboxStartError
 from ..isolation import Isolation
 from ..sandboxdir import CHILD_LOADER
 from ..streams import OutputStream, drain_fd
-from .process import Forked, Spawned, child_pipes, close_fds
-from .zygote import ForkServer, ForkServerError
+from .zygote import ForkServer
 
 EXIT_SETTLE_SECONDS = 2.0
 log = logging.getLogger(__name__)
@@ -68,30 +68,21 @@ class ChildProcess:
         if forked is not None:
             self._process = forked
         else:
-            ours, theirs = child_pipes()
-            try:
-                command = [python, "-I", "-B", "-c", CHILD_LOADER, sandbox_dir, str(theirs[2]), str(theirs[3])]
+            def command(ctl_read: int, ctl_write: int) -> list[str]:
+                argv = [python, "-I", "-B", "-c", CHILD_LOADER, sandbox_dir, str(ctl_read), str(ctl_write)]
                 if isolation is None or not isolation.holds_processes:
-                    command.append(KEEP_ARG)  # a keeper process holds what the run leaves (procs/reaper.py)
-                self._process = Spawned(spawner.popen(
-                    isolation.command(command) if isolation is not None else command,
-                    stdin=subprocess.DEVNULL,
-                    stdout=theirs[0],
-                    stderr=theirs[1],
-                    pass_fds=theirs[2:],
-                    start_new_session=True,
-                    env=env,
-                    cwd=sandbox_dir,
-                ))
+                    argv.append(KEEP_ARG)  # a keeper process holds what the run leaves (procs/reaper.py)
+                return isolation.command(argv) if isolation is not None else argv
+
+            try:
+                self._process = spawn_child(command, env, sandbox_dir, popen=spawner.popen)
             except OSError as exc:
-                close_fds(ours)
                 raise SandboxStartError(f"could not start the sandbox interpreter {python}: {exc}") from None
-            finally:
-                close_fds(theirs)
-            self.stdout_fd, self.stderr_fd, self._to_child, self._from_child = ours
+        process = self._process
+        self.stdout_fd, self.stderr_fd, self._to_child, self._from_child = (
+            process.stdout, process.stderr, process.ctl_out, process.ctl_in
+        )
         self.pid = self._process.pid
-        for fd in (self.stdout_fd, self.stderr_fd, self._from_child):
-            os.set_blocking(fd, False)
         try:
             self._pidfd: int | None = os.pidfd_open(self.pid)
         except (AttributeError, OSError):
@@ -102,23 +93,16 @@ class ChildProcess:
         self.closed = False
 
     def _fork(self, server: ForkServer | None, sandbox_dir: str) -> Forked | None:
-        """A child forked by `server`, or None (spawn one instead). Each attempt has pipes of its
-        own: a zygote that dies mid-request may already have forked a child holding them, which
-        must never share a pipe with the child spawned in its place."""
+        """A child forked by `server`, or None (spawn one instead)."""
         if server is None:
             return None
-        ours, theirs = child_pipes()
         try:
-            pid = server.fork(sandbox_dir, theirs)
-        except ForkServerError as exc:
-            close_fds(ours)
+            forked = fork_child(server, sandbox_dir)
+        except ForkError as exc:
             log.warning("fork server failed (%s); spawning an interpreter instead", exc)
             return None
-        finally:
-            close_fds(theirs)
-        self.stdout_fd, self.stderr_fd, self._to_child, self._from_child = ours
         self.forked = True
-        return Forked(server, pid)
+        return forked
 
     # -- control channel -------------------------------------------------------------------
 
@@ -377,12 +361,12 @@ class ChildProcess:
         if self.closed:
             return
         self.closed = True
-        for fd in (self._to_child, self._from_child, self._pidfd, self.stdout_fd, self.stderr_fd):
-            if fd is not None:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+        if self._pidfd is not None:
+            try:
+                os.close(self._pidfd)
+            except OSError:
+                pass
+        self._process.close()
 
 
 def check_interpreter(python: str) -> None:

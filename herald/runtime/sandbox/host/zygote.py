@@ -3,8 +3,10 @@ how they exit.
 
 Policy: one zygote per (interpreter, environment, isolation), shared by every Runtime of this
 process that asks for the same and closed when the last of them lets go. An isolated zygote runs
-in its own PID namespace (isolation.py): it names its children by their pid there, which Herald
-translates to this machine's pid (`NSpid` in /proc) before it waits for, signals or reaps them.
+in its own PID namespace (isolation.py): it names its children by their pid there, by which
+Herald asks after them and lets them go, and which Herald translates to this machine's pid
+(`NSpid` in /proc) to signal them. The fork request, its answer and the child's handle are
+procs/forking.py's and procs/child.py's, shared with the supervisor of an in-backend run.
 A fork costs a fraction of a
 millisecond where starting an interpreter costs ~35 ms. If the zygote cannot start or dies, the
 caller falls back to spawning an interpreter (host/child.py), and the next request starts a new
@@ -13,15 +15,14 @@ zygote; a run never fails because the fork server did.
 
 from __future__ import annotations
 
-import array
 import logging
-import signal
 import socket
 import subprocess
 import threading
 from collections.abc import Mapping
 
 from .... import spawner
+from ...._sandbox.procs.forking import LOST_STATUS, MAX_MESSAGE, ForkError, ZygoteLink, forked_pid, send_fork, send_reap
 from ...._sandbox.procs.trees import alive, host_pid
 from ...._sandbox.wire import frames
 from ...._sandbox.wire import guards as wire
@@ -35,22 +36,22 @@ LOADER = (
 )
 READY_TIMEOUT = 30.0
 REPLY_TIMEOUT = 10.0
-LOST_STATUS = -signal.SIGKILL  # the zygote died before it could report a child's exit
 log = logging.getLogger(__name__)
 
 
-class ForkServerError(RuntimeError):
+class ForkServerError(ForkError):
     """The fork server could not give a child; spawn an interpreter instead."""
 
 
-class ForkServer:
+class ForkServer(ZygoteLink):
+    """The zygote's process and its one socket, shared by every child it forks for us: a thread
+    reads the socket; children are named by the zygote's pid for them (ZygoteLink)."""
+
     def __init__(self, python: str, env: Mapping[str, str], isolation: Isolation | None = None) -> None:
         self.python = python
         self.isolation = isolation or Isolation("none")
         self._dir = str(shared_runtime_package(shared_root()).parent)  # visible inside the isolation
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._host_pids: dict[int, int] = {}  # the zygote's name for a child -> this machine's pid
-        self._ns_pids: dict[int, int] = {}  # and back
         try:
             self.proc = spawner.popen(
                 self.isolation.command([python, "-I", "-B", "-c", LOADER, self._dir, str(theirs.fileno())]),
@@ -65,7 +66,7 @@ class ForkServer:
         self._request = threading.Lock()  # one fork request in flight at a time
         self._cond = threading.Condition()
         self._replies: list[frames.ForkedOp | frames.ErrorOp] = []
-        self._statuses: dict[int, int] = {}
+        self._statuses: dict[int, int] = {}  # by the zygote's pid for the child
         self._ready = False
         self._zygote: int | None = None  # this machine's pid of the zygote, once it is ready
         self.dead: str | None = None
@@ -78,7 +79,7 @@ class ForkServer:
     def _read_loop(self) -> None:
         while True:
             try:
-                data = self._sock.recv(65536)
+                data = self._sock.recv(MAX_MESSAGE)
             except OSError as exc:
                 data, why = b"", f"its socket failed: {exc}"
             else:
@@ -95,8 +96,7 @@ class ForkServer:
             zygote = self._zygote_pid(message) if message["op"] == frames.READY else None
             with self._cond:
                 if message["op"] == frames.EXIT:
-                    pid = message["pid"]
-                    self._statuses[self._host_pids.get(pid, pid)] = message["status"]
+                    self._statuses[message["pid"]] = message["status"]
                 elif message["op"] == frames.READY:
                     self._zygote, self._ready = zygote, True
                 else:
@@ -108,75 +108,54 @@ class ForkServer:
         pid = ready["pid"]
         return host_pid(self.proc.pid, pid) if self.isolation.mode == "bwrap" else pid
 
-    def _gone(self) -> bool:
+    # -- the link a forked child's handle uses (procs/forking.py) ---------------------------
+
+    def gone(self) -> bool:
         """The zygote has died, whether or not its socket has told the reader thread yet."""
         return self.dead is not None or (self._zygote is not None and not alive(self._zygote))
 
-    # -- what ChildProcess uses ------------------------------------------------------------
-
     @property
     def alive(self) -> bool:
-        return not self._gone() and self.proc.poll() is None
+        return not self.gone() and self.proc.poll() is None
 
     def fork(self, sandbox_dir: str, fds: tuple[int, int, int, int]) -> int:
-        """A new child running the sandbox bootstrap in `sandbox_dir` on these fds (stdout,
-        stderr, control read, control write); its pid. ForkServerError if it cannot."""
         with self._request:
             with self._cond:
                 if not self._cond.wait_for(lambda: self._ready or self.dead is not None, READY_TIMEOUT):
                     raise ForkServerError(f"the fork server did not start within {READY_TIMEOUT:.0f} s")
                 if self.dead is not None:
                     raise ForkServerError(f"the fork server is gone ({self.dead})")
-            request = wire.encode_op({"op": frames.FORK, "sandbox_dir": sandbox_dir})
-            try:
-                self._sock.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
-            except OSError as exc:
-                raise ForkServerError(f"could not reach the fork server: {exc}") from None
+            send_fork(self._sock, sandbox_dir, fds)
             with self._cond:
                 if not self._cond.wait_for(lambda: bool(self._replies) or self.dead is not None, REPLY_TIMEOUT):
                     raise ForkServerError("the fork server did not answer")
                 if not self._replies:
                     raise ForkServerError(f"the fork server is gone ({self.dead})")
                 reply = self._replies.pop(0)
-        if reply["op"] == frames.ERROR:
-            raise ForkServerError(reply["message"])
-        pid = reply["pid"]
-        if self.isolation.mode != "bwrap":
-            return pid
-        host = host_pid(self.proc.pid, pid)
-        if host is None:
-            raise ForkServerError(f"the fork server's child {pid} is not visible from here")
-        with self._cond:
-            self._host_pids[pid] = host
-            self._ns_pids[host] = pid
-        return host
+        return forked_pid(reply)
 
-    def status(self, pid: int) -> int | None:
-        """The child's exit status once it has exited (as Popen.returncode), else None."""
+    def our_pid(self, ns_pid: int) -> int | None:
+        return host_pid(self.proc.pid, ns_pid) if self.isolation.mode == "bwrap" else ns_pid
+
+    def status(self, ns_pid: int) -> int | None:
         with self._cond:
-            if pid in self._statuses:
-                return self._statuses[pid]
+            if ns_pid in self._statuses:
+                return self._statuses[ns_pid]
             # A forked child dies with its zygote (child/bootstrap.py: die_with_parent; under bwrap
             # its PID namespace goes too), a moment after it on a loaded machine: one still
             # running then is lost all the same (a run handed to it would be killed), so a
             # waiting one is replaced, not used.
-            return LOST_STATUS if self._gone() else None
+            return LOST_STATUS if self.gone() else None
 
-    def wait(self, pid: int, timeout: float | None) -> int | None:
+    def wait(self, ns_pid: int, timeout: float | None) -> int | None:
         with self._cond:
-            self._cond.wait_for(lambda: pid in self._statuses or self.dead is not None, timeout)
-        return self.status(pid)
+            self._cond.wait_for(lambda: ns_pid in self._statuses or self.dead is not None, timeout)
+        return self.status(ns_pid)
 
-    def release(self, pid: int) -> None:
-        """Herald is done with `pid`: the zygote may reap it (its pid can be reused after)."""
+    def release(self, ns_pid: int) -> None:
         with self._cond:
-            self._statuses.pop(pid, None)
-            ns_pid = self._ns_pids.pop(pid, pid)
-            self._host_pids.pop(ns_pid, None)
-        try:
-            self._sock.send(wire.encode_op({"op": frames.REAP, "pid": ns_pid}))
-        except OSError:
-            pass
+            self._statuses.pop(ns_pid, None)
+        send_reap(self._sock, ns_pid)
 
     def close(self) -> None:
         with self._cond:
