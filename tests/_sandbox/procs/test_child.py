@@ -20,8 +20,7 @@ from herald._sandbox.supervisor.scriptproc import fork_script
 from herald.runtime.sandbox.host.child import ChildProcess
 from herald.runtime.sandbox.host.zygote import ForkServer
 from herald.runtime.sandbox.sandboxdir import write_runtime_package
-
-from ._helpers import wait_for
+from tests.runtime._helpers import wait_for
 
 ROUNDS = 20
 # The child reports every descriptor open in it, whether it leads a session, and what its stdin is.
