@@ -25,7 +25,9 @@ from ..keys import herald_environ
 from ..tempdirs import owned_tempdir
 from ..webguard import connect_here, open_checked, resolve_here
 from .base import (
+    Backend,
     BackendError,
+    Channel,
     CommandResult,
     DirEntry,
     FileStat,
@@ -37,7 +39,7 @@ from .shell import PersistentShell
 SANDBOX_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(shellguard.__file__))))
 
 
-class _LocalChannel:
+class _LocalChannel(Channel):
     """A local process in its own session, stdin and merged stdout+stderr on pipes.
 
     The process runs under a guard (shellguard.py) that dies with Herald, taking everything
@@ -102,7 +104,7 @@ class _LocalChannel:
         self.proc.stdout.close()
 
 
-class LocalBackend:
+class LocalBackend(Backend):
     """Commands in a persistent local bash; files through the OS, relative to the shell's cwd."""
 
     name = "local"
