@@ -82,7 +82,17 @@ class _LocalChannel(Channel):
 
     @property
     def returncode(self) -> int | None:
-        return self.proc.returncode
+        """The exit status once the process has exited, looked at without reaping it (WNOWAIT):
+        its pid stays its own, for kill_escapes and close, until close reaps it."""
+        if self.proc.returncode is not None:
+            return self.proc.returncode
+        try:
+            ended = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped meanwhile (close): Popen has its status
+            return self.proc.returncode
+        if ended is None:
+            return None
+        return ended.si_status if ended.si_code == os.CLD_EXITED else -ended.si_status
 
     def kill_escapes(self) -> None:
         """Kill what left the process's tree during a command (`setsid -f`, double forks): such
