@@ -88,34 +88,18 @@ class Runtime:
     ) -> None:
         guard_process()  # once per process: not traceable; dead processes' temp dirs removed (selfguard.py)
         self.settings = settings or load_settings()
-        exec_mode = exec_mode or self.settings.sandbox.exec_mode
-        if exec_mode not in EXEC_MODES:
-            raise ValueError(
-                f"unknown exec_mode {exec_mode!r} (setting sandbox.exec_mode): use \"host\" to run "
-                "scripts on this machine or \"backend\" to run them inside the backend"
-            )
+        exec_mode = _known_mode(exec_mode or self.settings.sandbox.exec_mode)
         self._own_backend = backend is None
         sweep(self.settings.spill_dir, self.settings.sandbox.spill_retention)  # old runs' spill files
         # A constructor that fails half-way (an unknown tool name, a bad sandbox python) must not
         # leave a shell, a socket, temp dirs or open files behind: undo what was made so far.
         with contextlib.ExitStack() as undo:
-            if backend is None:
-                from ..backends.local import LocalBackend
-
-                backend = LocalBackend(settings=self.settings)
-                undo.callback(backend.close)
-            self.backend = backend
+            self.backend = backend if backend is not None else self._local_backend(undo)
             self.registry = registry or default_registry(self.settings)
             self.transcript = self._open_transcript(transcript, undo)
             # Time a script waits on a person's approval does not count against its timeout.
             self.paused = PausedTime()
-            self.dispatcher = Dispatcher(
-                self.registry,
-                ToolContext(backend=backend, settings=self.settings),
-                enabled=list(tools) if tools is not None else self.settings.tools,
-                transcript=self.transcript,
-                policy=self.paused.wrap(Policy.coerce(policy, self.settings)),  # a name, a Policy, or the settings'
-            )
+            self.dispatcher = self._make_dispatcher(tools, policy)
             # The model's way to run scripts here; known to the dispatcher, which refuses it to scripts.
             self.execute_tool = execute_code_tool(self)
             self.dispatcher.add_direct(self.execute_tool)
@@ -144,6 +128,14 @@ class Runtime:
 
     # -- plumbing --------------------------------------------------------------------------
 
+    def _local_backend(self, undo: contextlib.ExitStack) -> Backend:
+        """A local backend of the Runtime's own (closed with it), in the current directory."""
+        from ..backends.local import LocalBackend
+
+        backend = LocalBackend(settings=self.settings)
+        undo.callback(backend.close)
+        return backend
+
     def _open_transcript(self, transcript: Transcript | Path | bool, undo: contextlib.ExitStack) -> Transcript | None:
         """The run log: True makes a new file in the settings' transcript directory."""
         if transcript is True:
@@ -153,6 +145,16 @@ class Runtime:
             transcript = Transcript(transcript)
             undo.callback(transcript.close)
         return transcript or None
+
+    def _make_dispatcher(self, tools: Iterable[str] | None, policy: Policy | str | None) -> Dispatcher:
+        """The Dispatcher of this Runtime's tool calls, under `policy` (a name, a Policy, or the settings')."""
+        return Dispatcher(
+            self.registry,
+            ToolContext(backend=self.backend, settings=self.settings),
+            enabled=list(tools) if tools is not None else self.settings.tools,
+            transcript=self.transcript,
+            policy=self.paused.wrap(Policy.coerce(policy, self.settings)),
+        )
 
     def _make_mode(self, name: str) -> ExecutionMode[Grant]:
         """The mode `name` (one of EXEC_MODES) for this Runtime's tools and policy."""
@@ -347,6 +349,16 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _known_mode(name: str) -> str:
+    """`name` if it is one of EXEC_MODES, else a ValueError that says what to use."""
+    if name not in EXEC_MODES:
+        raise ValueError(
+            f"unknown exec_mode {name!r} (setting sandbox.exec_mode): use \"host\" to run "
+            "scripts on this machine or \"backend\" to run them inside the backend"
+        )
+    return name
 
 
 def _interrupt_pipe(undo: contextlib.ExitStack) -> tuple[int, int]:
