@@ -24,7 +24,7 @@ from ..toolcore.textfiles import looks_binary, split_lines
 from .ignorefiles import Tree
 from .walk import walk_files
 
-WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "search/regex_worker.py")
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "regex_worker.py")
 # How the worker is started: subprocess.Popen's signature (Herald passes its spawner thread's).
 Popen = Callable[..., "subprocess.Popen[bytes]"]
 POLL_SECONDS = 0.05  # how often a wait for the worker looks at the call's cancel event
