@@ -20,7 +20,7 @@ import contextvars
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 # The reader's rules, path resolution and the stat type are shared with the sandbox's tool core.
 from .._sandbox.toolcore.fileaccess import FileInfo as FileStat
@@ -32,6 +32,9 @@ from .._sandbox.toolcore.fileaccess import (
     resolve_path,
 )
 from ..scoped import scoped
+
+if TYPE_CHECKING:  # shell.py runs its shell over a Channel (below)
+    from .shell import PersistentShell
 
 __all__ = [
     "CONFINE_PREFERRED", "CONFINE_REQUIRED", "Backend", "BackendError", "Channel", "CommandResult", "DirEntry",
@@ -137,6 +140,8 @@ class Channel(Protocol):
     """A process on the backend seen as a byte stream: its stdin, and its stdout+stderr merged.
 
     The persistent shell runs over one; in-backend execution runs the sandbox bootstrap over one.
+    Implementations subclass it, and so inherit the defaults of what they cannot tell
+    (`returncode`, `undelivered`).
     """
 
     def send(self, data: bytes) -> None:
@@ -148,12 +153,20 @@ class Channel(Protocol):
         ...
 
     def close(self) -> None:
-        """Stop the process and everything it started (SIGTERM, a short grace, SIGKILL).
-
-        A channel may also have a `returncode` attribute: the exit status once known, else None;
-        and an `undelivered` one: True once a send found the process already gone.
-        """
+        """Stop the process and everything it started (SIGTERM, a short grace, SIGKILL)."""
         ...
+
+    @property
+    def returncode(self) -> int | None:
+        """The process's exit status once known; None until then (the default: never known)."""
+        return None
+
+    @property
+    def undelivered(self) -> bool:
+        """True once a send found the process (or the link to it) already gone, so nothing of it
+        arrived; False otherwise (the default: a backend that cannot tell says False, and the
+        next recv reports the end)."""
+        return False
 
 
 @runtime_checkable
@@ -213,10 +226,32 @@ class Backend(Protocol):
     def list_dir(self, path: str) -> list[DirEntry]: ...
 
     def close(self) -> None:
-        """Stop the shell and everything it started; release the backend's resources.
-
-        A backend may also have `take_note() -> str`: what it had to do since it was last asked
-        (reconnected, replaced a lost container), which the dispatcher adds to the next tool
-        result as `note`. `run` puts such news in its own CommandResult.note instead.
-        """
+        """Stop the shell and everything it started; release the backend's resources."""
         ...
+
+    # What some backends can do and others cannot. Implementations subclass Backend and so
+    # inherit these defaults where they have nothing to offer.
+
+    def connect(self) -> None:
+        """Connect now, if the backend connects at all (a remote host, a container to start),
+        so that a failure shows before a script runs; BackendError saying what to check. The
+        default: nothing to connect to."""
+        return None
+
+    def take_note(self) -> str:
+        """What the backend had to do since it was last asked (reconnected, replaced a lost
+        container), which the dispatcher adds to the next tool result as `note` (`run` puts such
+        news in its own CommandResult.note instead). The default: "" (nothing to say)."""
+        return ""
+
+    @property
+    def session_shell(self) -> PersistentShell | None:
+        """The session's persistent shell once it runs, if a backend-mode supervisor can share
+        its state (a file on the backend); None until then (the default: never)."""
+        return None
+
+    def pinned(self, path: str) -> str | None:
+        """Where the current tool call's check found `path` to lead (realpath.py), for an
+        operation to enter that place and check it is still there; None when it was not pinned
+        (the default: on this machine, calls act on what they opened instead)."""
+        return None

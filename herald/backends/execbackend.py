@@ -20,6 +20,7 @@ from ..config import Settings
 from ..keys import herald_environ
 from ..webguard import open_checked
 from .base import (
+    Backend,
     BackendError,
     Channel,
     CommandResult,
@@ -37,7 +38,7 @@ from .shellfiles import ShellFiles
 FILE_TIMEOUT = 300.0  # one file command (a chunk of a large write at most)
 
 
-class ExecSessionBackend:
+class ExecSessionBackend(Backend):
     """Commands in a persistent shell and files through `ShellFiles`, both over exec'd processes."""
 
     name = "exec"
@@ -256,7 +257,7 @@ class ExecSessionBackend:
                 output += chunk
         finally:
             channel.close()
-        if chunk is None or getattr(channel, "returncode", None) != 0:
+        if chunk is None or channel.returncode != 0:
             message = output.decode("utf-8", "replace").strip() or "it did not finish"
             raise OSError(5, f"writing the file in the {self.kind_of_sandbox} failed: {message}", temp)
         self._fail_if_lost()

@@ -25,7 +25,9 @@ from ..keys import herald_environ
 from ..tempdirs import owned_tempdir
 from ..webguard import connect_here, open_checked, resolve_here
 from .base import (
+    Backend,
     BackendError,
+    Channel,
     CommandResult,
     DirEntry,
     FileStat,
@@ -37,7 +39,7 @@ from .shell import PersistentShell
 SANDBOX_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(shellguard.__file__))))
 
 
-class _LocalChannel:
+class _LocalChannel(Channel):
     """A local process in its own session, stdin and merged stdout+stderr on pipes.
 
     The process runs under a guard (shellguard.py) that dies with Herald, taking everything
@@ -80,7 +82,17 @@ class _LocalChannel:
 
     @property
     def returncode(self) -> int | None:
-        return self.proc.returncode
+        """The exit status once the process has exited, looked at without reaping it (WNOWAIT):
+        its pid stays its own, for kill_escapes and close, until close reaps it."""
+        if self.proc.returncode is not None:
+            return self.proc.returncode
+        try:
+            ended = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped meanwhile (close): Popen has its status
+            return self.proc.returncode
+        if ended is None:
+            return None
+        return ended.si_status if ended.si_code == os.CLD_EXITED else -ended.si_status
 
     def kill_escapes(self) -> None:
         """Kill what left the process's tree during a command (`setsid -f`, double forks): such
@@ -102,7 +114,7 @@ class _LocalChannel:
         self.proc.stdout.close()
 
 
-class LocalBackend:
+class LocalBackend(Backend):
     """Commands in a persistent local bash; files through the OS, relative to the shell's cwd."""
 
     name = "local"

@@ -231,8 +231,8 @@ class PersistentShell:
                 self._discard_channel()
                 notes.append(f"The shell exited during this command. {self._restart_note()}")
                 # `exit 3` should read as 3: a channel that knows the shell's status offers it.
-                status = getattr(channel, "returncode", None)
-                exit_code = status if isinstance(status, int) and status >= 0 else -1
+                status = channel.returncode if channel is not None else None
+                exit_code = status if status is not None and status >= 0 else -1
                 timed_out = False
             finally:
                 capture.close()

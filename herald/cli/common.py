@@ -173,9 +173,7 @@ def connect_backend(backend: Backend, cwd: str | None, *, where: str | None = No
     if backend.name == "local":
         return
     try:
-        connect = getattr(backend, "connect", None)  # remote backends: fail here, not in the script
-        if callable(connect):
-            connect()
+        backend.connect()  # remote backends: fail here, not in the script
         if check_remote_cwd and cwd is not None:  # where the shell starts (a relative cwd resolved there)
             found = backend.stat(backend.cwd)
             if found is None or not found.is_dir:

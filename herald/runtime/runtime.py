@@ -16,10 +16,11 @@ Execution policy:
   `execute` has returned (only a tool that honours neither, mid-action, could).
 - Kernel sessions (`session="name"`) keep one child and its globals across runs (kernels.py); a
   timeout, interrupt or crash kills it and the result says the state was lost.
-- `exec_mode="backend"` runs the child inside the backend instead (sandbox/backend_child.py): the same
-  bootstrap, RPC frames and Dispatcher, carried over the backend's exec channel; warm start,
-  kernel sessions and the fork server (a zygote in the backend, backend_zygote.py) work the same
-  way there.
+- Where the child runs is the Runtime's mode (sandbox/mode.py), picked when it is made: on this
+  machine (`exec_mode="host"`, sandbox/host/mode.py) or inside the backend (`exec_mode="backend"`,
+  sandbox/backend/mode.py: the same bootstrap, RPC frames and Dispatcher, carried over the
+  backend's exec channel; warm start, kernel sessions and the fork server work the same way there).
+  Every step that differs between the two is the mode's.
 """
 
 from __future__ import annotations
@@ -28,21 +29,18 @@ import contextlib
 import logging
 import os
 import secrets
-import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .._sandbox.procs.environ import sandbox_environ
 from .._sandbox.wire.frames import START, StartFrame
 from ..backends.base import Backend, BackendError
 from ..capture import CappedCapture
 from ..config import Settings, load_settings
 from ..config.budgets import check_budgets
-from ..keys import herald_environ
 from ..policy import Policy
 from ..policy.approvals import PausedTime
 from ..spill import sweep
@@ -54,16 +52,13 @@ from .execute_code import execute_code_tool
 from .kernels import KernelSessions
 from .outcome import OutputListener, build_result, capture_streams, unreachable, unrunnable
 from .rpc.server import RpcServer
-from .sandbox import isolation
-from .sandbox.backend.sandbox import BackendPythonError, BackendSandbox
-from .sandbox.backend.setup import RemoteDirGone
+from .sandbox.backend.mode import BackendMode
 from .sandbox.contract import SandboxChild
 from .sandbox.errors import SandboxStartError
-from .sandbox.host import zygote as forkserver
-from .sandbox.host.child import ChildProcess, check_interpreter
-from .sandbox.isolation import Isolation, shared_root
+from .sandbox.host.mode import HostMode
+from .sandbox.isolation import Isolation
+from .sandbox.mode import ExecutionMode
 from .sandbox.result import ExecutionResult
-from .sandbox.sandboxdir import make_sandbox_dir
 from .sandbox.streams import drain_fd
 from .scope import stop_calls
 from .selfguard import guard_process
@@ -93,146 +88,107 @@ class Runtime:
     ) -> None:
         guard_process()  # once per process: not traceable; dead processes' temp dirs removed (selfguard.py)
         self.settings = settings or load_settings()
-        self.exec_mode = exec_mode or self.settings.sandbox.exec_mode
-        if self.exec_mode not in EXEC_MODES:
-            raise ValueError(
-                f"unknown exec_mode {self.exec_mode!r} (setting sandbox.exec_mode): use \"host\" to run "
-                "scripts on this machine or \"backend\" to run them inside the backend"
-            )
+        exec_mode = _known_mode(exec_mode or self.settings.sandbox.exec_mode)
         self._own_backend = backend is None
         sweep(self.settings.spill_dir, self.settings.sandbox.spill_retention)  # old runs' spill files
         # A constructor that fails half-way (an unknown tool name, a bad sandbox python) must not
         # leave a shell, a socket, temp dirs or open files behind: undo what was made so far.
         with contextlib.ExitStack() as undo:
-            if backend is None:
-                from ..backends.local import LocalBackend
-
-                backend = LocalBackend(settings=self.settings)
-                undo.callback(backend.close)
-            self.backend = backend
+            self.backend = backend if backend is not None else self._local_backend(undo)
             self.registry = registry or default_registry(self.settings)
-            if transcript is True:
-                stamp = time.strftime("%Y%m%d-%H%M%S")
-                transcript = self.settings.transcript_dir / f"runtime-{stamp}-{secrets.token_hex(3)}.jsonl"
-            if isinstance(transcript, Path):
-                transcript = Transcript(transcript)
-                undo.callback(transcript.close)
-            self.transcript = transcript or None
+            self.transcript = self._open_transcript(transcript, undo)
             # Time a script waits on a person's approval does not count against its timeout.
             self.paused = PausedTime()
-            self.dispatcher = Dispatcher(
-                self.registry,
-                ToolContext(backend=backend, settings=self.settings),
-                enabled=list(tools) if tools is not None else self.settings.tools,
-                transcript=self.transcript,
-                policy=self.paused.wrap(Policy.coerce(policy, self.settings)),  # a name, a Policy, or the settings'
-            )
+            self.dispatcher = self._make_dispatcher(tools, policy)
             # The model's way to run scripts here; known to the dispatcher, which refuses it to scripts.
             self.execute_tool = execute_code_tool(self)
             self.dispatcher.add_direct(self.execute_tool)
             self._grants = Grants(on_revoke=lambda grant: self._server.close_sessions(grant))
-            host_mode = self.exec_mode == "host"
-            self._sandbox_dir = make_sandbox_dir(self.dispatcher.script_tools,
-                                                 self.dispatcher.offer.elsewhere(self.registry), host_mode=host_mode)
-            undo.callback(shutil.rmtree, self._sandbox_dir, ignore_errors=True)
+            self.mode = self._make_mode(exec_mode)
+            undo.callback(self.mode.close)
             self._max_parallel = max(1, self.settings.sandbox.max_parallel_calls)
             self._server: RpcServer[Grant] = RpcServer(
                 self._grants.lookup,
                 self._serve,
                 max_concurrency=self._max_parallel,
-                parent_dir=shared_root() if host_mode else None,
+                parent_dir=self.mode.socket_dir,
                 inflight=lambda grant: grant.scope.inflight,
             )
             undo.callback(self._server.close)
-            self._remote: BackendSandbox[Grant] | None = None
-            if self.exec_mode == "backend":
-                self._remote = BackendSandbox(
-                    backend,
-                    self.settings,
-                    Path(self._sandbox_dir),
-                    self._grants.lookup,
-                    lambda grant, message, echo: self.dispatcher.serve(grant.scope, message, echo),
-                    BackendTools(self.dispatcher) if self.settings.sandbox.backend_tools else None,
-                    self._backend_isolation(),
-                    inflight=lambda grant: grant.scope.inflight,
-                )
-                undo.callback(self._remote.close)
-            self._child_env = sandbox_environ(herald_environ(), self.settings.sandbox.env_passthrough)
-            self._isolation_here = self._isolation()
-            self._child_env.update(self.isolation.child_environ())
-            self._host_tools = self._answered_in_script()
-            self._forks: forkserver.Lease | None = None
-            if self._remote is None and self.settings.sandbox.fork_server:
-                self._forks = forkserver.Lease(self.settings.sandbox.python, self._child_env, self.isolation)
-                undo.callback(self._forks.close)
-            self._interrupt_r, self._interrupt_w = os.pipe()
-            undo.callback(os.close, self._interrupt_r)
-            undo.callback(os.close, self._interrupt_w)
-            os.set_blocking(self._interrupt_r, False)
-            os.set_blocking(self._interrupt_w, False)
+            self._interrupt_r, self._interrupt_w = _interrupt_pipe(undo)
             self._exec_lock = threading.Lock()
             self._children: WarmChildren[SandboxChild] = WarmChildren(
-                self._spawn, enabled=self.settings.sandbox.warm
+                self.mode.spawn, enabled=self.settings.sandbox.warm
             )
             self._kernels = KernelSessions(start_run=self._start_run, grants=self._grants,
                                            dispatcher=self.dispatcher, start_fields=self._start_fields)
             self._closed = False
-            if self._remote is not None and self.settings.sandbox.warm:
-                try:
-                    self._children.put(self._spawn())  # probes the backend's python: fail here, not in a run
-                except SandboxStartError as exc:
-                    if isinstance(exc, BackendPythonError):  # a setting to fix, not a host to wait for
-                        raise
-                    log.warning("%s", exc)  # the first run tries again, and says what failed
-            elif self._remote is None:
-                check_interpreter(self.settings.sandbox.python)
+            self.mode.warm_up(self._children)
             undo.pop_all()
-        if self._remote is None:
-            self._children.replenish()  # the first warm child starts in the background: no wait here
 
     # -- plumbing --------------------------------------------------------------------------
 
-    def _spawn(self) -> SandboxChild:
-        if self._remote is not None:
-            return self._remote.spawn()
-        server = self._forks.server() if self._forks is not None else None
-        return ChildProcess(self.settings.sandbox.python, self._sandbox_dir, self._child_env, forkserver=server,
-                            isolation=self.isolation, tools=self._host_tools, lookup=self._grants.lookup)
+    def _local_backend(self, undo: contextlib.ExitStack) -> Backend:
+        """A local backend of the Runtime's own (closed with it), in the current directory."""
+        from ..backends.local import LocalBackend
 
-    def _answered_in_script(self) -> BackendTools | None:
+        backend = LocalBackend(settings=self.settings)
+        undo.callback(backend.close)
+        return backend
+
+    def _open_transcript(self, transcript: Transcript | Path | bool, undo: contextlib.ExitStack) -> Transcript | None:
+        """The run log: True makes a new file in the settings' transcript directory."""
+        if transcript is True:
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            transcript = self.settings.transcript_dir / f"runtime-{stamp}-{secrets.token_hex(3)}.jsonl"
+        if isinstance(transcript, Path):
+            transcript = Transcript(transcript)
+            undo.callback(transcript.close)
+        return transcript or None
+
+    def _make_dispatcher(self, tools: Iterable[str] | None, policy: Policy | str | None) -> Dispatcher:
+        """The Dispatcher of this Runtime's tool calls, under `policy` (a name, a Policy, or the settings')."""
+        return Dispatcher(
+            self.registry,
+            ToolContext(backend=self.backend, settings=self.settings),
+            enabled=list(tools) if tools is not None else self.settings.tools,
+            transcript=self.transcript,
+            policy=self.paused.wrap(Policy.coerce(policy, self.settings)),
+        )
+
+    def _make_mode(self, name: str) -> ExecutionMode[Grant]:
+        """The mode `name` (one of EXEC_MODES) for this Runtime's tools and policy."""
+        stubs, elsewhere = self.dispatcher.script_tools, self.dispatcher.offer.elsewhere(self.registry)
+        writable = self.dispatcher.policy.profile != "read-only"
+        if name == "host":
+            return HostMode(self.settings, self.backend, stubs, elsewhere, self._grants.lookup,
+                            writable_workspace=writable, tools_in_script=self._tools_in_script)
+        return BackendMode(
+            self.settings, self.backend, stubs, elsewhere, self._grants.lookup, writable_workspace=writable,
+            serve=lambda grant, message, echo: self.dispatcher.serve(grant.scope, message, echo),
+            tools_beside=lambda: BackendTools(self.dispatcher), inflight=lambda grant: grant.scope.inflight,
+        )
+
+    def _tools_in_script(self, isolation: Isolation) -> BackendTools:
         """Host mode on this machine's files: the reads a script's own process answers
         (backend_tools.py), under the paths it sees as Herald does."""
-        if self._remote is not None or self.backend.name != "local" or not self.settings.sandbox.backend_tools:
-            return None
-        isolation = self._isolation_here
         return BackendTools(self.dispatcher, visible=isolation.seen_alike, masked=isolation.masked)
 
     def _serve(self, grant: Grant, message: dict[str, Any], echo: tuple[str, ...]) -> bytes:
-        """One of a host-mode script's calls; the script's side hears of a moved session directory
-        with the reply (when it answers file reads itself and resolves their paths there)."""
+        """One of a script's calls over the RPC socket; the mode may have news for the script
+        (a moved session directory) just before the reply."""
         frame = self.dispatcher.serve(grant.scope, message, echo)
-        if self._host_tools is not None:
-            return self._host_tools.cwd_frame(grant) + frame
-        return frame
+        return self.mode.before_reply(grant) + frame
+
+    @property
+    def exec_mode(self) -> str:
+        """"host" or "backend" (setting sandbox.exec_mode)."""
+        return self.mode.name
 
     @property
     def isolation(self) -> Isolation:
         """The isolation in force; in backend mode as the backend's probe settled it, once reached."""
-        return self._remote.isolation if self._remote is not None else self._isolation_here
-
-    def _backend_isolation(self) -> Callable[[], Isolation] | None:
-        with isolation.as_start_error():
-            return isolation.backend_request(self.settings, self.backend, self.dispatcher.policy.profile != "read-only")
-
-    def _isolation(self) -> Isolation:
-        if self._remote is not None:  # settled by the backend's probe (backend_sandbox.py)
-            return self._remote.isolation
-        with isolation.as_start_error():
-            return isolation.resolve(self.settings, self._script_cwd(), self.settings.sandbox.python,
-                                     writable_workspace=self.dispatcher.policy.profile != "read-only")
-
-    def _script_cwd(self) -> str:
-        return isolation.script_cwd(self.backend, self._sandbox_dir, backend_mode=self._remote is not None)
+        return self.mode.isolation
 
     def wait_warm(self, timeout: float = READY_TIMEOUT) -> None:
         """Block until the pre-spawned interpreter is ready (benchmarks use it)."""
@@ -290,9 +246,7 @@ class Runtime:
                 else:
                     result = self._execute_once(code, timeout, max_calls, on_output, budgets, started)
                 return replace(result, isolation=self.isolation.describe, profile=self.dispatcher.policy.profile)
-            except BackendError as exc:  # in backend mode: the backend could not be reached to start the run
-                if self._remote is None:
-                    raise
+            except BackendError as exc:  # the backend could not be reached to start the run (in backend mode)
                 return replace(unreachable(exc, session), isolation=self.isolation.describe,
                                profile=self.dispatcher.policy.profile)
             finally:
@@ -339,19 +293,17 @@ class Runtime:
 
     def _start_fields(self) -> StartFrame:
         """What every start frame carries, one-shot or kernel."""
-        cwd = self._script_cwd()
+        cwd = self.mode.script_cwd()
         return {"type": START, "socket": self._server.path, "cwd": cwd, "max_parallel": self._max_parallel}
 
     def _take_child(self, *, replenish: bool = True) -> SandboxChild:
-        """A ready child. In backend mode the Runtime's directory there may have been swept while
-        the connection that owned it was down (_sandbox/procs/owners.py): it is then prepared again, once."""
+        """A ready child. One that cannot start for a cause the mode can undo (in backend mode,
+        the directory there swept while the connection that owned it was down) is tried again, once."""
         try:
             return self._children.take(READY_TIMEOUT, replenish=replenish)
-        except RemoteDirGone:
-            if self._remote is None:
+        except SandboxStartError as exc:
+            if not self.mode.recover(exc, self._children):
                 raise
-            self._children.drop()  # made for the directory that is gone
-            self._remote.forget_dir()
             return self._children.take(READY_TIMEOUT, replenish=replenish)
 
     def _start_run(self, frame: StartFrame) -> SandboxChild:
@@ -376,17 +328,12 @@ class Runtime:
         self._closed = True
         self.interrupt()
         with self._exec_lock:
-            if self._remote is not None:
-                self._remote.begin_close()  # before its children go: one of them may take its directory along
+            self.mode.begin_close()  # before its children go (backend mode: one may take its directory along)
             self._kernels.close()
             self._children.close()
             self._server.close()
-            if self._forks is not None:
-                self._forks.close()
             self.dispatcher.ctx.close()  # session resources the tools opened (a browser, ...)
-            if self._remote is not None:
-                self._remote.close()
-            shutil.rmtree(self._sandbox_dir, ignore_errors=True)
+            self.mode.close()
             # A late interrupt() must not write into whatever file reuses these numbers next.
             read_fd, write_fd = self._interrupt_r, self._interrupt_w
             self._interrupt_r = self._interrupt_w = -1
@@ -402,3 +349,23 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _known_mode(name: str) -> str:
+    """`name` if it is one of EXEC_MODES, else a ValueError that says what to use."""
+    if name not in EXEC_MODES:
+        raise ValueError(
+            f"unknown exec_mode {name!r} (setting sandbox.exec_mode): use \"host\" to run "
+            "scripts on this machine or \"backend\" to run them inside the backend"
+        )
+    return name
+
+
+def _interrupt_pipe(undo: contextlib.ExitStack) -> tuple[int, int]:
+    """The pipe `interrupt` writes to and a run's collect watches, both ends non-blocking."""
+    read_fd, write_fd = os.pipe()
+    undo.callback(os.close, read_fd)
+    undo.callback(os.close, write_fd)
+    os.set_blocking(read_fd, False)
+    os.set_blocking(write_fd, False)
+    return read_fd, write_fd

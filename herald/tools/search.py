@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from .. import spawner
@@ -67,8 +67,7 @@ class BackendPlace:
         there before it starts (Held.place), so a link swapped after the check is refused;
         unpinned (the full profile), the search goes by the path."""
         if self._backend.name != "local":
-            pinned: Callable[[str], str | None] | None = getattr(self._backend, "pinned", None)
-            place = pinned(directory) if pinned is not None else None
+            place = self._backend.pinned(directory)
             yield Held(place or directory, everything, place)
             return
         with held_dir(directory, call_confinement()) as held:

@@ -20,6 +20,7 @@ from herald import Runtime, Settings
 from herald._sandbox.wire import frames
 from herald._sandbox.wire.framing import encode_frame
 from herald.backends.ssh import SSHBackend
+from herald.runtime.sandbox.backend.mode import BackendMode
 from tests.fixtures.latency_proxy import LatencyProxy
 from tests.fixtures.sshd import SSHServer, running_sshd
 
@@ -155,9 +156,10 @@ def test_the_first_run_after_a_dropped_connection_runs(killable_sshd: SSHServer,
         assert runtime.execute("print(1)", timeout=RELAXED).ok
         # The next run's child has said it is ready, on this connection, and nobody has read
         # that yet: what is unread must not make it look alive once its connection is gone.
-        remote = runtime._remote
+        assert isinstance(runtime.mode, BackendMode)
+        remote = runtime.mode.sandbox
         assert wait_until(lambda: _ready_unread(runtime), RELAXED)
-        owned = re.search(r"/herald-sandbox-(\d+)-", remote.remote_dir or "") if remote is not None else None
+        owned = re.search(r"/herald-sandbox-(\d+)-", remote.remote_dir or "")
         assert owned is not None  # named after the connection's sshd (_sandbox/procs/owners.py)
         os.kill(int(owned.group(1)), signal.SIGKILL)
         # Once the client has seen the connection end (as it has, a moment after, in real life).

@@ -19,12 +19,20 @@ import pytest
 
 from herald import Runtime, Settings
 from herald.backends.base import Backend
+from herald.runtime.sandbox.backend.mode import BackendMode
+from herald.runtime.sandbox.backend.sandbox import BackendSandbox
 from herald.tools import ToolError
 from herald.transcript import read_transcript
 
 from ._helpers import wait_for
 
 BACKEND_KINDS = ["local", "ssh", "docker"]
+
+
+def backend_sandbox(runtime: Runtime) -> BackendSandbox[Any]:
+    """The sandbox in the backend of a Runtime in backend mode (its directory there, ...)."""
+    assert isinstance(runtime.mode, BackendMode), runtime.exec_mode
+    return runtime.mode.sandbox
 
 
 @pytest.fixture(params=BACKEND_KINDS)

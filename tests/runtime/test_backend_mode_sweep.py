@@ -18,7 +18,7 @@ from herald import Runtime, Settings
 from herald.backends.base import Backend
 from tests.fixtures.sshd import SSHServer
 
-from ._backend_mode import backend_runtime, exec_backend
+from ._backend_mode import backend_runtime, backend_sandbox, exec_backend
 from ._helpers import wait_for
 
 __all__ = ["backend_runtime", "exec_backend"]  # fixtures, used by name
@@ -71,8 +71,8 @@ def test_a_directory_is_named_after_who_it_lives_with(
 ) -> None:
     runtime = backend_runtime()
     assert runtime.execute("print(1)").ok
-    remote = runtime._remote
-    assert remote is not None and remote.remote_dir is not None
+    remote = backend_sandbox(runtime)
+    assert remote.remote_dir is not None
     owned = OWNED.search(remote.remote_dir)
     if exec_backend.name == "local":  # this process
         assert owned is not None and int(owned.group(1)) == os.getpid()
@@ -95,8 +95,8 @@ def test_a_dropped_connections_directory_is_swept_and_its_runtime_prepares_again
         first, settings=tuned, transcript=False, exec_mode="backend"
     ) as dropped:
         assert dropped.execute("print(1)").ok
-        assert dropped._remote is not None and dropped._remote.remote_dir is not None
-        old_dir = dropped._remote.remote_dir
+        old_dir = backend_sandbox(dropped).remote_dir
+        assert old_dir is not None
         owned = OWNED.search(old_dir)
         assert owned is not None, old_dir
         owner = int(owned.group(1))
@@ -110,7 +110,7 @@ def test_a_dropped_connections_directory_is_swept_and_its_runtime_prepares_again
             assert gone == "gone"
         again = dropped.execute("from hermes_tools import terminal\nprint(terminal('echo back')['output'])")
         assert again.ok and again.output.strip() == "back", (again.status, again.error, again.output)
-        assert dropped._remote.remote_dir not in (None, old_dir)
+        assert backend_sandbox(dropped).remote_dir not in (None, old_dir)
     sshd.remove_workspace(workspace)
 
 

@@ -29,6 +29,7 @@ from tests.tools.conftest import caller
 
 from ._backend_mode import (
     backend_runtime,
+    backend_sandbox,
     exec_backend,
     in_backend_settings,
     script_call_records,
@@ -271,8 +272,8 @@ def test_setup_is_one_channel_that_then_serves_the_first_run(exec_backend: Backe
     with Runtime(counted, settings=alone, exec_mode="backend", transcript=False) as runtime:
         assert run_ok(runtime, "print(1)").output == "1\n"
         assert len(counted.channels) == 1 and "herald-setup" in counted.channels[0]  # the run had none of its own
-        assert runtime._remote is not None and runtime._remote.remote_dir is not None
-        remote_dir = runtime._remote.remote_dir
+        remote_dir = backend_sandbox(runtime).remote_dir
+        assert remote_dir is not None
     assert counted.writes == 0
     if exec_backend.name == "local":  # the directory is on this machine: removed from here
         assert len(counted.channels) == 1
@@ -290,8 +291,8 @@ def test_a_closing_runtime_s_waiting_supervisor_takes_the_directory_along(exec_b
     with Runtime(counted, settings=warm, exec_mode="backend", transcript=False) as runtime:
         assert run_ok(runtime, "print(1)").output == "1\n"
         runtime.wait_warm()  # the successor's supervisor is up and waiting
-        assert runtime._remote is not None and runtime._remote.remote_dir is not None
-        remote_dir = runtime._remote.remote_dir
+        remote_dir = backend_sandbox(runtime).remote_dir
+        assert remote_dir is not None
         opened = len(counted.channels)
     # On this machine the directory is removed from here; elsewhere the supervisor took it along.
     assert counted.channels[opened:] == [], f"the close started {counted.channels[opened:]}"
@@ -307,8 +308,8 @@ def test_the_directory_goes_even_when_the_waiting_supervisor_died(exec_backend: 
     with Runtime(counted, settings=warm, exec_mode="backend", transcript=False) as runtime:
         assert run_ok(runtime, "print(1)").output == "1\n"
         runtime.wait_warm()
-        assert runtime._remote is not None and runtime._remote.remote_dir is not None
-        remote_dir = runtime._remote.remote_dir
+        remote_dir = backend_sandbox(runtime).remote_dir
+        assert remote_dir is not None
         # Every process whose command line names the directory: the waiting supervisor (by a
         # /proc walk: the test image has no pkill).
         killer = ("import os, sys\nfor pid in filter(str.isdigit, os.listdir('/proc')):\n"

@@ -12,7 +12,9 @@ import pytest
 
 from herald import Runtime, Settings
 from herald.backends.local import LocalBackend
+from herald.runtime.sandbox.backend.sandbox import BackendPythonError
 from herald.runtime.sandbox.errors import SandboxStartError
+from herald.runtime.sandbox.isolation import shared_root
 
 from ._helpers import child_pids, fd_count, run_ok, wait_for
 
@@ -103,10 +105,12 @@ def test_closed_runtimes_leak_nothing(settings: Settings, workspace: Path) -> No
 
 
 def herald_temp_dirs() -> set[str]:
+    """Herald's temp dirs here: the backend mode's sandbox copies and RPC sockets in TMPDIR, and
+    the host mode's sandbox directories in the process's shared root."""
     root = tempfile.gettempdir()
     return {
         name for name in os.listdir(root) if name.startswith(("herald-sandbox-", "herald-rpc-"))
-    }
+    } | {os.path.join("root", name) for name in os.listdir(shared_root()) if name.startswith("sandbox-")}
 
 
 @pytest.mark.parametrize(
@@ -114,6 +118,10 @@ def herald_temp_dirs() -> set[str]:
     [
         ({"tools": ["no_such_tool"]}, ValueError),
         ({"overrides": {"sandbox.python": "/nonexistent/python3"}}, SandboxStartError),
+        # Host mode, once its sandbox directory is made: an isolation no setting names.
+        ({"overrides": {"sandbox.isolation": "bogus"}}, SandboxStartError),
+        # Backend mode, at its first child (the backend's python probed), with everything else made.
+        ({"exec_mode": "backend", "overrides": {"sandbox.remote_python": "/nonexistent/python3"}}, BackendPythonError),
     ],
 )
 def test_failed_construction_leaks_nothing(
@@ -137,6 +145,7 @@ def test_failed_construction_leaks_nothing(
                 settings=settings.with_overrides(kwargs.get("overrides", {})),
                 tools=kwargs.get("tools"),
                 transcript=tmp_path / "t.jsonl",
+                exec_mode=kwargs.get("exec_mode"),
             )
     assert fd_count() <= fds, (fds, fd_count())
     assert len(child_pids()) <= children

@@ -17,14 +17,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..base import BackendError
+from ..base import BackendError, Channel
 from ..remote import GO, kill_tree_argv, launch_argv, read_pid
 
 HEADER = struct.Struct(">BxxxL")
 START_TIMEOUT = 15.0
 
 
-class ExecChannel:
+class ExecChannel(Channel):
     """`argv` running in `container` through the wrapper that reports its process id."""
 
     def __init__(

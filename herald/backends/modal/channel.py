@@ -15,7 +15,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from ..base import BackendError
+from ..base import BackendError, Channel
 from ..remote import GO, kill_tree_argv, launch_argv, read_pid
 
 T = TypeVar("T")
@@ -64,7 +64,7 @@ class LoopThread:
         self._thread.join(2)
 
 
-class ModalChannel:
+class ModalChannel(Channel):
     """`argv` in `sandbox` as a Channel: stdin writes, stdout chunks through a queue."""
 
     def __init__(self, loop: LoopThread, sandbox: Any, argv: list[str], *, cwd: str | None,

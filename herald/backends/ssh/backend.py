@@ -27,7 +27,7 @@ import paramiko
 
 from ..._sandbox.confine.readonly import Confinement, parse_probe, probe_script
 from ...config import Settings
-from ..base import BackendError, CommandResult, DirEntry, FileStat, NoConfinement, resolve_path
+from ..base import Backend, BackendError, CommandResult, DirEntry, FileStat, NoConfinement, resolve_path
 from ..remote import guarded_argv
 from ..shell import PersistentShell, shell_quote
 from .channel import SSHChannel
@@ -41,7 +41,7 @@ from .tunnel import Tunnels
 log = logging.getLogger(__name__)
 
 
-class SSHBackend:
+class SSHBackend(Backend):
     """Commands in a persistent bash on `target`; files through SFTP, relative to the shell's cwd."""
 
     name = "ssh"

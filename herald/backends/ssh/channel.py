@@ -26,7 +26,7 @@ import time
 
 import paramiko
 
-from ..base import BackendError
+from ..base import BackendError, Channel
 from ..remote import kill_tree_argv
 from ..shell import shell_quote
 from .connection import HOUSEKEEPING_SECONDS, PROBE_AFTER_SECONDS, SSHConnection, request_exec
@@ -51,7 +51,7 @@ def kill_tree(conn: SSHConnection, pid: int, grace: float, then: str = "") -> No
     conn.exec(command, timeout=grace + HOUSEKEEPING_SECONDS, answer=HOUSEKEEPING_SECONDS)
 
 
-class SSHChannel:
+class SSHChannel(Channel):
     """A process started on the host over an exec channel of `conn`."""
 
     def __init__(self, conn: SSHConnection, argv: list[str], *, cwd: str | None, grace: float) -> None:
@@ -63,7 +63,7 @@ class SSHChannel:
         self._marker = f"__HERALD_PID_{nonce} ".encode()
         self._head = b""  # output before the pid marker has been seen whole
         self.pid = 0  # the process's pid on the host once its marker came; -1: it never did
-        self.undelivered = False  # a send found the connection already gone: nothing reached the host
+        self._undelivered = False  # a send found the connection already gone: nothing reached the host
         self._closed = False
         self._heard = time.monotonic()  # when output last came
         self._chan = conn.session()
@@ -83,7 +83,7 @@ class SSHChannel:
         if silent and len(data) > self._chan.out_window_size:
             self._conn.probe()
         if self._chan.closed or not self._conn.alive():
-            self.undelivered = True
+            self._undelivered = True
             return  # the next recv reports the end
         try:
             self._chan.sendall(data)
@@ -150,6 +150,10 @@ class SSHChannel:
             head, self._head = self._head, b""
             return head
         return self._raw_recv(deadline - time.monotonic())
+
+    @property
+    def undelivered(self) -> bool:
+        return self._undelivered
 
     @property
     def returncode(self) -> int | None:

@@ -172,13 +172,6 @@ def as_start_error() -> Iterator[None]:
         raise SandboxStartError(str(exc)) from None
 
 
-def script_cwd(backend: Backend, scratch_dir: str, *, backend_mode: bool) -> str:
-    """Where a script starts. In host mode its own open() sees this machine: where the local
-    backend's shell is, or `scratch_dir` when the backend is remote. In backend mode it runs
-    where the backend's shell is, wherever that is."""
-    return backend.cwd if backend_mode or backend.name == "local" else scratch_dir
-
-
 def check(settings: Settings) -> None:
     """ValueError, saying what to set, when the isolation settings name no known mode."""
     if settings.sandbox.isolation not in MODES:

@@ -211,7 +211,7 @@ class BackendChild(Generic[S]):
         said = "".join(m["data"] for m in self._backlog if "type" in m and m["type"] in (frames.OUT, frames.ERR))
         said = said.encode("latin-1", "replace").decode("utf-8", "replace").strip()
         text = "\n".join(t for t in (said, self.failure) if t)
-        status = self.exit_code if self.exit_code is not None else getattr(self._channel, "returncode", None)
+        status = self.exit_code if self.exit_code is not None or self._channel is None else self._channel.returncode
         how = f" (status {status})" if isinstance(status, int) else ""
         return f"the sandbox interpreter on {self._where} exited during start-up{how}: {text or 'no output'}"
 
@@ -225,7 +225,7 @@ class BackendChild(Generic[S]):
             start = cast(frames.StartFrame, {"type": frames.START, **{k: message.get(k) for k in frames.RUN_KEYS}})
             self._add_grant(start)
             sent = self._send(encode_frame(start))
-            if self.gone or not sent or getattr(self._channel, "undelivered", False):
+            if self.gone or not sent or (self._channel is not None and self._channel.undelivered):
                 # A waiting child whose connection dropped: the Runtime gives the run to a new one.
                 raise BrokenPipeError(f"the exec channel to {self._where} is gone")
         else:

@@ -134,7 +134,7 @@ def read_setup(channel: Channel, deadline: float) -> tuple[dict[str, str], str, 
         buffer += chunk or b""
 
 
-class Preread:
+class Preread(Channel):
     """A channel whose first output was read already (`head`): it is read again first."""
 
     def __init__(self, channel: Channel, head: bytes) -> None:
@@ -155,5 +155,8 @@ class Preread:
 
     @property
     def returncode(self) -> int | None:
-        code = getattr(self._channel, "returncode", None)
-        return code if isinstance(code, int) else None
+        return self._channel.returncode
+
+    @property
+    def undelivered(self) -> bool:
+        return self._channel.undelivered
