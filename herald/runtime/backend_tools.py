@@ -38,7 +38,7 @@ import logging
 import secrets
 import time
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 from .._sandbox.child.selfserve import READ_TOOLS
 from .._sandbox.shell.localshell import reply as terminal_reply
@@ -51,6 +51,7 @@ from ..backends.shell import PersistentShell
 from ..capture import CappedCapture
 from ..policy import FULL, READ_ONLY
 from ..tools import files, search, terminal
+from .calls import Answered, recorded_call
 from .dispatcher import Dispatcher
 from .scope import CallScope
 from .tokens import Grant
@@ -238,9 +239,8 @@ class BackendTools:
             output, int(ran["exit_code"]), bool(ran["timed_out"]), capture.overflowed, str(ran["note"])
         )
         self.follow(ran.get("cwd"))
-        self._dispatcher.record_script_call(
-            session.scope, "terminal", preview(message.get("args")), None, len(output), time.perf_counter() - started
-        )
+        answered = Answered(None, len(output), time.perf_counter() - started, in_script=False)
+        self._dispatcher.handle(recorded_call(session.scope, "terminal", preview(message.get("args")), answered))
         return {"result": result}
 
     def record(self, session: Grant, message: frames.RecordFrame) -> None:
@@ -264,10 +264,8 @@ class BackendTools:
         if tool == "terminal":
             self.follow(record.get("cwd"))
         args = record.get("args")
-        self._dispatcher.record_script_call(
-            session.scope, tool, preview(args) if in_script else args, cast("dict[str, Any] | None", error),
-            record["reply_bytes"], float(record["duration_ms"]) / 1000, in_script=in_script,
-        )
+        answered = Answered(error, record["reply_bytes"], float(record["duration_ms"]) / 1000, in_script)
+        self._dispatcher.handle(recorded_call(session.scope, tool, preview(args) if in_script else args, answered))
 
     @property
     def _answerer(self) -> str:

@@ -53,6 +53,7 @@ from .dispatcher import Dispatcher
 from .execute_code import execute_code_tool
 from .kernels import KernelSessions
 from .outcome import OutputListener, build_result, capture_streams, unreachable, unrunnable
+from .rpc.replies import script_reply
 from .rpc.server import RpcServer
 from .sandbox import isolation
 from .sandbox.backend.sandbox import BackendPythonError, BackendSandbox
@@ -151,7 +152,7 @@ class Runtime:
                     self.settings,
                     Path(self._sandbox_dir),
                     self._grants.lookup,
-                    lambda grant, message, echo: self.dispatcher.serve(grant.scope, message, echo),
+                    lambda grant, message, echo: script_reply(self.dispatcher.handle, grant.scope, message, echo),
                     BackendTools(self.dispatcher) if self.settings.sandbox.backend_tools else None,
                     self._backend_isolation(),
                     inflight=lambda grant: grant.scope.inflight,
@@ -210,7 +211,7 @@ class Runtime:
     def _serve(self, grant: Grant, message: dict[str, Any], echo: tuple[str, ...]) -> bytes:
         """One of a host-mode script's calls; the script's side hears of a moved session directory
         with the reply (when it answers file reads itself and resolves their paths there)."""
-        frame = self.dispatcher.serve(grant.scope, message, echo)
+        frame = script_reply(self.dispatcher.handle, grant.scope, message, echo)
         if self._host_tools is not None:
             return self._host_tools.cwd_frame(grant) + frame
         return frame

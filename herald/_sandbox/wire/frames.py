@@ -110,8 +110,9 @@ class CallFrame(TypedDict):
 
 @final
 class ErrorInfo(TypedDict):
-    type: str
-    message: str
+    type: str  # ToolError's error_type in the script
+    message: str  # what to do next
+    rule: NotRequired[str]  # PolicyRefused: the rule that decided
 
 
 @final

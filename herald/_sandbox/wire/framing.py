@@ -86,7 +86,7 @@ def body_size(message: Dict[str, Any]) -> int:
     return len(encode_frame(message)) - HEADER.size
 
 
-def reply_frame(message: Mapping[str, Any], reply: Dict[str, Any], echo: Iterable[str] = ("id",)) -> bytes:
+def reply_frame(message: Mapping[str, Any], reply: Mapping[str, Any], echo: Iterable[str] = ("id",)) -> bytes:
     """`reply` to `message` as a frame, with the `echo` keys (the call id, ...) copied from the
     request; a result too large (or not JSON) becomes an error reply the caller can act on."""
     ids = {key: message.get(key) for key in echo}
