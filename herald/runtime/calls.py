@@ -73,7 +73,7 @@ def direct_call(name: str, args: Any, call_id: str = "direct", cancel: threading
     return ToolCall("direct", name, args, call_id, cancel=cancel, wire=wire)
 
 
-def script_call(scope: CallScope, name: Any, args: Any, wire: ReplyWire, *, past_budget: bool = False) -> ToolCall:
+def script_call(scope: CallScope, name: Any, args: Any, wire: ReplyWire, past_budget: bool = False) -> ToolCall:
     return ToolCall("script", name, args, scope.run_id, scope, scope.cancel, past_budget, wire)
 
 

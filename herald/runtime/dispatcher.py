@@ -153,8 +153,9 @@ class Dispatcher:
 
     def handle(self, call: ToolCall) -> CallOutcome:
         """The one path of every tool call (calls.py: direct, script, record): allow-list,
-        argument checks, policy, budgets, locks, the tool, the transcript. Never raises: errors
-        are outcomes. A script call's reply is sized through its `wire` (what is sent)."""
+        argument checks, policy, budgets, locks, the tool, the transcript. Errors are outcomes,
+        never exceptions (only a record call made without its scope raises: a bug in Herald).
+        A script call's reply is sized through its `wire`: what is sent."""
         if call.who == "record":
             return self._recorded(call)
         started = time.perf_counter()
@@ -196,7 +197,8 @@ class Dispatcher:
             scope.count_refusal(kind)
         self._log(scope.run_id, "sandbox_tool_call", call.name, call.args, outcome, size,
                   time.perf_counter() - started)
-        self._tell(str(call.name), kind)
+        if self.on_script_call is not None:
+            self._tell(str(call.name), kind)
         return outcome
 
     def _recorded(self, call: ToolCall) -> CallOutcome:

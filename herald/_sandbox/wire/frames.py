@@ -29,8 +29,10 @@ The channels (who writes -> who reads):
 Calls and replies carry no tag (the hot path's bytes, and a refused frame's id read from the
 front of its body: protocol.RefusedFrame): on a channel that carries them, a checked frame
 without `type` is a call (from the script's side) or a reply (to it); the types are final, so
-`"type" not in frame` tells a checker which. Herald's Dispatcher checks a call's tool and arguments and answers in
-words the script can act on (runtime/dispatcher.py): a call is not dropped for its shape.
+`"type" not in frame` tells a checker which. A reply is a ResultFrame or an ErrorFrame, which
+its readers check with `guards.reply` (a malformed one breaks the link); Herald's Dispatcher
+checks a call's tool and arguments and answers in words the script can act on
+(runtime/dispatcher.py): a call is not dropped for its shape.
 """
 
 from __future__ import annotations

@@ -49,6 +49,5 @@ def script_reply(handle: Handle, scope: CallScope, message: dict[str, Any], echo
     frame, with `echo` keys copied from the request. Never raises for what the call holds: the
     Dispatcher answers a bad tool name or arguments with an error the script can act on."""
     wire = FrameReply(message, echo)
-    handle(script_call(scope, message.get("tool"), message.get("args"), wire,
-                       past_budget=message.get("past_budget") is True))
+    handle(script_call(scope, message.get("tool"), message.get("args"), wire, message.get("past_budget") is True))
     return wire.frame
