@@ -1,35 +1,13 @@
 """The tools answered next to the script, in the backend: by a backend-mode run's supervisor,
-or by a host-mode script's own process when the backend is this machine.
+or by a host-mode script's own process when the backend is this machine. The plumbing only:
+what is granted, and why that is safe, the policy decides (herald/policy/grant.py `ToolGrants`).
 
-`BackendTools` writes each run's grant (see herald/_sandbox/beside/localtools.py for what the
+`BackendTools` sends each run's grant (see herald/_sandbox/beside/localtools.py for what the
 supervisor does with it, selfserve.py for the script's process) and takes the records of the
-calls answered there. A tool runs in the backend only when the session offers it to scripts and
-it is the registered tool itself (a registry that replaces `read_file` keeps its own handler, in
-Herald); `sandbox.backend_tools` False sends every call back to Herald.
-
-Host mode with the local backend (`visible` given): only the reads (`read_file`) are answered by
-the script's process, and only under the paths it sees as Herald does (`visible`: the workspace
-and the other binds of its isolation, or "/" without a mount namespace), cut to what the policy
-lets the tool read: the grant always carries those roots. Inside them, what the process could
-not read as Herald would (a masked credential file, a file its isolation cannot open) makes an
-error there, and every error goes to Herald, which answers in its own words. Herald tells the
+calls answered there, which go through the Dispatcher as `record` calls (calls.py): counted in
+the run and logged. `sandbox.backend_tools` False makes none (runtime.py). Herald tells the
 script's side when the session's directory moves, with the reply of the call that moved it
-(`cwd_frame`).
-
-The policy (herald/policy/) travels in the grant as far as the supervisor can apply it with the
-same outcome: a tool that a rule names, a changing tool under the read-only profile, and every
-file tool when the run has a byte or time budget are not granted (Herald decides them); under
-a confining profile the grant carries the workspace roots, and on the local backend the masks
-(Herald's files, credential stores) whatever the profile; a call whose path lies out of them as
-written, or whose opened file does (links followed, checked on the descriptor after the call's
-turn came: _sandbox/toolcore/callroots.py), is handed to Herald, whose Gate refuses it in its words.
-
-Why it is safe: the script runs in the backend too, where `open()` already reads and writes
-what these tools do (and `subprocess` runs what terminal and search_files run), so answering
-them there gives it nothing new; every other tool (web, browser, MCP, anything with secrets)
-still comes back to Herald and its Dispatcher. The budget is kept by both sides (the supervisor
-counts every call; Herald counts the calls it serves and the records), so a forged record can
-only use up the run's own budget.
+(`cwd_frame`, host mode), and the session shell takes up what the supervisor's shell did (`follow`).
 """
 
 from __future__ import annotations
@@ -38,34 +16,20 @@ import logging
 import secrets
 import time
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
-from .._sandbox.child.selfserve import READ_TOOLS
 from .._sandbox.shell.localshell import reply as terminal_reply
 from .._sandbox.toolcore.base import preview
 from .._sandbox.wire import frames
 from .._sandbox.wire import guards as wire
 from .._sandbox.wire.framing import encode_frame
-from .._sandbox.wire.grant import SearchGrant, ShellGrant, ToolGrant, ToolSpec
-from ..backends.shell import PersistentShell
+from .._sandbox.wire.grant import ToolGrant, ToolSpec
 from ..capture import CappedCapture
-from ..policy import FULL, READ_ONLY
-from ..tools import files, search, terminal
+from ..policy.grant import RunLimits, ToolGrants
+from .calls import Answered, recorded_call
 from .dispatcher import Dispatcher
-from .scope import CallScope
 from .tokens import Grant
 
-# Budgets the supervisor does not keep: a run with one of them has its file calls served by Herald.
-HERALD_KEPT_BUDGETS = frozenset({"reply_bytes", "tool_seconds", "bytes_written"})
-# The tools the supervisor can run (the sandbox package's tool core: textfiles.py, localshell.py,
-# search.py), by handler.
-LOCAL_HANDLERS = {
-    "read_file": files.read_file, "write_file": files.write_file, "patch": files.patch, "terminal": terminal.terminal,
-    "search_files": search.search_files,
-}
-# The supervisor's shell keeps 8 MiB of a command's output for Herald (localshell.py): a larger
-# cap than this keeps terminal with Herald.
-MAX_SHARED_OUTPUT_BYTES = 4 << 20
 log = logging.getLogger(__name__)
 
 
@@ -76,36 +40,17 @@ class BackendTools:
         self, dispatcher: Dispatcher, visible: Sequence[str] | None = None, masked: Sequence[str] = ()
     ) -> None:
         self._dispatcher = dispatcher
-        tools = dispatcher.script_tools
-        policy = dispatcher.policy
-        # Host mode: the "/dir/" prefixes the script's process sees as Herald does, but for those
-        # its isolation hides (Herald's data, credential stores: the script may have its own there).
-        self._visible = None if visible is None else tuple(_prefix(p) for p in visible)
-        self._masked = [_prefix(p) for p in masked]
-        self._local: dict[str, ToolSpec] = {
-            tool.name: {
-                # What binding reads (toolcore.bind_arguments): the descriptions stay here.
-                "properties": {name: {k: v for k, v in schema.items() if k != "description"}
-                               for name, schema in tool.properties.items()},
-                "required": list(tool.required),
-                "refused": dict(tool.script_refused_args),
-                "writes": tool.mutates,
-            }
-            for tool in tools
-            if LOCAL_HANDLERS.get(tool.name) is tool.handler
-            and (self._visible is None or tool.name in READ_TOOLS)
-            and not any(rule.covers_tool(tool.name) for rule in policy.rules)
-            and not (policy.profile == READ_ONLY and tool.mutates)
-        }
+        self._host_mode = visible is not None  # answered by the script's own process
+        self._grants = ToolGrants(dispatcher.script_tools, dispatcher.gate, dispatcher.ctx, visible, masked)
 
     @property
     def names(self) -> list[str]:
         """The tools answered in the backend."""
-        return sorted(self._local)
+        return sorted(self._grants.specs)
 
     def specs(self) -> dict[str, ToolSpec]:
         """Their schemas: they travel once per supervisor (its prepare frame), not in each grant."""
-        return self._local
+        return self._grants.specs
 
     def cwd(self) -> str:
         return self._dispatcher.ctx.backend.cwd
@@ -118,51 +63,20 @@ class BackendTools:
         the session's. A failure is left for the run's own calls to meet and report."""
         backend = self._dispatcher.ctx.backend
         try:
-            if "terminal" in self._local and hasattr(backend, "session_shell") and self._session_shell() is None:
+            specs = self._grants.specs
+            if "terminal" in specs and hasattr(backend, "session_shell") and self._grants.session_shell() is None:
                 backend.run("true")
-            if self._local and self._dispatcher.policy.profile != FULL:
+            if specs and self._grants.confined:
                 _ = self._dispatcher.gate.workspace
         except Exception as exc:  # the grant asks again, and says what failed
             log.debug("could not learn ahead of the first run what its grant needs: %s", exc)
 
     def grant(self, session: Grant) -> ToolGrant | None:
-        """The "tools" of a start or code frame for the run `session` is bound to: the one place
-        a grant is decided (what each side does with it: _sandbox/wire/grant.py)."""
+        """The "tools" of a start or code frame for the run `session` is bound to (ToolGrants)."""
         scope = session.scope
-        if not self._local or _herald_keeps_budgets(scope):
-            return None
-        local, shell = list(self._local), None
-        if "terminal" in local:
-            shell = self._shell_grant(scope)
-            if shell is None:  # no session shell yet: Herald's starts it, later runs share it
-                local.remove("terminal")
-        grant: ToolGrant = {
-            "allowed": [tool.name for tool in self._dispatcher.script_tools],  # its count must match Herald's
-            "local": local,  # names: their schemas went with the prepare frame (specs)
-            "max_calls": scope.budget.left,
-            "cwd": self.cwd(),
-            "files": files.file_limits(self._dispatcher.ctx),
-        }
-        if shell is not None:
-            grant["shell"] = shell
-        if "search_files" in local:
-            grant["search"] = self._search_grant(scope)
-        confined = self._dispatcher.policy.profile != FULL
-        if confined or self._dispatcher.ctx.backend.name == "local":
-            # The call's confinement as the Gate gives it to Herald's own calls: the workspace
-            # (confining profiles) and, on this machine, the masks.
-            workspace = self._dispatcher.gate.workspace
-            grant["roots"] = (workspace.confined if confined else workspace.masks_only).wire()
-        if self._visible is not None:
-            roots = grant["roots"]
-            for kind in ("write", "read"):
-                roots[kind] = _overlap(roots[kind], self._visible)
-            # What the isolation hides, the script's process sees its own of: never answered
-            # there, whatever a setting lifts for Herald.
-            roots["masked"] = sorted({*roots.get("masked", []), *self._masked})
-            hidden = tuple(self._masked)
-            roots["unmasked"] = [p for p in roots.get("unmasked", []) if not p.startswith(hidden)]
-            roots["unmasked_read"] = [p for p in roots.get("unmasked_read", []) if not p.startswith(hidden)]
+        budgets = scope.budgets.limits if scope.budgets is not None else ()
+        grant = self._grants.grant(RunLimits(scope.budget.left, scope.deadline, budgets))
+        if grant is not None and self._host_mode:
             session.cwd_told = grant["cwd"]
         return grant
 
@@ -180,38 +94,9 @@ class BackendTools:
         moved: frames.CwdFrame = {"type": frames.CWD, "cwd": cwd}
         return encode_frame(moved)
 
-    def _session_shell(self) -> PersistentShell | None:
-        shell = getattr(self._dispatcher.ctx.backend, "session_shell", None)
-        return shell if isinstance(shell, PersistentShell) else None
-
-    def _shell_grant(self, scope: CallScope) -> ShellGrant | None:
-        """What the supervisor's shell needs to be the session's (localshell.py)."""
-        shell = self._session_shell()
-        if shell is None or shell.max_output_bytes > MAX_SHARED_OUTPUT_BYTES:
-            return None
-        settings = self._dispatcher.ctx.settings.terminal
-        left = None if scope.deadline is None else max(0.0, scope.deadline - time.monotonic())
-        return {
-            "state_path": shell.state_path, "cwd": shell.cwd, "has_state": True, "bin": settings.shell,
-            "max_output_bytes": shell.max_output_bytes, "timeout": settings.timeout, "time_left": left,
-        }
-
-    def _search_grant(self, scope: CallScope) -> SearchGrant:
-        """What search_files' place in the supervisor reads where Herald's reads its settings
-        (herald/_sandbox/beside/searchplace.py): ripgrep's output is captured up to the session shell's cap."""
-        settings = self._dispatcher.ctx.settings
-        shell = self._session_shell()
-        return {
-            "python_only": settings.files.search == "python",
-            "bin": settings.terminal.shell,
-            "max_output_bytes": shell.max_output_bytes if shell is not None else settings.terminal.max_output_bytes,
-            "timeout": settings.terminal.timeout,
-            "time_left": None if scope.deadline is None else max(0.0, scope.deadline - time.monotonic()),
-        }
-
     def follow(self, cwd: Any) -> None:
         """The supervisor's shell ran a command: the session's shell takes up its state and cwd."""
-        shell = self._session_shell()
+        shell = self._grants.session_shell()
         if shell is not None and isinstance(cwd, str) and cwd.startswith("/"):
             shell.follow(cwd)
 
@@ -221,7 +106,7 @@ class BackendTools:
         ran: Any = message["ran"]  # decoded as the supervisor sent it: a malformed one raises
         started = time.perf_counter()
         settings = self._dispatcher.ctx.settings
-        shell = self._session_shell()
+        shell = self._grants.session_shell()
         capture = CappedCapture(
             shell.max_output_bytes if shell is not None else settings.terminal.max_output_bytes,
             spill_dir=settings.spill_dir,
@@ -238,9 +123,8 @@ class BackendTools:
             output, int(ran["exit_code"]), bool(ran["timed_out"]), capture.overflowed, str(ran["note"])
         )
         self.follow(ran.get("cwd"))
-        self._dispatcher.record_script_call(
-            session.scope, "terminal", preview(message.get("args")), None, len(output), time.perf_counter() - started
-        )
+        answered = Answered(None, len(output), time.perf_counter() - started, in_script=False)
+        self._dispatcher.handle(recorded_call(session.scope, "terminal", preview(message.get("args")), answered))
         return {"result": result}
 
     def record(self, session: Grant, message: frames.RecordFrame) -> None:
@@ -249,12 +133,12 @@ class BackendTools:
             record: frames.RecordFrame | None = wire.record(message)
         except wire.FrameError:
             record = None
-        if record is None or record["tool"] not in self._local:
+        if record is None or record["tool"] not in self._grants.specs:
             # In host mode the script itself writes these: a hostile one must not flood the log.
-            (log.debug if self._visible is not None else log.warning)(
+            (log.debug if self._host_mode else log.warning)(
                 "ignored a malformed record from the %s: %.200r", self._answerer, message)
             return
-        in_script = self._visible is not None
+        in_script = self._host_mode
         if in_script and session.scope.budget.spent:
             # The script's side never answers past its budget, so this one is made up: a script
             # writing records in a loop must not grow the transcript without end.
@@ -264,24 +148,9 @@ class BackendTools:
         if tool == "terminal":
             self.follow(record.get("cwd"))
         args = record.get("args")
-        self._dispatcher.record_script_call(
-            session.scope, tool, preview(args) if in_script else args, cast("dict[str, Any] | None", error),
-            record["reply_bytes"], float(record["duration_ms"]) / 1000, in_script=in_script,
-        )
+        answered = Answered(error, record["reply_bytes"], float(record["duration_ms"]) / 1000, in_script)
+        self._dispatcher.handle(recorded_call(session.scope, tool, preview(args) if in_script else args, answered))
 
     @property
     def _answerer(self) -> str:
-        return "backend's supervisor" if self._visible is None else "script's process"
-
-
-def _herald_keeps_budgets(scope: CallScope) -> bool:
-    return scope.budgets is not None and not HERALD_KEPT_BUDGETS.isdisjoint(scope.budgets.limits)
-
-
-def _prefix(path: str) -> str:
-    return path.rstrip("/") + "/"
-
-
-def _overlap(allowed: Sequence[str], visible: Sequence[str]) -> list[str]:
-    """The "/dir/" prefixes inside both sets: of each pair that nests, the deeper one."""
-    return sorted({a if a.startswith(v) else v for a in allowed for v in visible if a.startswith(v) or v.startswith(a)})
+        return "script's process" if self._host_mode else "backend's supervisor"

@@ -1,4 +1,7 @@
-"""One tool call in -> policy -> tool -> result. Every call a script makes comes through here.
+"""One tool call in -> policy -> tool -> result: `Dispatcher.handle(ToolCall) -> CallOutcome`
+(calls.py), the one path of a model's direct calls, a script's calls and the records of calls
+answered next to the script. The wire is the RPC layer's (rpc/replies.py): a script call comes
+with the encoder of its reply frame, which the Dispatcher asks for the size of what is sent.
 
 Policy, in order:
 1. The tool must be in the run's allow-list: sandbox tools ∩ the session's enabled tools.
@@ -19,10 +22,11 @@ Policy, in order:
    tools/resources.py), so two patches of one file take turns while other calls go on.
 5. Every call is logged to the transcript (tool, args preview, duration, result size, error),
    never to the model's context.
-`call_direct` is the path of a model's direct (non-script) tool call: any enabled tool, the same
-argument binding (without the script-only refusals), lock, error mapping and logging, no budget.
+A direct call (the model's; `call_direct`) may call any enabled tool, with the same argument
+binding (without the script-only refusals), lock, error mapping and logging, no budget.
 It also runs execute_code, which the Runtime adds (`add_direct`): a tool that runs scripts
 (`Tool.runs_scripts`) holds no locks, since its script's calls come back here and take their own.
+A record (a call answered next to the script) is counted in its run and logged, nothing run.
 Errors are data: `{"error": {"type", "message"}}`, never an exception out of `handle`.
 
 Which tools a session offers at all is decided once, by `offer_tools` (offer.py).
@@ -49,10 +53,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from .._sandbox.toolcore.callroots import confined_call
-from .._sandbox.wire.framing import HEADER, reply_frame
 from ..backends.base import BackendError, pinned_cwd
 from ..backends.shell import CANCEL_POLL_SECONDS, cancellable, foreground_only
 from ..config import herald_files
@@ -67,7 +70,9 @@ from ..tools.missing import missing_dependency
 from ..tools.registry import Registry, Tool, ToolError
 from ..tools.resources import KeyedLocks, Resource
 from ..transcript import Transcript, preview
+from .calls import CallOutcome, ToolCall, direct_call, error
 from .offer import ToolWarmer, offer_tools
+from .rpc.replies import MEASURED
 from .scope import REFUSALS, CallScope
 
 log = logging.getLogger(__name__)
@@ -123,10 +128,10 @@ class Dispatcher:
     def _available(self) -> str:
         return ", ".join(sorted(self._allowed)) or "none"
 
-    def _refuse(self, name: Any) -> dict[str, Any]:
+    def _refuse(self, name: Any) -> CallOutcome:
         if not isinstance(name, str) or not name:
             message = f"A tool call must name a tool. Available in this script: {self._available()}."
-            return _error("UnknownTool", message)
+            return error("UnknownTool", message)
         known = self._offered.get(name) or self.registry.get(name)
         if known is not None and known.runs_scripts:
             message = f"{name} cannot be called from inside a script (no nested sandboxes)."
@@ -141,22 +146,33 @@ class Dispatcher:
             )
         else:
             message = f"Unknown tool: '{name}'."
-        return _error(
+        return error(
             "UnknownTool" if known is None else "ToolNotAvailable",
             f"{message} Available in this script: {self._available()}.",
         )
 
-    def serve(self, scope: CallScope, message: dict[str, Any], echo: tuple[str, ...] = ("id",)) -> bytes:
-        """Serve one RPC request from a script: its reply frame, `echo` keys copied from the
-        request. Never raises. The transcript records the size of the frame as sent."""
-        name = message.get("tool")
-        args = message.get("args")
-        tool = self._allowed.get(name) if isinstance(name, str) else None
+    def handle(self, call: ToolCall) -> CallOutcome:
+        """The one path of every tool call (calls.py: direct, script, record): allow-list,
+        argument checks, policy, budgets, locks, the tool, the transcript. Errors are outcomes,
+        never exceptions (only a record call made without its scope raises: a bug in Herald).
+        A script call's reply is sized through its `wire`: what is sent."""
+        if call.who == "record":
+            return self._recorded(call)
         started = time.perf_counter()
+        scope = call.scope if call.who == "script" else None
+        offer = self._offered if scope is None else self._allowed
+        tool = offer.get(call.name) if isinstance(call.name, str) else None
+        if scope is None:
+            outcome = self._unknown(call.name) if tool is None else self._with_backend_note(
+                self._run(tool, call.args, None, call.cancel, call.id))
+            if self.transcript is not None:
+                self._log(call.id, "tool_call", call.name, call.args, outcome, _size(call, outcome),
+                          time.perf_counter() - started, _script_fields(tool, outcome))
+            return outcome
         if tool is None:
-            reply = self._refuse(name)
-        elif not scope.take(message.get("past_budget") is True):
-            reply = _error(
+            outcome = self._refuse(call.name)
+        elif not scope.take(call.past_budget):
+            outcome = error(
                 "ToolCallLimit",
                 f"Tool call limit reached: this script already made its {scope.max_calls} allowed "
                 "tool calls, so this call was not run. Print what you have and finish, or do the "
@@ -164,79 +180,67 @@ class Dispatcher:
             )
         else:
             try:  # taken: it counts as running until done
-                if scope.budgets is not None and (exhausted := scope.budgets.before(tool, args)) is not None:
-                    reply = _error("BudgetExhausted", exhausted)
+                if scope.budgets is not None and (exhausted := scope.budgets.before(tool, call.args)) is not None:
+                    outcome = error("BudgetExhausted", exhausted)
                 else:
-                    reply = self._with_backend_note(self._run(tool, args, scope, scope.cancel, scope.run_id))
+                    outcome = self._with_backend_note(self._run(tool, call.args, scope, scope.cancel, scope.run_id))
             finally:
                 scope.done()
-        frame = reply_frame(message, reply, echo)
-        if tool is not None and scope.budgets is not None and "error" not in reply:
-            over = scope.budgets.after(time.perf_counter() - started, len(frame) - HEADER.size)
+        size = _size(call, outcome)
+        if tool is not None and scope.budgets is not None and "error" not in outcome:
+            over = scope.budgets.after(time.perf_counter() - started, size)
             if over is not None:
-                reply = _error("BudgetExhausted", over)
-                frame = reply_frame(message, reply, echo)
-        kind = str(reply["error"].get("type")) if "error" in reply else None
+                outcome = error("BudgetExhausted", over)
+                size = _size(call, outcome)
+        kind = outcome["error"]["type"] if "error" in outcome else None
         if tool is not None and kind in REFUSALS and kind != "ToolCallLimit":  # that one: `scope.take`
             scope.count_refusal(kind)
-        self._log(
-            scope.run_id,
-            "sandbox_tool_call",
-            name,
-            args,
-            reply,
-            len(frame) - HEADER.size,
-            time.perf_counter() - started,
-        )
+        self._log(scope.run_id, "sandbox_tool_call", call.name, call.args, outcome, size,
+                  time.perf_counter() - started)
         if self.on_script_call is not None:
-            try:
-                self.on_script_call(str(name), kind)
-            except Exception:  # a display problem must not fail the script's call
-                log.exception("on_script_call hook failed")
-        return frame
+            self._tell(str(call.name), kind)
+        return outcome
 
-    def record_script_call(
-        self, scope: CallScope, name: str, args_preview: Any, error: dict[str, Any] | None, size: int, seconds: float,
-        *, in_script: bool = False,
-    ) -> None:
+    def _recorded(self, call: ToolCall) -> CallOutcome:
         """A call answered next to the script (runtime/backend_tools.py): by a backend-mode
         supervisor (the record says `in_backend`), or by a host-mode script's own process
-        (`in_script`). Counted in `scope` and logged as `serve` logs the calls it runs
-        (`args_preview` is already a transcript preview)."""
+        (`in_script`). Counted in its run and logged as the calls Herald runs are."""
+        answered, scope = call.answered, call.scope
+        if answered is None or scope is None:
+            raise ValueError("a record call needs its run's scope and what was answered")
         scope.budget.count()
-        reply = {"error": error} if error is not None else {}
-        where = {"in_script": True} if in_script else {"in_backend": True}
-        self._log(scope.run_id, "sandbox_tool_call", name, args_preview, reply, size, seconds, where, previewed=True)
+        outcome: CallOutcome = {"error": answered.error} if answered.error is not None else {}
+        where = {"in_script": True} if answered.in_script else {"in_backend": True}
+        self._log(call.id, "sandbox_tool_call", call.name, call.args, outcome, answered.reply_bytes,
+                  answered.seconds, where, previewed=answered.previewed)
+        self._tell(str(call.name), None if answered.error is None else str(answered.error.get("type", "ToolError")))
+        return outcome
+
+    def _tell(self, name: str, kind: str | None) -> None:
         if self.on_script_call is not None:
             try:
-                self.on_script_call(name, None if error is None else str(error.get("type", "ToolError")))
+                self.on_script_call(name, kind)
             except Exception:  # a display problem must not fail the script's call
                 log.exception("on_script_call hook failed")
+
+    def _unknown(self, name: Any) -> CallOutcome:
+        """A direct call of a tool the session does not offer."""
+        # The session's enabled tools: what `enabled` chose (tools added later are always there).
+        known = ", ".join(sorted(t.name for t in self.tools)) or "none"
+        if name in self.offer.withheld:
+            message = f"Tool '{name}' is not available in this session: {self.offer.withheld[name]}."
+        elif name in self.registry:
+            message = f"Tool '{name}' is not enabled in this session."
+        else:
+            message = f"Unknown tool: '{name}'."
+        return error("UnknownTool", f"{message} Enabled tools: {known}.")
 
     def call_direct(
         self, name: str, args: Any, *, call_id: str = "direct", cancel: threading.Event | None = None
     ) -> dict[str, Any]:
-        """Run one direct tool call from the model; always returns a reply dict. Setting
-        `cancel` (from any thread) stops the call: see the module docstring."""
-        tool = self._offered.get(name)
-        started = time.perf_counter()
-        if tool is None:
-            # The session's enabled tools: what `enabled` chose (tools added later are always there).
-            known = ", ".join(sorted(t.name for t in self.tools)) or "none"
-            if name in self.offer.withheld:
-                message = f"Tool '{name}' is not available in this session: {self.offer.withheld[name]}."
-            elif name in self.registry:
-                message = f"Tool '{name}' is not enabled in this session."
-            else:
-                message = f"Unknown tool: '{name}'."
-            reply = _error("UnknownTool", f"{message} Enabled tools: {known}.")
-        else:
-            reply = self._with_backend_note(self._run(tool, args, None, cancel, call_id))
-        seconds = time.perf_counter() - started
-        if self.transcript is not None:
-            size = len(reply_frame({}, reply, ())) - HEADER.size
-            self._log(call_id, "tool_call", name, args, reply, size, seconds, _script_fields(tool, reply))
-        return reply
+        """A model's direct tool call (`handle`); setting `cancel` (from any thread) stops it.
+        The outcome as the plain dict its callers (the agent, the MCP server, tests) read freely."""
+        return cast("dict[str, Any]", self.handle(direct_call(name, args, call_id, cancel, MEASURED)))
 
     def resources(self, name: str, args: Any) -> list[Resource]:
         """What a call of tool `name` with `args` would touch (for callers that order calls, such
@@ -248,7 +252,7 @@ class Dispatcher:
 
     def _run(
         self, tool: Tool, args: Any, scope: CallScope | None, cancel: threading.Event | None, run_id: str
-    ) -> dict[str, Any]:
+    ) -> CallOutcome:
         # Relative paths lead from one place for the check and the work alike (backends/base.py
         # call_cwd): a `cd` running beside this call cannot move it in between.
         # The Gate sets the call's confinement, which the local backend checks on what it opens.
@@ -257,7 +261,7 @@ class Dispatcher:
 
     def _run_pinned(
         self, tool: Tool, args: Any, scope: CallScope | None, cancel: threading.Event | None, run_id: str
-    ) -> dict[str, Any]:
+    ) -> CallOutcome:
         try:
             bound = bind_arguments(tool, args, in_script=scope is not None)
             # A script's calls come back here and lock what each touches: holding all the script
@@ -289,21 +293,21 @@ class Dispatcher:
                       charged_inflight(scope.inflight if scope is not None else None)):
                     result = tool.handler(bound, self.ctx)
         except ToolError as exc:
-            return _error(exc.error_type, str(exc))
+            return error(exc.error_type, str(exc))
         except DeadlinePassed as exc:
-            return _error("Timeout", f"{tool.name} stopped: {exc}. Print what you have; the run is ending.")
+            return error("Timeout", f"{tool.name} stopped: {exc}. Print what you have; the run is ending.")
         except FileNotFoundError as exc:
-            return _error("FileNotFound", f"{tool.name}: no such file or directory: {exc.filename}")
+            return error("FileNotFound", f"{tool.name}: no such file or directory: {exc.filename}")
         except PermissionError as exc:
-            return _error("PermissionDenied", f"{tool.name}: permission denied: {exc.filename}")
+            return error("PermissionDenied", f"{tool.name}: permission denied: {exc.filename}")
         except OSError as exc:
-            return _error("OSError", f"{tool.name}: {exc}")
+            return error("OSError", f"{tool.name}: {exc}")
         except BackendError as exc:
-            return _error("BackendError", f"{tool.name}: the {self.ctx.backend.name} backend failed: {exc}")
+            return error("BackendError", f"{tool.name}: the {self.ctx.backend.name} backend failed: {exc}")
         except ImportError as exc:  # an optional extra is not installed (ModuleNotFoundError too)
-            return _error("MissingDependency", missing_dependency(tool.name, exc))
+            return error("MissingDependency", missing_dependency(tool.name, exc))
         except Exception as exc:
-            return _error("InternalError", f"{tool.name} failed unexpectedly: {type(exc).__name__}: {exc}")
+            return error("InternalError", f"{tool.name} failed unexpectedly: {type(exc).__name__}: {exc}")
         return {"result": result}
 
     def _log_policy(self, run_id: str, name: str, args: Any, verdict: Verdict) -> None:
@@ -316,7 +320,7 @@ class Dispatcher:
         except Exception:
             log.exception("could not write the transcript record of a policy decision on %s", name)
 
-    def _with_backend_note(self, reply: dict[str, Any]) -> dict[str, Any]:
+    def _with_backend_note(self, reply: CallOutcome) -> CallOutcome:
         """Add what the backend had to do since the last call (e.g. reconnect) to this reply."""
         take_note = getattr(self.ctx.backend, "take_note", None)
         result = reply.get("result")
@@ -330,7 +334,7 @@ class Dispatcher:
         return reply
 
     def _log(
-        self, run_id: str, kind: str, name: Any, args: Any, reply: dict[str, Any], size: int, seconds: float,
+        self, run_id: str, kind: str, name: Any, args: Any, reply: CallOutcome, size: int, seconds: float,
         extra: dict[str, Any] | None = None, *, previewed: bool = False,
     ) -> None:
         if self.transcript is None:
@@ -341,7 +345,7 @@ class Dispatcher:
             log.exception("could not write the transcript record of a %s call", name)
 
     def _write_log(
-        self, run_id: str, kind: str, name: Any, args: Any, reply: dict[str, Any], size: int, seconds: float,
+        self, run_id: str, kind: str, name: Any, args: Any, reply: CallOutcome, size: int, seconds: float,
         extra: dict[str, Any],
     ) -> None:
         assert self.transcript is not None
@@ -359,7 +363,7 @@ class Dispatcher:
         self.transcript.write(record)
 
 
-def _script_fields(tool: Tool | None, reply: dict[str, Any]) -> dict[str, Any]:
+def _script_fields(tool: Tool | None, reply: CallOutcome) -> dict[str, Any]:
     """What the transcript keeps of a script run beside the call: its status and how many
     calls the script made (each also has its own sandbox_tool_call record)."""
     result = reply.get("result")
@@ -375,9 +379,10 @@ def _cut_timeout(bound: dict[str, Any], default: float) -> None:
     bound["timeout"] = time_left(default if limit is None else limit)
 
 
-def _interrupted(tool: Tool) -> dict[str, Any]:
-    return _error("Interrupted", f"{tool.name}: not run: the run was interrupted or ended before it started.")
+def _interrupted(tool: Tool) -> CallOutcome:
+    return error("Interrupted", f"{tool.name}: not run: the run was interrupted or ended before it started.")
 
 
-def _error(kind: str, message: str) -> dict[str, Any]:
-    return {"error": {"type": kind, "message": message}}
+def _size(call: ToolCall, outcome: CallOutcome) -> int:
+    """The bytes `outcome` takes as its caller's wire carries it (0 without one)."""
+    return call.wire.size(outcome) if call.wire is not None else 0

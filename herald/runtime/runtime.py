@@ -51,6 +51,7 @@ from .dispatcher import Dispatcher
 from .execute_code import execute_code_tool
 from .kernels import KernelSessions
 from .outcome import OutputListener, build_result, capture_streams, unreachable, unrunnable
+from .rpc.replies import script_reply
 from .rpc.server import RpcServer
 from .sandbox.backend.mode import BackendMode
 from .sandbox.contract import SandboxChild
@@ -165,7 +166,7 @@ class Runtime:
                             writable_workspace=writable, tools_in_script=self._tools_in_script)
         return BackendMode(
             self.settings, self.backend, stubs, elsewhere, self._grants.lookup, writable_workspace=writable,
-            serve=lambda grant, message, echo: self.dispatcher.serve(grant.scope, message, echo),
+            serve=lambda grant, message, echo: script_reply(self.dispatcher.handle, grant.scope, message, echo),
             tools_beside=lambda: BackendTools(self.dispatcher), inflight=lambda grant: grant.scope.inflight,
         )
 
@@ -177,7 +178,7 @@ class Runtime:
     def _serve(self, grant: Grant, message: dict[str, Any], echo: tuple[str, ...]) -> bytes:
         """One of a script's calls over the RPC socket; the mode may have news for the script
         (a moved session directory) just before the reply."""
-        frame = self.dispatcher.serve(grant.scope, message, echo)
+        frame = script_reply(self.dispatcher.handle, grant.scope, message, echo)
         return self.mode.before_reply(grant) + frame
 
     @property

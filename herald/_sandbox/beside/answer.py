@@ -20,19 +20,19 @@ from ..wire.grant import ToolSpec
 def answer_call(
     tool: str, spec: ToolSpec, args: Any, call_id: Any, run: Callable[[Dict[str, Any]], Any], record_args: Any,
     encode: bool = True,
-) -> Tuple[Dict[str, Any], bytes, frames.RecordFrame]:
+) -> Tuple[frames.ReplyFrame, bytes, frames.RecordFrame]:
     """Bind `args` to `spec` (toolcore's checks, in its words), `run` the bound arguments, and
     make the record Herald gets of the call (`record_args` its arguments there). Returns the
-    reply ({"result"} or, from a ToolError, {"error"}, then the call's "id"), its frame (b""
+    reply (a ResultFrame or, from a ToolError, an ErrorFrame), its frame (b""
     without `encode`: the record gives its size all the same) and the record. Anything but a
     ToolError raises: the caller hands the call to Herald, nothing having been answered."""
     started = time.perf_counter()
+    reply: frames.ReplyFrame
     try:
         bound = bind_arguments(tool, spec["properties"], spec["required"], args, spec["refused"])
-        reply: Dict[str, Any] = {"result": run(bound)}
+        reply = {"result": run(bound), "id": call_id}
     except ToolError as exc:
-        reply = {"error": {"type": exc.error_type, "message": str(exc)}}
-    reply["id"] = call_id
+        reply = {"error": {"type": exc.error_type, "message": str(exc)}, "id": call_id}
     if encode:
         frame = encode_frame(reply)
         size = len(frame) - HEADER.size

@@ -90,7 +90,7 @@ class Workers:
             reply, frame, record = answer_call(
                 name, spec, call.get("args"), call.get("id"), run, preview(call.get("args"))
             )
-            if reply.get("error", {}).get("type") == REFUSED:
+            if "error" in reply and reply["error"]["type"] == REFUSED:
                 raise HandOver()  # a path that led out of reach: Herald's Gate words it
         except Overflow as over:  # Herald caps it and keeps the spill file: the answer is its
             assert self.shell is not None

@@ -316,14 +316,12 @@ _default: Optional[RpcClient] = None
 
 def _result(reply: frames.ReplyFrame, tool: str) -> Any:
     """A reply's result, or the ToolError (ConnectionLost) it carries, raised."""
-    if "error" in reply:
-        err: Any = reply["error"] or {}  # decoded as it came: a malformed one still raises
-        error_type = str(err.get("type", "ToolError"))
-        message = str(err.get("message", "tool call failed"))
+    if "error" in reply:  # its type and message checked by the guard (wire.reply)
+        error_type, message = reply["error"]["type"], reply["error"]["message"]
         if error_type == "ConnectionLost":
             raise ConnectionLost(message, error_type, tool)
         raise ToolError(message, error_type, tool)
-    return reply.get("result")
+    return reply["result"]
 
 
 def configure(connect: Any, token: str, max_connections: int = DEFAULT_MAX_CONNECTIONS,

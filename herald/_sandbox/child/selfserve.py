@@ -3,7 +3,7 @@
 Stdlib only, Python >= 3.8 (the sandbox package). With the local backend a host-mode script runs
 on the machine whose files its tools read, and its own `open()` already reads what `read_file`
 reads there, so answering `read_file` in the script's process gives it nothing new and saves the
-trip through Herald (runtime/backend_tools.py says which runs get a grant, and why it is safe).
+trip through Herald (policy/grant.py says which runs get a grant, and why it is safe).
 The grant comes in the start frame ("tools", with the schemas in "tool_specs"; a kernel's with
 each cell) as the supervisor's does (wire/grant.py); it always carries "roots": the paths
 Herald's policy lets the tool read that this process also sees as Herald does.

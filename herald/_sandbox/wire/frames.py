@@ -5,15 +5,16 @@ Writers build frames as these types and encode them with protocol.encode_frame (
 JSON, on the streams) or wire.encode_op (one JSON datagram, on the fork server's socket).
 Readers never look into a decoded dict themselves: they pass it to their channel's guard in
 wire/guards.py (`from_child`, `to_child`, `to_supervisor`, `from_supervisor`, `to_client`, `auth`,
-`record`, `from_zygote`, `to_zygote`), which checks its tag and fields against the table there
+`record`, `reply`, `from_zygote`, `to_zygote`), which checks its tag and fields against the table there
 and returns the typed frame, or raises wire.FrameError. Stdlib only, Python >= 3.8, like the
 rest of this package.
 
 The channels (who writes -> who reads):
 
 - RPC socket (script's child/client.py -> Herald's rpc/server.py, or the supervisor's supervisor/connections.py):
-  AuthFrame first, then CallFrames; back: ReplyFrames, a CwdFrame just before a reply when
-  Herald moved the session's directory (host mode, when the script answers reads itself).
+  AuthFrame first, then CallFrames; back: ReplyFrames (a ResultFrame or an ErrorFrame), a CwdFrame
+  just before a reply when Herald moved the session's directory (host mode, when the script
+  answers reads itself).
 - Control pipe of a sandbox child (child/bootstrap.py <-> Herald's host/child.py, or a supervisor):
   to it StartFrame, then CodeFrames (kernel cells); from it ReadyFrame, DoneFrame,
   LeavingFrame, ExitFrame, RecordFrame (a call the script's process answered: child/selfserve.py).
@@ -28,8 +29,10 @@ The channels (who writes -> who reads):
 Calls and replies carry no tag (the hot path's bytes, and a refused frame's id read from the
 front of its body: protocol.RefusedFrame): on a channel that carries them, a checked frame
 without `type` is a call (from the script's side) or a reply (to it); the types are final, so
-`"type" not in frame` tells a checker which. Herald's Dispatcher checks a call's tool and arguments and answers in
-words the script can act on (runtime/dispatcher.py): a call is not dropped for its shape.
+`"type" not in frame` tells a checker which. A reply is a ResultFrame or an ErrorFrame, which
+its readers check with `guards.reply` (a malformed one breaks the link); Herald's Dispatcher
+checks a call's tool and arguments and answers in words the script can act on
+(runtime/dispatcher.py): a call is not dropped for its shape.
 """
 
 from __future__ import annotations
@@ -110,16 +113,32 @@ class CallFrame(TypedDict):
 
 @final
 class ErrorInfo(TypedDict):
-    type: str
-    message: str
+    type: str  # ToolError's error_type in the script
+    message: str  # what to do next
+    rule: NotRequired[str]  # PolicyRefused: the rule that decided
 
 
 @final
-class ReplyFrame(TypedDict, total=False):
-    id: int
+class ResultFrame(TypedDict):
+    """A call's answer (Herald's: runtime/rpc/replies.py; next to the script: beside/answer.py)."""
+
+    id: Any  # the call's (None for a frame refused before its id could be read: the link closes)
     result: Any
+    conn: NotRequired[int]  # on the exec channel: the connection the call came from
+
+
+@final
+class ErrorFrame(TypedDict):
+    """A call that failed or was refused: the script raises ToolError(message) of that type."""
+
+    id: Any
     error: ErrorInfo
-    conn: int  # on the exec channel: the connection the call came from
+    conn: NotRequired[int]
+
+
+# One guard reads both, wherever a reply arrives: guards.to_client (the script's RPC client),
+# guards.to_supervisor (a supervisor relaying Herald's replies to its script's connections).
+ReplyFrame = Union[ResultFrame, ErrorFrame]
 
 
 @final

@@ -72,7 +72,7 @@ _sizer = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
 ) if getattr(json.encoder, "c_make_encoder", None) is not None else None
 
 
-def body_size(message: Dict[str, Any]) -> int:
+def body_size(message: Mapping[str, Any]) -> int:
     """How many bytes `message`'s frame body holds (`len(encode_frame(message)) - HEADER.size`),
     without making the frame: the size a record reports of a reply that was never sent."""
     if _sizer is not None and _fast_dumps is None:
@@ -86,7 +86,7 @@ def body_size(message: Dict[str, Any]) -> int:
     return len(encode_frame(message)) - HEADER.size
 
 
-def reply_frame(message: Mapping[str, Any], reply: Dict[str, Any], echo: Iterable[str] = ("id",)) -> bytes:
+def reply_frame(message: Mapping[str, Any], reply: Mapping[str, Any], echo: Iterable[str] = ("id",)) -> bytes:
     """`reply` to `message` as a frame, with the `echo` keys (the call id, ...) copied from the
     request; a result too large (or not JSON) becomes an error reply the caller can act on."""
     ids = {key: message.get(key) for key in echo}

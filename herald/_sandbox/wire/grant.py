@@ -1,10 +1,10 @@
 """The grant: what a run lets be answered next to its script, as types, and the guard of the
 tool schemas it names.
 
-Stdlib only, Python >= 3.8 (the sandbox package). Herald computes a `ToolGrant` per run (and per
-kernel cell) in one place, runtime/backend_tools.py `BackendTools.grant`, and sends it in the
-start or code frame's "tools" (wire/frames.py); the schemas of the tools it may name (`ToolSpec`)
-travel once, in the prepare frame's "tool_specs" (backend mode) or the start frame's (host
+Stdlib only, Python >= 3.8 (the sandbox package). Herald's policy computes a `ToolGrant` per run
+(and per kernel cell) in one place, policy/grant.py `ToolGrants.grant`, and runtime/backend_tools.py
+sends it in the start or code frame's "tools" (wire/frames.py); the schemas of the tools it may
+name (`ToolSpec`) travel once, in the prepare frame's "tool_specs" (backend mode) or the start frame's (host
 mode). Next to the script, beside/taken.py `take_grant` checks both and gives the grant as its
 users hold it: in a supervisor (beside/localtools.py, beside/workers.py) or in the script's own
 process (child/selfserve.py).

@@ -139,12 +139,29 @@ def to_child(message: Any) -> ToChild:
     return cast(ToChild, _checked(message, "type", _TAGGED, _TO_CHILD))
 
 
+def reply(message: Dict[str, Any]) -> ReplyFrame:
+    """An untagged frame to the script's side, as a call's reply: its id, and a result or an
+    error with its type and message (what the script's ToolError is made of)."""
+    call_id = message.get("id", _MISSING)
+    if call_id is not None and (not isinstance(call_id, (int, str)) or call_id is True or call_id is False):
+        raise FrameError("a reply's 'id' must be its call's")
+    if "result" in message:
+        if "error" in message:
+            raise FrameError("a reply carries a result or an error, not both")
+        return cast(ReplyFrame, message)
+    error = message.get("error")
+    if not isinstance(error, dict) or not isinstance(error.get("type"), str) \
+            or not isinstance(error.get("message"), str):
+        raise FrameError("a reply carries a result, or an error with its 'type' and 'message'")
+    return cast(ReplyFrame, message)
+
+
 def to_supervisor(message: Any) -> ToSupervisor:
     """A frame Herald sent a supervisor: tagged, or a reply naming its connection."""
     if isinstance(message, dict) and "type" not in message:
         if "tool" in message or not isinstance(message.get("conn"), int):
             raise FrameError("a reply to the supervisor names its connection")
-        return cast(ReplyFrame, message)
+        return reply(message)
     return cast(ToSupervisor, _checked(message, "type", _TAGGED, _TO_SUPERVISOR))
 
 
@@ -160,7 +177,7 @@ def from_supervisor(message: Any) -> FromSupervisor:
 def to_client(message: Any) -> ToClient:
     """A frame Herald sent a script's RPC connection: a reply, or a CwdFrame before one."""
     if isinstance(message, dict) and "type" not in message:
-        return cast(ReplyFrame, message)
+        return reply(message)
     return cast(ToClient, _checked(message, "type", _TAGGED, frozenset({CWD})))
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..._sandbox.wire.framing import reply_frame
 from ...inflight import FRAME_HELD_PER_BYTE, FREE_BYTES, MIB, InflightBytes
+from ..calls import error
 
 # What a held frame was charged to (its run's cap; None: no cap) and how much.
 Charge = tuple[InflightBytes | None, int]
@@ -38,6 +39,7 @@ def refused_call(budget: InflightBytes | None, size: int, tool: Any = None) -> d
     what += f" (a request of {size / MIB:.1f} MiB)"
     held = FRAME_HELD_PER_BYTE * size
     message = budget.refusal(held, what) if budget is not None else f"{what} could not be held."
+    # A plain dict while backend/child.py's `_reply` takes one (it could take a CallOutcome).
     return {"error": {"type": "InflightLimit", "message": message}}
 
 
@@ -51,5 +53,5 @@ def reply_to_send(budget: InflightBytes | None, message: dict[str, Any], frame: 
     if budget.take(size):
         return frame, size
     what = f"The result of this {message.get('tool')} call ({size / MIB:.1f} MiB)"
-    error = budget.refusal(size, what).replace("was not run", "was dropped")
-    return reply_frame(message, {"error": {"type": "InflightLimit", "message": error}}, echo), 0
+    dropped = budget.refusal(size, what).replace("was not run", "was dropped")
+    return reply_frame(message, error("InflightLimit", dropped), echo), 0

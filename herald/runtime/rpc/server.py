@@ -15,7 +15,8 @@ by forking, has the extra ones closed). Anything malformed closes that one conne
 frame may announce at most MAX_CONTROL_FRAME_BYTES and must be whole within `auth_timeout`
 seconds of connecting, and at most `max_pending` such connections are served at once (more are
 closed as soon as they are accepted), so strangers hold a bounded amount of memory and threads.
-`serve_call` is how a call becomes a reply frame, here and for in-backend runs alike.
+`serve_call` is how a call becomes a reply frame, here and for in-backend runs alike (the Runtime's
+handler: replies.py `script_reply`, a ToolCall for the Dispatcher, its outcome as the frame).
 
 Memory: with `inflight` (the session's InflightBytes, herald/inflight.py), a large call frame is
 admitted when its length is read, before its body is, and counted until its reply is sent; a
@@ -43,6 +44,7 @@ from ..._sandbox.wire import guards as wire
 from ..._sandbox.wire.framing import MAX_CONTROL_FRAME_BYTES, FrameReader, ProtocolError, RefusedFrame, reply_frame
 from ...inflight import FREE_BYTES, InflightBytes
 from ...tempdirs import owned_tempdir
+from ..calls import error
 from . import charges
 from .workers import ConnectionThreads
 
@@ -70,8 +72,7 @@ def serve_call(handle: Handler[S], session: S, message: dict[str, Any], *, echo:
         return handle(session, message, echo)
     except Exception as exc:  # the handler promises a frame, but never let a bug kill the link
         log.exception("RPC handler failed")
-        failed = {"error": {"type": "InternalError", "message": f"Herald failed to run the call: {exc}"}}
-        return reply_frame(message, failed, echo=echo)
+        return reply_frame(message, error("InternalError", f"Herald failed to run the call: {exc}"), echo=echo)
 
 
 class _RunLimit:

@@ -62,6 +62,35 @@ def test_exec_channel_tells_calls_from_tagged_frames() -> None:
         wire.to_supervisor({"type": "kill", "grace": "soon"})
 
 
+def test_a_reply_is_a_result_or_an_error_with_its_words_on_both_ends() -> None:
+    # What a script's client (to_client) and a supervisor relaying to it (to_supervisor) accept.
+    good: list[dict[str, Any]] = [
+        {"id": 1, "result": None},
+        {"id": 2, "result": {"content": "x"}},
+        {"id": 3, "error": {"type": "PolicyRefused", "message": "refused", "rule": "deny terminal"}},
+        {"id": None, "error": {"type": "InflightLimit", "message": "too big"}},  # a frame refused unread
+    ]
+    for reply in good:
+        assert wire.to_client(dict(reply)) == reply
+        assert wire.to_supervisor(dict(reply, conn=5)) == dict(reply, conn=5)
+    forged: Any
+    for forged in (
+        {"id": 1},  # neither a result nor an error
+        {"result": 1},  # no id
+        {"id": True, "result": 1},  # a bool is no call's id
+        {"id": [1], "result": 1},
+        {"id": 1, "error": "boom"},  # an error is an object
+        {"id": 1, "error": {"message": "no type"}},
+        {"id": 1, "error": {"type": "ToolError"}},  # nothing to say to the script
+        {"id": 1, "error": {"type": 7, "message": "x"}},
+        {"id": 1, "result": 1, "error": {"type": "ToolError", "message": "both"}},
+    ):
+        with pytest.raises(wire.FrameError):
+            wire.to_client(forged)
+        with pytest.raises(wire.FrameError):
+            wire.to_supervisor(dict(forged, conn=5))
+
+
 def test_relayed_calls_keep_only_what_a_call_is_made_of() -> None:
     relayed = wire.relayed_call(
         {"id": 1, "tool": "read_file", "args": {}, "conn": 99, "past_budget": True, "ran": {}}, 4
