@@ -131,6 +131,7 @@ class FairTurns:
         self._waiting: dict[str, deque[asyncio.Future[None]]] = {}
         self._rotation: deque[str] = deque()  # identities with waiters, the next one first
         self._held = False
+        self._holder: str | None = None  # whose turn it is (or was last)
 
     @contextlib.asynccontextmanager
     async def turn(self, identity: str) -> AsyncIterator[None]:
@@ -150,6 +151,7 @@ class FairTurns:
                 raise
         else:
             self._held = True
+        self._holder = identity
         try:
             yield
         finally:
@@ -164,6 +166,8 @@ class FairTurns:
                 self._rotation.remove(identity)
 
     def _pass_on(self) -> None:
+        if len(self._rotation) > 1 and self._rotation[0] == self._holder:
+            self._rotation.rotate(-1)  # the client that just had its turn goes behind the others
         while self._rotation:
             identity = self._rotation.popleft()
             queue = self._waiting[identity]

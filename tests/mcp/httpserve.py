@@ -80,9 +80,11 @@ def http_herald(workspace: Path, home: Path, *flags: str, host: str = "127.0.0.1
 
 
 @asynccontextmanager
-async def client(url: str, token: str | None) -> AsyncIterator[Client]:
-    """The SDK's Client, sending `Authorization: Bearer TOKEN` (no header for None)."""
+async def client(url: str, token: str | None, *, mode: str = "auto") -> AsyncIterator[Client]:
+    """The SDK's Client, sending `Authorization: Bearer TOKEN` (no header for None). `mode`
+    "legacy": the initialize handshake and an MCP session (Mcp-Session-Id); "auto": the SDK's
+    newest protocol (2026-07-28: one self-contained request per call, no MCP session)."""
     headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
     transport = streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
-    async with Client(transport, read_timeout_seconds=120) as connected:
+    async with Client(transport, read_timeout_seconds=120, mode=mode) as connected:
         yield connected
