@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -53,14 +54,15 @@ class Served:
 
 
 @contextmanager
-def http_herald(workspace: Path, home: Path, *flags: str, host: str = "127.0.0.1") -> Iterator[Served]:
+def http_herald(workspace: Path, home: Path, *flags: str, host: str = "127.0.0.1", port: int | None = None,
+                env: dict[str, str] | None = None) -> Iterator[Served]:
     """`herald mcp serve --http` on a free port; once it listens, its URL and what it said."""
-    port = free_port()
+    port = port or free_port()
     home.mkdir(parents=True, exist_ok=True)
     stderr = home / "serve.stderr"
     with stderr.open("wb") as err:
         proc = subprocess.Popen([sys.executable, "-m", "herald", "mcp", "serve", "--http", f"{host}:{port}",
-                                 "--cwd", str(workspace), *flags], env=herald_env(home),
+                                 "--cwd", str(workspace), *flags], env=dict(herald_env(home), **(env or {})),
                                 stdout=subprocess.DEVNULL, stderr=err)
     served = Served(f"http://{host}:{port}/mcp", proc, stderr, home / "data")
     try:
@@ -80,11 +82,12 @@ def http_herald(workspace: Path, home: Path, *flags: str, host: str = "127.0.0.1
 
 
 @asynccontextmanager
-async def client(url: str, token: str | None, *, mode: str = "auto") -> AsyncIterator[Client]:
+async def client(url: str, token: str | None, *, mode: str = "auto", auth: Any = None) -> AsyncIterator[Client]:
     """The SDK's Client, sending `Authorization: Bearer TOKEN` (no header for None). `mode`
     "legacy": the initialize handshake and an MCP session (Mcp-Session-Id); "auto": the SDK's
-    newest protocol (2026-07-28: one self-contained request per call, no MCP session)."""
+    newest protocol (2026-07-28: one self-contained request per call, no MCP session). `auth`:
+    an httpx Auth such as the SDK's OAuth providers."""
     headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
-    transport = streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
+    transport = streamable_http_client(url, http_client=create_mcp_http_client(headers=headers, auth=auth))
     async with Client(transport, read_timeout_seconds=120, mode=mode) as connected:
         yield connected
