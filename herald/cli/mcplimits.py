@@ -5,8 +5,8 @@
 in any 60 s. `FairTurns` hands the one Runtime to the waiting identities in turn (round robin), so
 a client that queues many runs delays another client by at most one run of its own.
 
-The server keeps its state in `data_dir/mcp/serve-PID.json` (0600, replaced whole on each
-change): its URL, authentication, and each client (identity, MCP sessions, last call) with its
+The server keeps its state in `data_dir/mcp/serve-PID.json` (0600, replaced whole at most every
+STATUS_EVERY s while it changes): its URL, authentication, and each client (identity, MCP sessions, last call) with its
 runs in flight. `herald mcp sessions` reads those files (`live_servers`).
 """
 
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 WINDOW = 60.0  # seconds: max_runs_per_minute counts the runs started in the last WINDOW
+STATUS_EVERY = 0.2  # seconds: the status file is rewritten at most this often (its cost grows with the clients)
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Clients:
         self._runs: dict[int, Run] = {}
         self._ids = itertools.count(1)
         self._status, self._about = status, dict(about or {}, pid=os.getpid(), started=time.time())
+        self._pending = False
         self._write()
 
     def admit(self, identity: str, mcp_session: str, tool: str, kernel_session: str | None) -> Run | str:
@@ -78,22 +80,22 @@ class Clients:
                        "work in each script instead of making many small calls.")
         if refusal is not None:
             client.refused += 1
-            self._write()
+            self._changed()
             return refusal
         client.started.append(now)
         client.runs += 1
         run = Run(next(self._ids), identity, mcp_session, tool, kernel_session)
         self._runs[run.id] = run
-        self._write()
+        self._changed()
         return run
 
     def running(self, run: Run) -> None:
         run.state, run.since = "running", time.time()
-        self._write()
+        self._changed()
 
     def finish(self, run: Run) -> None:
         self._runs.pop(run.id, None)
-        self._write()
+        self._changed()
 
     def snapshot(self) -> dict[str, Any]:
         clients = []
@@ -106,11 +108,25 @@ class Clients:
         return dict(self._about, clients=clients)
 
     def close(self) -> None:
-        if self._status is not None:
+        status, self._status = self._status, None
+        if status is not None:
             with contextlib.suppress(OSError):
-                self._status.unlink()
+                status.unlink()
+
+    def _changed(self) -> None:
+        """Write the status soon (on the server's event loop), once for the changes until then."""
+        if self._status is None or self._pending:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._write()
+            return
+        self._pending = True
+        loop.call_later(STATUS_EVERY, self._write)
 
     def _write(self) -> None:
+        self._pending = False
         if self._status is None:
             return
         data = json.dumps(self.snapshot(), ensure_ascii=False)
