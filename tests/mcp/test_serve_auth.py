@@ -17,6 +17,7 @@ import pytest
 
 pytest.importorskip("mcp", reason="the MCP SDK is not installed: pip install 'herald[mcp]'")
 
+from herald import Runtime, Settings
 from tests.fixtures.accounts import ensure_user
 from tests.fixtures.users import USER
 from tests.mcp.httpserve import client, free_port, herald_env, http_herald, token_file, tokens_in
@@ -125,3 +126,21 @@ print(json.dumps(out))
             assert json.loads(proc.stdout) == {"size": True, "read": "PermissionError", "status": 401}
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_herald_client_reaches_herald_server_with_a_token(workspace: Path, tmp_path: Path, settings: Settings) -> None:
+    # As the README registers it: [mcp_servers.NAME] url + headers = { Authorization = "Bearer TOKEN" }.
+    with http_herald(workspace, tmp_path / "server") as served:
+        token = tokens_in(served.data_dir / "mcp" / "tokens")["default"]
+        for header, works in ((f"Bearer {token}", True), ("Bearer not-the-token-0123456789", False)):
+            client_settings = settings.with_overrides(
+                {"mcp_servers": {"remote": {"url": served.url, "headers": {"Authorization": header}}}})
+            with Runtime(settings=client_settings, transcript=False) as rt:
+                result = rt.execute("""
+from hermes_tools import mcp_remote_execute_code as remote
+print(remote("print(6 * 7)")["output"].strip())
+""")
+            if works:
+                assert result.output.strip() == "42", result.error
+            else:  # refused at listing: the server's tools are withheld
+                assert "no tool or helper named 'mcp_remote_execute_code'" in result.error

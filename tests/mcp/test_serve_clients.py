@@ -94,6 +94,11 @@ def test_kernel_sessions_belong_to_their_client(workspace: Path, tmp_path: Path)
                 assert again.structured_content["output"].strip() == "bob"
 
         anyio.run(main)
+
+        async def settled() -> None:  # the status file follows within 0.2 s
+            await _until(served, "six calls", lambda s: sum(c["runs"] for c in s["clients"]) == 6)
+
+        anyio.run(settled)
         sessions = subprocess.run([sys.executable, "-m", "herald", "mcp", "sessions", "--json"],
                                   env=herald_env(tmp_path / "home"), capture_output=True, text=True, timeout=60)
         listed = json.loads(sessions.stdout)
@@ -102,6 +107,13 @@ def test_kernel_sessions_belong_to_their_client(workspace: Path, tmp_path: Path)
         assert set(clients) == {"alice", "bob"}
         assert clients["alice"]["runs"] == 3 and len(clients["alice"]["mcp_sessions"]) == 2
         assert clients["bob"]["runs"] == 3
+        text = subprocess.run([sys.executable, "-m", "herald", "mcp", "sessions"], env=herald_env(tmp_path / "home"),
+                              capture_output=True, text=True, timeout=60).stdout
+        assert served.url in text and "kernel sessions per client" in text
+        assert "alice: 2 MCP session(s), 3 call(s), 0 refused" in text
+    gone = subprocess.run([sys.executable, "-m", "herald", "mcp", "sessions"], env=herald_env(tmp_path / "home"),
+                          capture_output=True, text=True, timeout=60).stdout
+    assert "No herald mcp serve --http is running" in gone  # the stopped server's file is gone
     calls = [r["client"] for r in _transcript(served) if r.get("type") == "mcp_call"]
     assert calls == ["alice", "alice", "bob", "alice", "bob", "bob"]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -92,6 +93,9 @@ def test_sdk_client_gets_a_token_from_the_issuer_and_runs_code(workspace: Path, 
         issued = list(issuer.tokens.values())
         assert [(t.client_id, t.audience) for t in issued] == [("alice", served.url)]  # RFC 8707: for Herald
         status = next((served.data_dir / "mcp").glob("serve-*.json"))
+        deadline = time.monotonic() + 60  # the status file is rewritten within 0.2 s of a change
+        while not json.loads(status.read_text())["clients"] and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert [c["identity"] for c in json.loads(status.read_text())["clients"]] == ["oauth:alice"]
 
 
