@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import logging
 import os
 import re
@@ -38,6 +37,7 @@ if TYPE_CHECKING:
     from ..config import Settings
 
 log = logging.getLogger(__name__)
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 TOKEN_NAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
 INTROSPECTION_TIMEOUT = 10.0  # seconds for the issuer to answer one introspection
 
@@ -52,12 +52,9 @@ class AuthSetup:
 
 
 def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    """A bind the SDK guards against DNS rebinding (it checks Host and Origin for these names
+    only), so a web page cannot reach an unauthenticated server through the user's browser."""
+    return host in LOOPBACK
 
 
 def auth_setup(settings: Settings, host: str, port: int, *, no_auth: bool, token_file: str | None) -> AuthSetup:
@@ -67,7 +64,7 @@ def auth_setup(settings: Settings, host: str, port: int, *, no_auth: bool, token
         if not is_loopback(host):
             raise UsageError(f"--http {host}:{port} without authentication would let anyone who can reach it run "
                              "code as you: serve it with bearer tokens (the default: drop --no-auth / serve.auth "
-                             "= \"none\"), or with serve.auth = \"oauth\", or bind 127.0.0.1")
+                             "= \"none\"), or with serve.auth = \"oauth\", or bind 127.0.0.1, localhost or ::1")
         return AuthSetup(None, None, "authentication is OFF (--no-auth): any local process or user that can reach "
                                     "this port runs code as you")
     from mcp.server.auth.settings import AuthSettings

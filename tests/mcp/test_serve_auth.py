@@ -83,11 +83,13 @@ def test_token_file_names_clients_and_must_be_private(workspace: Path, tmp_path:
 
 
 def test_network_bind_without_auth_is_refused_and_loopback_says_so(workspace: Path, tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "herald", "mcp", "serve", "--http", f"0.0.0.0:{free_port()}",
-                           "--no-auth", "--cwd", str(workspace)], env=herald_env(tmp_path),
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2
-    assert "without authentication" in proc.stderr and "drop --no-auth" in proc.stderr
+    # 127.0.0.2 is loopback, but the SDK's DNS-rebinding guard covers 127.0.0.1, localhost and ::1 only.
+    for host in ("0.0.0.0", "127.0.0.2"):
+        proc = subprocess.run([sys.executable, "-m", "herald", "mcp", "serve", "--http", f"{host}:{free_port()}",
+                               "--no-auth", "--cwd", str(workspace)], env=herald_env(tmp_path),
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2, host
+        assert "without authentication" in proc.stderr and "drop --no-auth" in proc.stderr
     with http_herald(workspace, tmp_path / "open", "--no-auth") as served:
         assert "authentication is OFF (--no-auth)" in served.said()
         assert _post(served.url, None).status_code == 200
