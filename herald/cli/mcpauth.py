@@ -71,6 +71,8 @@ def auth_setup(settings: Settings, host: str, port: int, *, no_auth: bool, token
 
     if mode == "oauth":
         serve = settings.serve
+        if token_file:
+            raise UsageError("--token-file is for serve.auth = \"token\"; with \"oauth\" the issuer's tokens are used")
         if not serve.oauth_issuer or not serve.oauth_introspection_url:
             raise UsageError("serve.auth = \"oauth\" needs serve.oauth_issuer (the authorization server's URL) and "
                              "serve.oauth_introspection_url (its token introspection endpoint)")

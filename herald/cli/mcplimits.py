@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 WINDOW = 60.0  # seconds: max_runs_per_minute counts the runs started in the last WINDOW
+IDLE = 30 * 60.0  # seconds without a call after which an MCP session is no longer listed (the SDK's idle timeout)
 STATUS_EVERY = 0.2  # seconds: the status file is rewritten at most this often (its cost grows with the clients)
 
 
@@ -64,7 +65,9 @@ class Clients:
     def admit(self, identity: str, mcp_session: str, tool: str, kernel_session: str | None) -> Run | str:
         """A Run (waiting) for this call, or the error that says which limit refused it."""
         client = self._clients.setdefault(identity, _Client(identity))
-        client.sessions[mcp_session] = time.time()
+        client.sessions[mcp_session] = wall = time.time()
+        for idle in [s for s, last in client.sessions.items() if last < wall - IDLE]:
+            del client.sessions[idle]  # the SDK has closed it by now
         now = time.monotonic()
         while client.started and client.started[0] <= now - WINDOW:
             client.started.popleft()
