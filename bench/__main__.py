@@ -12,6 +12,7 @@ from . import (
     docker_bench,
     exec_mode_bench,
     mcp_bench,
+    mcp_serve_bench,
     runtime_bench,
     scale_bench,
     ssh_bench,
@@ -32,6 +33,7 @@ def main() -> None:
     print_table("Docker backend", docker_bench.run())
     print_table("In-backend execution (exec_mode backend)", exec_mode_bench.run())
     print_table("MCP tools", mcp_bench.run())
+    print_table("MCP server over HTTP (herald mcp serve --http)", mcp_serve_bench.run())
     agent_bench.print_rows(agent_bench.run())
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import time
 from typing import Any
 
 from .common import (
@@ -37,7 +39,16 @@ def add_parser(
         "--http", metavar="HOST:PORT", help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio"
     )
     serve.add_argument("--direct-tools", action="store_true", help="offer the direct tools too, not only execute_code")
+    serve.add_argument("--token-file", metavar="FILE",
+                       help="with --http: the clients' bearer tokens, NAME:TOKEN lines (mode 600); default: "
+                            "DATA_DIR/mcp/tokens, generated on first use")
+    serve.add_argument("--no-auth", action="store_true",
+                       help="with --http on a loopback address only: no authentication (any local user can connect)")
     serve.set_defaults(func=cmd_serve)
+    sessions = mcp_sub.add_parser("sessions", parents=parents,
+                                  help="the clients of each running herald mcp serve --http and their runs")
+    sessions.add_argument("--json", action="store_true", help="print the servers' status as JSON")
+    sessions.set_defaults(func=cmd_sessions)
     listing = mcp_sub.add_parser("list", parents=parents, help="start each configured MCP server and show its tools")
     listing.add_argument("--json", action="store_true", help="print the servers, their tools and status as JSON")
     listing.set_defaults(func=cmd_list)
@@ -61,12 +72,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ..policy import Policy
     from ..runtime import Runtime
     from ..runtime.sandbox.errors import SandboxStartError
+    from .mcpauth import auth_setup
+    from .mcplimits import Clients, status_path
     from .mcpserve import Approvals, build_server, serve_http, serve_stdio
 
     _require_sdk()
     address = _address(args.http) if args.http else None
+    if address is None and (args.no_auth or args.token_file):
+        raise UsageError("--no-auth and --token-file are for --http: over stdio the client that started Herald "
+                         "is the only one")
     settings = load(args, runtime_flags(args))
     ensure_data_dir(settings)
+    auth = clients = None
+    if address is not None:
+        auth = auth_setup(settings, *address, no_auth=args.no_auth, token_file=args.token_file)
+        serve = settings.serve
+        clients = Clients(max_concurrent=serve.max_concurrent_runs, per_minute=serve.max_runs_per_minute,
+                          status=status_path(settings.data_dir),
+                          about={"url": f"http://{address[0]}:{address[1]}/mcp", "auth": serve.auth if
+                                 not args.no_auth else "none", "session_scope": serve.session_scope})
     backend = open_backend(settings.backend, settings, args.cwd)
     # The approver for the policy's `ask` rules: it asks the MCP client (elicitation).
     approvals = Approvals()
@@ -76,17 +100,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         except (ValueError, SandboxStartError) as exc:
             raise UsageError(str(exc)) from None
         with runtime:
-            server = build_server(runtime, direct_tools=args.direct_tools, approvals=approvals)
+            server = build_server(runtime, direct_tools=args.direct_tools, approvals=approvals, clients=clients,
+                                  session_scope=settings.serve.session_scope if address else "shared")
             try:
-                if address is None:
+                if address is None or auth is None:
                     serve_stdio(server)
                 else:
-                    console(stderr=True).print(f"herald: serving MCP at http://{address[0]}:{address[1]}/mcp",
-                                               style="dim")
-                    serve_http(server, *address)
+                    err = console(stderr=True)
+                    err.print(f"herald: serving MCP at http://{address[0]}:{address[1]}/mcp", style="dim")
+                    print(f"herald: {auth.describe}", file=sys.stderr, flush=True)  # a token is printed whole
+                    serve_http(server, *address, auth=auth if auth.verifier else None,
+                               max_request_bytes=settings.serve.max_request_bytes)
             except KeyboardInterrupt:  # Ctrl-C: the Runtime and backend are closed on the way out
                 return 130
     finally:
+        if clients is not None:
+            clients.close()
         backend.close()
     return 0
 
@@ -146,3 +175,33 @@ def cmd_list(args: argparse.Namespace) -> int:
                      "may change state") + ("" if tool["scripts"] else ", direct only")
             out.print(f"  [cyan]{escape(tool['name'])}[/] ({flags}): {escape(tool['summary'])}")
     return 0 if all(r["status"] != "failed" for r in rows) else 1
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    from .mcplimits import live_servers
+
+    settings = load(args)
+    servers = live_servers(settings.data_dir)
+    if args.json:
+        print(json.dumps(servers, indent=2, ensure_ascii=False))
+        return 0
+    out = console()
+    if not servers:
+        out.print(f"No herald mcp serve --http is running with the data directory {escape(str(settings.data_dir))}.")
+        return 0
+    now = time.time()
+    for server in servers:
+        out.print(f"[bold]{escape(server.get('url', '?'))}[/] (pid {server.get('pid')}, auth {server.get('auth')}, "
+                  f"kernel sessions per {server.get('session_scope')})")
+        if not server.get("clients"):
+            out.print("  no client yet", style="dim")
+        for client in server.get("clients", []):
+            last = client.get("last_call")
+            ago = f", last call {now - last:.0f} s ago" if isinstance(last, int | float) else ""
+            out.print(f"  [cyan]{escape(client['identity'])}[/]: {len(client['mcp_sessions'])} MCP session(s), "
+                      f"{client['runs']} call(s), {client['refused']} refused{ago}")
+            for run in client.get("in_flight", []):
+                kernel = f" in kernel session {run['kernel_session']!r}" if run.get("kernel_session") else ""
+                out.print(f"    #{run['id']} {escape(run['tool'])}{escape(kernel)}: {run['state']} for "
+                          f"{now - run['since']:.0f} s (MCP session {escape(run['mcp_session'][:12])})")
+    return 0

@@ -8,7 +8,11 @@ progress notification (when the client asked for progress); a cancellation from 
 interrupts the script (its whole tree is killed) and the call ends. The result is the
 ExecutionResult as structured content, plus a text rendering of it.
 
-Runs are serialised, as on the Runtime; direct calls run alongside them on worker threads.
+Runs are serialised, as on the Runtime, and taken by the waiting clients in turn; direct calls
+run alongside them on worker threads. Over HTTP each call is admitted against its client's
+limits (mcplimits.py), and a client's kernel sessions are named by the Runtime after the client
+(`kernel_name`), so no other client can reach them. The transcript says which client made each
+call (records `mcp_call`, `mcp_done`, `mcp_refused` with `client`).
 
 `Approvals` is the approver for the policy's `ask` rules: it asks the client of the call being
 served through MCP elicitation (a yes/no form), or, when that client cannot be asked, raises
@@ -20,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import json
 import threading
 from collections.abc import Iterator
@@ -36,6 +41,8 @@ if TYPE_CHECKING:
     )
 
     from ..runtime import Runtime
+    from .mcpauth import AuthSetup
+    from .mcplimits import Clients
 
 EXECUTE_PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -91,13 +98,17 @@ class Approvals:
         return answer.action == "accept" and (answer.content or {}).get("approve") is True
 
 
-def build_server(runtime: Runtime, *, direct_tools: bool = False, approvals: Approvals | None = None) -> Server[Any]:
+def build_server(runtime: Runtime, *, direct_tools: bool = False, approvals: Approvals | None = None,
+                 clients: Clients | None = None, session_scope: str = "shared") -> Server[Any]:
     """The MCP server for `runtime` (the caller owns the Runtime and closes it). `approvals`, when
-    the Runtime's policy uses it as its approver, is told which request is being served."""
+    the Runtime's policy uses it as its approver, is told which request is being served.
+    `clients` admits each call (per-client limits) and records it; `session_scope` says whose
+    kernel sessions a client reaches (setting serve.session_scope; "shared": every client's)."""
     from mcp import types
     from mcp.server import Server
 
     from .. import __version__
+    from .mcplimits import Clients, FairTurns
 
     offered = [t for t in runtime.dispatcher.tools if direct_tools and not t.runs_scripts]
     by_name = {t.name: t for t in offered}
@@ -113,38 +124,93 @@ def build_server(runtime: Runtime, *, direct_tools: bool = False, approvals: App
         )
         for t in offered
     ]
-    runs = asyncio.Lock()
+    turns = FairTurns()  # runs are serialised on the Runtime, taken by the waiting clients in turn
+    admission = clients or Clients(max_concurrent=0, per_minute=0)
 
     async def list_tools(ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None) -> ListToolsResult:
         return types.ListToolsResult(tools=listing)
 
     async def call_tool(ctx: ServerRequestContext[Any], params: CallToolRequestParams) -> CallToolResult:
         args = dict(params.arguments or {})
-        if params.name == runtime.execute_tool.name:
-            async with runs:
-                with approvals.running(ctx, asyncio.get_running_loop()) if approvals else contextlib.nullcontext():
-                    return await _execute(runtime, ctx, args)
-        if params.name not in by_name:
+        executes = params.name == runtime.execute_tool.name
+        if not executes and params.name not in by_name:
             known = ", ".join([runtime.execute_tool.name, *by_name])
             hint = "" if direct_tools else " (start herald mcp serve with --direct-tools to offer the direct tools)"
             return _text_result(f"Unknown tool {params.name!r}{hint}. Tools: {known}.", error=True)
-        cancel = threading.Event()
-        _direct_request.set((ctx, asyncio.get_running_loop()))  # copied into the worker thread's context
-        reply = await _in_thread(lambda: runtime.dispatcher.call_direct(params.name, args, cancel=cancel),
-                                 on_cancel=cancel.set)
-        if "error" in reply:
-            return _text_result(f"{reply['error']['type']}: {reply['error']['message']}", error=True)
-        result = reply["result"]
-        text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
-        structured = result if isinstance(result, dict) else None
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=structured)
+        identity, mcp_session = _caller(ctx)
+        session = args.get("session") if executes and isinstance(args.get("session"), str) else None
+        run = admission.admit(identity, mcp_session, params.name, session)
+        if isinstance(run, str):
+            _audit(runtime, "mcp_refused", identity, mcp_session, params.name, session, reason=run)
+            return _text_result(run, error=True)
+        _audit(runtime, "mcp_call", identity, mcp_session, params.name, session)
+        result = None
+        try:
+            if executes:
+                async with turns.turn(identity):
+                    admission.running(run)
+                    with approvals.running(ctx, asyncio.get_running_loop()) if approvals else contextlib.nullcontext():
+                        kernel = None if session is None else kernel_name(session_scope, identity, mcp_session, session)
+                        result = await _execute(runtime, ctx, args, kernel)
+            else:
+                admission.running(run)
+                result = await _direct(runtime, ctx, params.name, args)
+            return result
+        finally:
+            admission.finish(run)
+            _audit(runtime, "mcp_done", identity, mcp_session, params.name, session,
+                   outcome="cancelled" if result is None else "error" if result.is_error else "success")
 
     return Server("herald", version=__version__, on_list_tools=list_tools, on_call_tool=call_tool,
                   instructions="Run Python scripts that call Herald's tools with execute_code; put many tool "
                                "calls in one script and print only what matters.")
 
 
-async def _execute(runtime: Runtime, ctx: ServerRequestContext[Any], args: dict[str, Any]) -> CallToolResult:
+def kernel_name(scope: str, identity: str, mcp_session: str, name: str) -> str:
+    """The Runtime's name for a client's kernel session `name`: one no other client can name
+    (unless serve.session_scope shares it)."""
+    if scope == "shared":
+        return name
+    return json.dumps([identity, mcp_session if scope == "client" else "", name], ensure_ascii=False)
+
+
+def _caller(ctx: ServerRequestContext[Any]) -> tuple[str, str]:
+    """(identity, MCP session id) of the request: the authenticated token's name, else "anonymous"
+    over HTTP without auth and "stdio" on stdio."""
+    from .mcpauth import identity_of
+
+    request = ctx.request
+    if request is None:
+        return "stdio", "stdio"
+    headers = getattr(request, "headers", None)
+    mcp_session = headers.get("mcp-session-id") if headers is not None else None
+    return identity_of(request) or "anonymous", mcp_session or "-"
+
+
+def _audit(runtime: Runtime, kind: str, identity: str, mcp_session: str, tool: str, session: str | None,
+           **extra: Any) -> None:
+    """A transcript record naming the client of a call (the records of its run follow it)."""
+    if runtime.transcript is not None:
+        runtime.transcript.write({"type": kind, "client": identity, "mcp_session": mcp_session, "tool": tool,
+                                  "session": session, **extra})
+
+
+async def _direct(runtime: Runtime, ctx: ServerRequestContext[Any], name: str, args: dict[str, Any]) -> CallToolResult:
+    from mcp import types
+
+    cancel = threading.Event()
+    _direct_request.set((ctx, asyncio.get_running_loop()))  # copied into the worker thread's context
+    reply = await _in_thread(lambda: runtime.dispatcher.call_direct(name, args, cancel=cancel), on_cancel=cancel.set)
+    if "error" in reply:
+        return _text_result(f"{reply['error']['type']}: {reply['error']['message']}", error=True)
+    result = reply["result"]
+    text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+    structured = result if isinstance(result, dict) else None
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=structured)
+
+
+async def _execute(runtime: Runtime, ctx: ServerRequestContext[Any], args: dict[str, Any],
+                   kernel: str | None) -> CallToolResult:
     from mcp import types
 
     from ..runtime.scope import REFUSALS
@@ -168,13 +234,15 @@ async def _execute(runtime: Runtime, ctx: ServerRequestContext[Any], args: dict[
 
     runtime.dispatcher.on_script_call = on_call
     try:
-        result = await _in_thread(lambda: runtime.execute(code, session=session, reset=reset),
+        result = await _in_thread(lambda: runtime.execute(code, session=kernel, reset=reset),
                                   on_cancel=runtime.interrupt, repeat_cancel=True)
     finally:
         runtime.dispatcher.on_script_call = None
         with lock:  # every progress notification goes out before the result
             pending = [asyncio.wrap_future(f) for f in sent]
         await asyncio.gather(*pending, return_exceptions=True)
+    if session is not None:
+        result = dataclasses.replace(result, session=session)  # the client's own name for it
     data = result.to_dict()
     return types.CallToolResult(content=[types.TextContent(type="text", text=_render(data))],
                                 structured_content=data, is_error=result.status != "success")
@@ -231,10 +299,15 @@ def serve_stdio(server: Server[Any]) -> None:
     anyio.run(main)
 
 
-def serve_http(server: Server[Any], host: str, port: int) -> None:
-    """Streamable HTTP at http://HOST:PORT/mcp until the process is stopped."""
+def serve_http(server: Server[Any], host: str, port: int, *, auth: AuthSetup | None = None,
+               max_request_bytes: int | None = None) -> None:
+    """Streamable HTTP at http://HOST:PORT/mcp until the process is stopped; with `auth`, every
+    request needs a token its verifier accepts."""
     import uvicorn
+    from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 
-    app = server.streamable_http_app(host=host)
+    app = server.streamable_http_app(host=host, auth=auth.settings if auth else None,
+                                     token_verifier=auth.verifier if auth else None,
+                                     max_request_body_size=max_request_bytes or DEFAULT_MAX_REQUEST_BODY_SIZE)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     uvicorn.Server(config).run()

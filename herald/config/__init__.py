@@ -22,8 +22,8 @@ from .errors import ConfigError
 from .mcp_servers import McpServerSettings, parse_mcp_servers
 
 __all__ = [
-    "SEARCH_PROVIDERS", "ConfigError", "McpServerSettings", "Settings", "default_config_path", "load_settings",
-    "parse_mcp_servers",
+    "SEARCH_PROVIDERS", "ConfigError", "McpServerSettings", "ServeSettings", "Settings", "default_config_path",
+    "load_settings", "parse_mcp_servers",
 ]
 
 
@@ -197,6 +197,26 @@ class PolicySettings:
 
 
 @dataclass
+class ServeSettings:
+    """`herald mcp serve --http`: who may connect, what each client may do (cli/mcpauth.py, mcplimits.py)."""
+
+    auth: str = "token"  # token: bearer tokens (token_file) | oauth: tokens of oauth_issuer | none: loopback only
+    token_file: str = ""  # "name:token" lines, 0600; empty: data_dir/mcp/tokens, generated on first use
+    # Whose kernel sessions (execute_code's `session`) a client reaches: "client": its own MCP
+    # session's only | "identity": every MCP session of the same token | "shared": every client's
+    session_scope: str = "client"
+    max_concurrent_runs: int = 4  # per identity: runs running or waiting for the Runtime; more are refused
+    max_runs_per_minute: int = 120  # per identity, over the last 60 s
+    max_request_bytes: int = 4 * 1024 * 1024  # one HTTP request's body (a script and its arguments)
+    oauth_issuer: str = ""  # the authorization server (its URL, advertised to clients)
+    oauth_introspection_url: str = ""  # its RFC 7662 endpoint; tokens are checked there
+    oauth_client_id: str = ""  # Herald's credentials for the introspection endpoint, when it needs them
+    oauth_client_secret: str = ""  # better from $HERALD_SERVE_OAUTH_CLIENT_SECRET than from a file
+    oauth_resource: str = ""  # this server's URL as tokens name it (aud); empty: http://HOST:PORT/mcp
+    oauth_scopes: list[str] = field(default_factory=list)  # scopes a token must carry
+
+
+@dataclass
 class Settings:
     data_dir: Path = field(default_factory=lambda: _default_data_dir())
     backend: str = "local"  # local | docker[:IMAGE] | ssh://USER@HOST[:PORT] | modal[:IMAGE]
@@ -212,6 +232,7 @@ class Settings:
     agent: AgentSettings = field(default_factory=AgentSettings)
     policy: PolicySettings = field(default_factory=PolicySettings)
     mcp_servers: dict[str, McpServerSettings] = field(default_factory=dict)  # mcp_servers.py
+    serve: ServeSettings = field(default_factory=ServeSettings)
 
     @property
     def spill_dir(self) -> Path:
@@ -240,6 +261,7 @@ class Settings:
             web=dataclasses.replace(self.web),
             agent=dataclasses.replace(self.agent, fallback=list(self.agent.fallback)),
             policy=dataclasses.replace(self.policy),
+            serve=dataclasses.replace(self.serve, oauth_scopes=list(self.serve.oauth_scopes)),
         )
         for key, value in overrides.items():
             if value is not None:

@@ -41,6 +41,8 @@ Bad = Callable[[str], ConfigError]  # what a setting must be -> the error that s
 _CHOICES = {
     "browser.network": ("backend", "local"),
     "policy.profile": ("read-only", "workspace-write", "full"),
+    "serve.auth": ("token", "oauth", "none"),
+    "serve.session_scope": ("client", "identity", "shared"),
     "web.search_provider": SEARCH_PROVIDERS,
 }
 

@@ -166,11 +166,13 @@ def _free_port() -> int:
 
 @contextmanager
 def http_herald(workspace: Path, tmp_path: Path) -> Iterator[str]:
-    """`herald mcp serve --http` on a free port of 127.0.0.1; its URL once it listens."""
+    """`herald mcp serve --http --no-auth` on a free port of 127.0.0.1; its URL once it listens
+    (authentication has tests of its own: test_serve_auth.py)."""
     port = _free_port()
     env = dict(os.environ, **_env(tmp_path))
     proc = subprocess.Popen([sys.executable, "-m", "herald", "mcp", "serve", "--http", f"127.0.0.1:{port}",
-                             "--cwd", str(workspace)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             "--cwd", str(workspace), "--no-auth"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
         while True:
