@@ -250,6 +250,20 @@ class Backend(Protocol):
         its state (a file on the backend); None until then (the default: never)."""
         return None
 
+    # Links on a remote backend: whether it can tell where a path leads (realpath) and hold the
+    # call's operations to that place (pin). The local backend's paths are resolved here instead.
+    resolves_links: bool = False
+
+    def realpath(self, path: str) -> str:
+        """Where `path` leads on the backend, every link followed (backends/realpath.py), for
+        the workspace check; only called when `resolves_links`. The default: `path` itself."""
+        return path
+
+    def pin(self, path: str, resolved: str) -> None:
+        """The workspace check allowed `path` because it leads to `resolved`: hold the call's
+        operations on it to that place (checked by each operation). The default: nothing held."""
+        return None
+
     def pinned(self, path: str) -> str | None:
         """Where the current tool call's check found `path` to lead (realpath.py), for an
         operation to enter that place and check it is still there; None when it was not pinned

@@ -269,6 +269,8 @@ class ExecSessionBackend(Backend):
             path = self._home + path[1:]
         return resolve_path(self.cwd, path)
 
+    resolves_links = True
+
     def realpath(self, path: str) -> str:
         """Where `path` leads in the sandbox, every symlink followed (a missing tail as
         written): the workspace check's resolution (policy/paths.py), one file command."""

@@ -97,8 +97,7 @@ class ToolGrants:
         return self._gate.policy.profile != FULL
 
     def session_shell(self) -> PersistentShell | None:
-        shell = getattr(self._ctx.backend, "session_shell", None)
-        return shell if isinstance(shell, PersistentShell) else None
+        return self._ctx.backend.session_shell
 
     def grant(self, run: RunLimits) -> ToolGrant | None:
         """The "tools" of a start or code frame for `run`; None when nothing is answered beside it."""

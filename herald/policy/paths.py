@@ -60,11 +60,10 @@ class Workspace:
                  own_files: Sequence[str] = ()) -> None:
         self.backend = backend
         self._local = backend.name == "local"
-        remote: Callable[[str], str] | None = getattr(backend, "realpath", None)
-        self._remote_realpath = None if self._local else remote
+        remote = backend.resolves_links and not self._local
+        self._remote_realpath: Callable[[str], str] | None = backend.realpath if remote else None
         # A remote backend that can hold its operations on a path to where it was allowed to lead.
-        pin: Callable[[str, str], None] | None = getattr(backend, "pin", None)
-        self._pin = pin if self._remote_realpath is not None else None
+        self._pin: Callable[[str, str], None] | None = backend.pin if remote else None
         # Symlinks are followed where this backend can tell us where they lead.
         self.exact = self._local or self._remote_realpath is not None
         start = backend.cwd

@@ -28,13 +28,13 @@ from ..capture import CappedCapture
 from ..policy.grant import RunLimits, ToolGrants
 from .calls import Answered, recorded_call
 from .dispatcher import Dispatcher
-from .tokens import Grant
+from .tokens import RunToken
 
 log = logging.getLogger(__name__)
 
 
 class BackendTools:
-    """Grants and records of one Runtime's runs, for the calls answered next to their scripts."""
+    """Tool grants and records of one Runtime's runs, for the calls answered next to their scripts."""
 
     def __init__(
         self, dispatcher: Dispatcher, visible: Sequence[str] | None = None, masked: Sequence[str] = ()
@@ -64,14 +64,14 @@ class BackendTools:
         backend = self._dispatcher.ctx.backend
         try:
             specs = self._grants.specs
-            if "terminal" in specs and hasattr(backend, "session_shell") and self._grants.session_shell() is None:
+            if "terminal" in specs and self._grants.session_shell() is None:
                 backend.run("true")
             if specs and self._grants.confined:
                 _ = self._dispatcher.gate.workspace
         except Exception as exc:  # the grant asks again, and says what failed
             log.debug("could not learn ahead of the first run what its grant needs: %s", exc)
 
-    def grant(self, session: Grant) -> ToolGrant | None:
+    def grant(self, session: RunToken) -> ToolGrant | None:
         """The "tools" of a start or code frame for the run `session` is bound to (ToolGrants)."""
         scope = session.scope
         budgets = scope.budgets.limits if scope.budgets is not None else ()
@@ -80,7 +80,7 @@ class BackendTools:
             session.cwd_told = grant["cwd"]
         return grant
 
-    def cwd_frame(self, session: Grant) -> bytes:
+    def cwd_frame(self, session: RunToken) -> bytes:
         """Host mode, after Herald served one of the script's calls: a CWD frame to send just
         before its reply when the session's directory moved since the script's side was told
         (a `terminal('cd ...')`), else nothing."""
@@ -100,7 +100,7 @@ class BackendTools:
         if shell is not None and isinstance(cwd, str) and cwd.startswith("/"):
             shell.follow(cwd)
 
-    def ran(self, session: Grant, message: frames.CallFrame) -> dict[str, Any]:
+    def ran(self, session: RunToken, message: frames.CallFrame) -> dict[str, Any]:
         """A terminal call the supervisor ran whose output passed the cap: capped and spilled
         here, as Herald's own shell does, counted and logged; the reply for the script."""
         ran: Any = message["ran"]  # decoded as the supervisor sent it: a malformed one raises
@@ -127,7 +127,7 @@ class BackendTools:
         self._dispatcher.handle(recorded_call(session.scope, "terminal", preview(message.get("args")), answered))
         return {"result": result}
 
-    def record(self, session: Grant, message: frames.RecordFrame) -> None:
+    def record(self, session: RunToken, message: frames.RecordFrame) -> None:
         """A call answered next to the script: count it in the run and write it to the transcript."""
         try:  # its reader checked it (wire.from_child, from_supervisor); a caller may not have
             record: frames.RecordFrame | None = wire.record(message)

@@ -322,11 +322,10 @@ class Dispatcher:
 
     def _with_backend_note(self, reply: CallOutcome) -> CallOutcome:
         """Add what the backend had to do since the last call (e.g. reconnect) to this reply."""
-        take_note = getattr(self.ctx.backend, "take_note", None)
         result = reply.get("result")
-        if take_note is None or not (isinstance(result, dict) or "error" in reply):
+        if not (isinstance(result, dict) or "error" in reply):
             return reply
-        note = take_note()
+        note = self.ctx.backend.take_note()
         if note and isinstance(result, dict):
             result["note"] = f"{note} {result['note']}" if result.get("note") else note
         elif note:

@@ -26,14 +26,14 @@ from .outcome import OutputListener, build_result, capture_streams
 from .sandbox.contract import SandboxChild
 from .sandbox.result import ExecutionResult
 from .scope import stop_calls
-from .tokens import Grant, Grants
+from .tokens import RunToken, RunTokens
 
 
 @dataclass
 class _Kernel:
     child: SandboxChild
     token: str
-    grant: Grant
+    grant: RunToken
     sentinel: bytes
 
 
@@ -44,7 +44,7 @@ class KernelSessions:
         self,
         *,
         start_run: Callable[[StartFrame], SandboxChild],
-        grants: Grants,
+        grants: RunTokens,
         dispatcher: Dispatcher,
         start_fields: Callable[[], StartFrame],
     ) -> None:

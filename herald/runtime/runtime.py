@@ -63,7 +63,7 @@ from .sandbox.result import ExecutionResult
 from .sandbox.streams import drain_fd
 from .scope import stop_calls
 from .selfguard import guard_process
-from .tokens import Grant, Grants
+from .tokens import RunToken, RunTokens
 from .toolset import default_registry
 from .warm import WarmChildren
 
@@ -104,11 +104,11 @@ class Runtime:
             # The model's way to run scripts here; known to the dispatcher, which refuses it to scripts.
             self.execute_tool = execute_code_tool(self)
             self.dispatcher.add_direct(self.execute_tool)
-            self._grants = Grants(on_revoke=lambda grant: self._server.close_sessions(grant))
+            self._grants = RunTokens(on_revoke=lambda grant: self._server.close_sessions(grant))
             self.mode = self._make_mode(exec_mode)
             undo.callback(self.mode.close)
             self._max_parallel = max(1, self.settings.sandbox.max_parallel_calls)
-            self._server: RpcServer[Grant] = RpcServer(
+            self._server: RpcServer[RunToken] = RpcServer(
                 self._grants.lookup,
                 self._serve,
                 max_concurrency=self._max_parallel,
@@ -157,7 +157,7 @@ class Runtime:
             policy=self.paused.wrap(Policy.coerce(policy, self.settings)),
         )
 
-    def _make_mode(self, name: str) -> ExecutionMode[Grant]:
+    def _make_mode(self, name: str) -> ExecutionMode[RunToken]:
         """The mode `name` (one of EXEC_MODES) for this Runtime's tools and policy."""
         stubs, elsewhere = self.dispatcher.script_tools, self.dispatcher.offer.elsewhere(self.registry)
         writable = self.dispatcher.policy.profile != "read-only"
@@ -175,7 +175,7 @@ class Runtime:
         (backend_tools.py), under the paths it sees as Herald does."""
         return BackendTools(self.dispatcher, visible=isolation.seen_alike, masked=isolation.masked)
 
-    def _serve(self, grant: Grant, message: dict[str, Any], echo: tuple[str, ...]) -> bytes:
+    def _serve(self, grant: RunToken, message: dict[str, Any], echo: tuple[str, ...]) -> bytes:
         """One of a script's calls over the RPC socket; the mode may have news for the script
         (a moved session directory) just before the reply."""
         frame = script_reply(self.dispatcher.handle, grant.scope, message, echo)

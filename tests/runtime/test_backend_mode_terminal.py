@@ -20,7 +20,7 @@ from herald._sandbox.wire.framing import HEADER
 from herald.backends.base import Backend
 from herald.backends.local import LocalBackend
 from herald.runtime.backend_tools import BackendTools
-from herald.runtime.tokens import Grant
+from herald.runtime.tokens import RunToken
 
 from ._backend_mode import (
     backend_runtime,
@@ -144,7 +144,7 @@ def test_a_terminal_timeout_is_cut_to_the_time_the_run_has_left(workspace: Path,
         backend.run("true")  # the session shell runs: the supervisor's may share it
         scope = runtime.dispatcher.new_scope(5, deadline=time.monotonic() + 1.0)
         tools = BackendTools(runtime.dispatcher)
-        grant = tools.grant(Grant(scope))
+        grant = tools.grant(RunToken(scope))
         time_left = grant["shell"]["time_left"] if grant is not None else None
         assert grant is not None and "terminal" in grant["local"] and time_left is not None and time_left <= 1.0
         read_fd, write_fd = os.pipe()

@@ -23,7 +23,7 @@ from herald._sandbox.wire.frames import CallFrame, RecordFrame
 from herald.backends.base import Backend, Channel, CommandResult
 from herald.backends.local import LocalBackend
 from herald.runtime.backend_tools import BackendTools
-from herald.runtime.tokens import Grant
+from herald.runtime.tokens import RunToken
 from herald.tools import ToolError
 from tests.tools.conftest import caller
 
@@ -396,7 +396,7 @@ def test_malformed_records_are_ignored(backend_runtime: RuntimeFactory) -> None:
     tools = BackendTools(runtime.dispatcher)
     assert tools.names == ["patch", "read_file", "search_files", "terminal", "write_file"]
     scope = runtime.dispatcher.new_scope(5)
-    grant = Grant(scope)
+    grant = RunToken(scope)
     for bad in (
         {"type": "record", "tool": "web_search", "duration_ms": 1, "reply_bytes": 1},  # not a local tool
         {"type": "record", "tool": "read_file", "duration_ms": "1", "reply_bytes": 1},

@@ -18,7 +18,7 @@ from herald import Runtime
 from herald._sandbox.child.client import RpcClient
 from herald._sandbox.wire.framing import HEADER, MAX_FRAME_BYTES, FrameReader, encode_frame, reply_frame
 from herald.runtime.rpc.server import RpcServer
-from herald.runtime.tokens import Grant
+from herald.runtime.tokens import RunToken
 
 from ._helpers import closed_by_peer, raw_connect, rss_bytes, run_ok, script, thread_count, wait_for
 
@@ -27,7 +27,7 @@ NESTED = b'{"id":1,"tool":"read_file","args":' + b"[" * 200_000 + b"]" * 200_000
 
 
 @pytest.fixture
-def grant(runtime: Runtime) -> Iterator[tuple[str, Grant]]:
+def grant(runtime: Runtime) -> Iterator[tuple[str, RunToken]]:
     """A live run token on `runtime`, as a script gets one."""
     token, issued = runtime._grants.issue(runtime.dispatcher.new_scope(5))
     yield token, issued
@@ -39,7 +39,7 @@ def still_serves(runtime: Runtime) -> None:
     assert result.output == "still serving\n" and result.tool_calls_made == 1
 
 
-def test_a_nested_json_frame_closes_only_its_connection(runtime: Runtime, grant: tuple[str, Grant]) -> None:
+def test_a_nested_json_frame_closes_only_its_connection(runtime: Runtime, grant: tuple[str, RunToken]) -> None:
     """It raised RecursionError in the connection thread, which left the socket open."""
     server, before = runtime._server, thread_count("herald-rpc-conn")
     with raw_connect(server.path) as stranger, raw_connect(server.path) as caller:

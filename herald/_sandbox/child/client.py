@@ -10,7 +10,7 @@ then has to be handed from whichever thread read it to the thread that owns it, 
 kind of machine every such cross-thread wake-up costs about as much as the socket round trip.
 With a connection per caller, a reply wakes exactly the thread that waits for it.
 
-In host mode a run's grant may let the script's process answer some calls itself (`offer`,
+In host mode a run's grant may let the script's process answer some calls itself (`hold_grant`,
 child/selfserve.py): those never reach a connection unless they are handed over. The grant is taken
 up at the first call, not when the run starts: a script that calls no tool pays nothing for it
 (making it touches pages a forked child shares with its zygote, ~0.4 ms of copies here).
@@ -32,8 +32,8 @@ from .routes import HERE, PAST_BUDGET
 if TYPE_CHECKING:
     from .selfserve import SelfServe
 
-# A run's grant as its start frame (or kernel cell) offers it: (grant, schemas, control pipe fd).
-Offer = Tuple[Any, Any, int]
+# A run's grant as its start frame (or kernel cell) brings it, not taken up yet: (grant, schemas, control pipe fd).
+PendingGrant = Tuple[Any, Any, int]
 _Queued = Tuple[int, str, int, bytes]  # (index in the calls, tool, call id, frame)
 
 
@@ -77,7 +77,7 @@ class _Link:
 
 class RpcClient:
     def __init__(self, connect: Any, token: str, max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
-        self._offered: Optional[Offer] = None  # a grant not taken up yet (`offer`)
+        self._pending: Optional[PendingGrant] = None  # a grant not taken up yet (`hold_grant`)
         self._local: Optional[SelfServe] = None  # the calls this process answers itself (host mode)
         self._connect = connect  # zero-argument callable returning a connected socket-like object
         self._token = token
@@ -192,7 +192,7 @@ class RpcClient:
         answered it itself (child/selfserve.py)."""
         call_id = next(self._ids)
         call: frames.CallFrame = {"id": call_id, "tool": tool, "args": args}
-        local = self._local if self._offered is None else self._take_offer()
+        local = self._local if self._pending is None else self._take_grant()
         if local is not None:
             where = local.take(tool)
             if where == HERE:
@@ -216,25 +216,25 @@ class RpcClient:
             message = link.frames.read()
         return None
 
-    def offer(self, offer: Optional[Offer]) -> None:
+    def hold_grant(self, pending: Optional[PendingGrant]) -> None:
         """What this process may answer itself from now on (None: nothing): a run's grant, its
         schemas and the control pipe for the records (child/selfserve.py)."""
         with self._cond:
-            self._offered, self._local = offer, None
+            self._pending, self._local = pending, None
 
     def forget_answers(self) -> None:
         """After a fork: both processes would count the run's budget from the same number, so
         Herald answers all. No lock: the forked child has only this thread (a fork in the middle
         of a call is the script's own race)."""
-        self._offered = self._local = None
+        self._pending = self._local = None
 
-    def _take_offer(self) -> Optional[SelfServe]:
+    def _take_grant(self) -> Optional[SelfServe]:
         with self._cond:  # once, whichever thread calls first
-            if self._offered is not None:
+            if self._pending is not None:
                 from .selfserve import SelfServe
 
-                self._local = SelfServe.from_start(*self._offered)
-                self._offered = None
+                self._local = SelfServe.from_start(*self._pending)
+                self._pending = None
             return self._local
 
     def _take(self, tool: str) -> _Link:
@@ -325,17 +325,17 @@ def _result(reply: frames.ReplyFrame, tool: str) -> Any:
 
 
 def configure(connect: Any, token: str, max_connections: int = DEFAULT_MAX_CONNECTIONS,
-              offer: Optional[Offer] = None) -> None:
+              pending: Optional[PendingGrant] = None) -> None:
     """Point this process's tool calls at the parent (done by the sandbox bootstrap)."""
     global _default
     _default = RpcClient(connect, token, max_connections)
-    _default.offer(offer)
+    _default.hold_grant(pending)
 
 
-def answer_here(offer: Optional[Offer]) -> None:
+def answer_here(pending: Optional[PendingGrant]) -> None:
     """What this process may answer itself from now on (a kernel cell's grant; None: nothing)."""
     if _default is not None:
-        _default.offer(offer)
+        _default.hold_grant(pending)
 
 
 def _after_fork() -> None:

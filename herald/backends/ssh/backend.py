@@ -287,6 +287,8 @@ class SSHBackend(Backend):
 
     # The file calls themselves: filecalls.py (paths resolved here first, against the shell's cwd).
 
+    resolves_links = True
+
     def realpath(self, path: str) -> str:
         """Where `path` leads on the host, every symlink followed (FileCalls.realpath)."""
         return self._file_calls.realpath(self._path(path))

@@ -20,7 +20,6 @@ Runtime's close does (backend/closer.py).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -28,7 +27,6 @@ import shutil
 import threading
 import time
 import weakref
-import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -48,7 +46,17 @@ from ..isolation import PENDING, Isolation, settle
 from ..sandboxdir import CHILD_LOADER
 from .child import GOODBYE, BackendChild
 from .closer import ChannelCloser, close_channel
-from .setup import MIN_PYTHON, PROBE_TIMEOUT, REMOTE_LOADER, SERVING, SETUP, SETUP_SHELL, Preread, read_setup
+from .setup import (
+    MIN_PYTHON,
+    PROBE_TIMEOUT,
+    REMOTE_LOADER,
+    SERVING,
+    SETUP,
+    SETUP_SHELL,
+    Preread,
+    read_setup,
+    sandbox_archive,
+)
 from .zygote import BackendZygote
 
 ZYGOTE_FROM_SPAWN = 3  # the fork server starts with the third child a Runtime spawns
@@ -62,11 +70,6 @@ CLOSE_JOIN_SECONDS = 30.0  # the Runtime's close waits this long for its channel
 # up on PATH): later Runtimes on the same backend start it directly, not through a launcher such
 # as a pyenv shim (a shell script, ~0.1 s per start).
 _RESOLVED_PYTHONS: weakref.WeakKeyDictionary[Backend, dict[str, str]] = weakref.WeakKeyDictionary()
-# The compressed archive of the sandbox files by their digest: the same for every Runtime with
-# the same tools, and compressing it is ~16 ms of each new Runtime's start (the oldest goes first).
-ARCHIVES_KEPT = 8
-_ARCHIVES: dict[bytes, bytes] = {}
-_ARCHIVES_LOCK = threading.Lock()
 S = TypeVar("S")
 log = logging.getLogger(__name__)
 
@@ -116,7 +119,7 @@ class BackendSandbox(Generic[S]):
         self.zygote: BackendZygote | None = None
         self._closer = ChannelCloser()
         # Made now, not in the first run (a CLI makes its Runtime while it connects to the backend).
-        self._archive_bytes = self._archive()
+        self._archive_bytes = sandbox_archive(self._local_dir)
         self._closing = False  # the Runtime is closing: a supervisor told to leave may take the directory along
         self._removal: _Removal | None = None  # the supervisor that does (begin_close)
         self._pool = ThreadPoolExecutor(
@@ -258,24 +261,6 @@ class BackendSandbox(Generic[S]):
     def _confinement(self) -> dict[str, Any] | None:
         """The spec the backend's supervisor and zygote confine the script by, if any."""
         return self.isolation.wire() if self.isolation.mode in ("bwrap", "landlock") else None
-
-    def _archive(self) -> bytes:
-        """The sandbox files (hermes_tools.py, the `_hermes_runtime` package), {path: text} as
-        JSON, compressed as one stream (a zip compresses file by file: 25% more to send), behind
-        its length and a newline (SETUP reads exactly that much)."""
-        files = {p.relative_to(self._local_dir).as_posix(): p.read_text("utf-8") for p in self._local_dir.rglob("*.py")}
-        text = json.dumps(files, sort_keys=True).encode("utf-8")
-        key = hashlib.sha256(text).digest()
-        with _ARCHIVES_LOCK:
-            archive = _ARCHIVES.get(key)
-        if archive is None:
-            packed = zlib.compress(text, 6)  # 9: twice the time, 0.5% smaller
-            archive = b"%d\n" % len(packed) + packed
-            with _ARCHIVES_LOCK:
-                _ARCHIVES[key] = archive
-                while len(_ARCHIVES) > ARCHIVES_KEPT:
-                    del _ARCHIVES[next(iter(_ARCHIVES))]
-        return archive
 
     def _remove(self, remote_dir: str) -> None:
         """Remove the directory, on a channel of its own (the session's shell need not run); on

@@ -10,7 +10,12 @@ serves the first run. REMOTE_LOADER starts each later run's supervisor in that d
 
 from __future__ import annotations
 
+import hashlib
+import json
+import threading
 import time
+import zlib
+from pathlib import Path
 
 from ....backends.base import BackendError, Channel
 from ....tools.stubgen import RUNTIME_PACKAGE
@@ -160,3 +165,29 @@ class Preread(Channel):
     @property
     def undelivered(self) -> bool:
         return self._channel.undelivered
+
+
+# The compressed archive of the sandbox files by their digest: the same for every Runtime with
+# the same tools, and compressing it is ~16 ms of each new Runtime's start (the oldest goes first).
+ARCHIVES_KEPT = 8
+_ARCHIVES: dict[bytes, bytes] = {}
+_ARCHIVES_LOCK = threading.Lock()
+
+
+def sandbox_archive(local_dir: Path) -> bytes:
+    """The sandbox files under `local_dir` (hermes_tools.py, the `_hermes_runtime` package),
+    {path: text} as JSON, compressed as one stream (a zip compresses file by file: 25% more to
+    send), behind its length and a newline: what SETUP reads from its stdin."""
+    files = {p.relative_to(local_dir).as_posix(): p.read_text("utf-8") for p in local_dir.rglob("*.py")}
+    text = json.dumps(files, sort_keys=True).encode("utf-8")
+    key = hashlib.sha256(text).digest()
+    with _ARCHIVES_LOCK:
+        archive = _ARCHIVES.get(key)
+    if archive is None:
+        packed = zlib.compress(text, 6)  # 9: twice the time, 0.5% smaller
+        archive = b"%d\n" % len(packed) + packed
+        with _ARCHIVES_LOCK:
+            _ARCHIVES[key] = archive
+            while len(_ARCHIVES) > ARCHIVES_KEPT:
+                del _ARCHIVES[next(iter(_ARCHIVES))]
+    return archive
