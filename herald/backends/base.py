@@ -20,7 +20,7 @@ import contextvars
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 # The reader's rules, path resolution and the stat type are shared with the sandbox's tool core.
 from .._sandbox.toolcore.fileaccess import FileInfo as FileStat
@@ -33,13 +33,10 @@ from .._sandbox.toolcore.fileaccess import (
 )
 from ..scoped import scoped
 
-if TYPE_CHECKING:  # shell.py runs its shell over a Channel (below)
-    from .shell import PersistentShell
-
 __all__ = [
     "CONFINE_PREFERRED", "CONFINE_REQUIRED", "Backend", "BackendError", "Channel", "CommandResult", "DirEntry",
-    "FileStat", "FileTooLargeError", "NoConfinement", "NotRegularFileError", "call_confinement", "call_cwd",
-    "check_length", "check_regular", "confine_call", "pinned_cwd", "resolve_path",
+    "FileStat", "FileTooLargeError", "NoConfinement", "NotRegularFileError", "SharedShell", "call_confinement",
+    "call_cwd", "check_length", "check_regular", "confine_call", "pinned_cwd", "resolve_path",
 ]
 
 # The current tool call's cwd, once something asked for it (a list of at most one: filled on
@@ -169,6 +166,22 @@ class Channel(Protocol):
         return False
 
 
+class SharedShell(Protocol):
+    """The session's persistent shell as a backend-mode supervisor shares it (shell.py's
+    PersistentShell is one): its state file, its directory, its output cap, and taking up what
+    the supervisor's shell did."""
+
+    cwd: str
+
+    @property
+    def state_path(self) -> str: ...
+
+    @property
+    def max_output_bytes(self) -> int: ...
+
+    def follow(self, cwd: str) -> None: ...
+
+
 @runtime_checkable
 class Backend(Protocol):
     """A session's place to run commands and keep files. Implementations are thread-safe."""
@@ -245,7 +258,7 @@ class Backend(Protocol):
         return ""
 
     @property
-    def session_shell(self) -> PersistentShell | None:
+    def session_shell(self) -> SharedShell | None:
         """The session's persistent shell once it runs, if a backend-mode supervisor can share
         its state (a file on the backend); None until then (the default: never)."""
         return None

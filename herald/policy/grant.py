@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from .._sandbox.child.selfserve import READ_TOOLS
 from .._sandbox.wire.grant import SearchGrant, ShellGrant, ToolGrant, ToolSpec
-from ..backends.shell import PersistentShell
+from ..backends.base import SharedShell
 from ..tools import files, search, terminal
 from ..tools.context import ToolContext
 from ..tools.registry import Tool
@@ -96,7 +96,7 @@ class ToolGrants:
         """Whether grants carry the workspace's roots (the Gate's workspace is needed)."""
         return self._gate.policy.profile != FULL
 
-    def session_shell(self) -> PersistentShell | None:
+    def session_shell(self) -> SharedShell | None:
         return self._ctx.backend.session_shell
 
     def grant(self, run: RunLimits) -> ToolGrant | None:
