@@ -19,7 +19,7 @@ import json
 import os
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,8 +53,10 @@ class Clients:
     """The server's clients: admission against the limits, runs in flight, the status file."""
 
     def __init__(self, *, max_concurrent: int, per_minute: int, status: Path | None = None,
-                 about: dict[str, Any] | None = None) -> None:
-        self.max_concurrent, self.per_minute = max_concurrent, per_minute
+                 about: dict[str, Any] | None = None, idle: float = IDLE) -> None:
+        self.max_concurrent, self.per_minute, self.idle = max_concurrent, per_minute, idle
+        # Told (identity, MCP session) of each session gone idle: its kernel sessions can go.
+        self.on_idle: Callable[[str, str], None] | None = None
         self._clients: dict[str, _Client] = {}
         self._runs: dict[int, Run] = {}
         self._ids = itertools.count(1)
@@ -66,8 +68,11 @@ class Clients:
         """A Run (waiting) for this call, or the error that says which limit refused it."""
         client = self._clients.setdefault(identity, _Client(identity))
         client.sessions[mcp_session] = wall = time.time()
-        for idle in [s for s, last in client.sessions.items() if last < wall - IDLE]:
-            del client.sessions[idle]  # the SDK has closed it by now
+        for other in self._clients.values():  # a client that went away is swept by the others' calls
+            for idle in [s for s, last in other.sessions.items() if last < wall - self.idle]:
+                del other.sessions[idle]  # the SDK has closed it by now
+                if self.on_idle is not None:
+                    self.on_idle(other.identity, idle)
         now = time.monotonic()
         while client.started and client.started[0] <= now - WINDOW:
             client.started.popleft()

@@ -126,6 +126,10 @@ def build_server(runtime: Runtime, *, direct_tools: bool = False, approvals: App
     ]
     turns = FairTurns()  # runs are serialised on the Runtime, taken by the waiting clients in turn
     admission = clients or Clients(max_concurrent=0, per_minute=0)
+    if session_scope == "client":  # a client's kernel sessions end with its MCP session
+        admission.on_idle = lambda identity, mcp_session: threading.Thread(
+            target=end_kernels, args=(runtime, identity, mcp_session), name="herald-mcp-end-kernels", daemon=True
+        ).start()
 
     async def list_tools(ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None) -> ListToolsResult:
         return types.ListToolsResult(tools=listing)
@@ -172,6 +176,20 @@ def kernel_name(scope: str, identity: str, mcp_session: str, name: str) -> str:
     if scope == "shared":
         return name
     return json.dumps([identity, mcp_session if scope == "client" else "", name], ensure_ascii=False)
+
+
+def end_kernels(runtime: Runtime, identity: str, mcp_session: str) -> list[str]:
+    """End the kernel sessions of one client's MCP session (serve.session_scope "client"), once
+    that session has gone idle (the SDK has closed it): nothing could reach them any more."""
+
+    def owned(name: str) -> bool:
+        try:
+            parts = json.loads(name)
+        except ValueError:
+            return False
+        return isinstance(parts, list) and parts[:2] == [identity, mcp_session]
+
+    return runtime.end_sessions(owned)
 
 
 def _caller(ctx: ServerRequestContext[Any]) -> tuple[str, str]:

@@ -31,7 +31,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -322,6 +322,16 @@ class Runtime:
         raise SandboxStartError("the sandbox child died before it could start the run, twice; see `herald doctor`")
 
     # -- lifecycle -------------------------------------------------------------------------
+
+    def end_sessions(self, ending: Callable[[str], bool]) -> list[str]:
+        """End the kernel sessions whose names `ending` picks: their children killed, their
+        tokens revoked, their globals gone (a later run of that name starts afresh). Waits for
+        a run in progress. The names ended."""
+        with self._exec_lock:
+            names = [name for name in self._kernels.names() if ending(name)]
+            for name in names:
+                self._kernels.stop(name)
+            return names
 
     def close(self) -> None:
         if self._closed:
