@@ -119,12 +119,13 @@ def test_calls_of_an_ended_run_are_all_stopped(make_runtime: Any, workspace: Pat
 
 
 def test_the_deadline_moves_while_a_person_is_asked(make_runtime: Any, settings: Any, workspace: Path) -> None:
-    """While one call waits on a person (15 s, far past the run's 2 s), the run's deadline moves
+    """While one call waits on a person (15 s, far past the run's 4 s), the run's deadline moves
     on with the clock for every call: patches parked behind each other's lock meanwhile keep
     waiting their turn instead of giving up at the deadline the run had before the question."""
     from herald.policy import Policy, PolicyCall
 
     def approve(call: PolicyCall) -> bool:
+        (workspace / "asking").write_text("")  # the patches start only now: while the person is asked
         time.sleep(15)  # a person thinking it over
         return True
 
@@ -134,11 +135,13 @@ def test_the_deadline_moves_while_a_person_is_asked(make_runtime: Any, settings:
     runtime = make_runtime(policy=policy)
     _big_file(workspace / "big.txt")
     result = runtime.execute(script("""
-        import threading
+        import os, threading, time
         from hermes_tools import patch, terminal
         asked = threading.Thread(target=lambda: print(terminal("echo approved")["output"].strip(), flush=True))
         asked.start()
         def change(k):
+            while not os.path.exists("asking"):
+                time.sleep(0.01)
             try:
                 patch("big.txt", "marker%d" % k, "done%d" % k)
                 print("patched", k, flush=True)
@@ -148,7 +151,7 @@ def test_the_deadline_moves_while_a_person_is_asked(make_runtime: Any, settings:
         for t in threads: t.start()
         for t in threads: t.join()
         asked.join()
-        """).replace("N_PATCHES", str(MARKERS)), timeout=2)
+        """).replace("N_PATCHES", str(MARKERS)), timeout=4)
     assert result.status == "success", result
     expected = ["approved", *(f"patched {k}" for k in range(MARKERS))]
     assert sorted(result.output.split()) == sorted(" ".join(expected).split()), result.output
