@@ -19,7 +19,7 @@ from herald._sandbox.procs.owners import stat_fields
 from herald._sandbox.supervisor.scriptproc import fork_script
 from herald.runtime.sandbox.host.child import ChildProcess
 from herald.runtime.sandbox.host.zygote import ForkServer
-from herald.runtime.sandbox.sandboxdir import write_runtime_package
+from herald.runtime.sandbox.sandboxdir import write_sandbox
 from tests.runtime._helpers import wait_for
 
 ROUNDS = 20
@@ -73,7 +73,7 @@ def test_a_start_that_fails_leaves_no_descriptor_open(tmp_path: Path) -> None:
 
 
 def test_a_forked_childs_pid_stays_reserved_until_it_is_released(tmp_path: Path) -> None:
-    write_runtime_package(tmp_path)
+    write_sandbox(tmp_path, [])  # a whole sandbox directory: the child waits for a script, it does not fail
     server = ForkServer(sys.executable, {"PATH": os.defpath})
     try:
         child = ChildProcess(sys.executable, str(tmp_path), {"PATH": os.defpath}, forkserver=server)
