@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..._sandbox.wire.framing import HEADER, reply_frame
+from ..._sandbox.wire.framing import HEADER, body_size, reply_frame
 from ..calls import CallOutcome, ToolCall, script_call
 from ..scope import CallScope
 
@@ -38,7 +38,7 @@ class _Measured:
     __slots__ = ()
 
     def size(self, outcome: CallOutcome) -> int:
-        return len(reply_frame({}, outcome, ())) - HEADER.size
+        return body_size(outcome)  # what the frame would hold, without making it
 
 
 MEASURED = _Measured()
