@@ -37,7 +37,8 @@ NAMESPACES = (
     "--die-with-parent", "--new-session", "--cap-drop", "ALL",
 )
 FILTER_FD = 9  # the seccomp program, read by bwrap
-CWD_FD = 3  # where the confined shell writes its last directory
+CWD_FD = 3  # where the confined shell says it started, then writes its last directory
+STDERR_FD = 8  # the command's stderr, while bwrap's own goes to a file
 PROBE_TIMEOUT = 30.0
 
 

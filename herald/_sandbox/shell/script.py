@@ -26,7 +26,7 @@ import shutil
 import stat
 from typing import List, Optional, Tuple
 
-from ..confine.readonly import CWD_FD, FILTER_FD, bwrap_argv, octal, shell_words
+from ..confine.readonly import CWD_FD, FILTER_FD, STDERR_FD, bwrap_argv, octal, shell_words
 
 # Kills the shell's children once a command has returned: what /proc lists as its children
 # (jobs, `cmd &`, disowned ones too; each job is its own process group under `set -m`), read
@@ -127,26 +127,38 @@ class ShellScripts:
         private = os.path.dirname(self.command_path)
         cwd_file = shell_quote(os.path.join(private, "ro-cwd"))
         filter_file = shell_quote(os.path.join(private, "ro-filter"))
+        setup_file = shell_quote(os.path.join(private, "ro-setup"))
         argv = bwrap_argv(bwrap, private, with_filter=True)
-        # The command runs without the two descriptors and, as in the session's shell, without
-        # positional parameters; its own `exit` skips the report (the directory stays), as it
-        # would end a session shell's command.
-        inner = ("__herald_cmd=$1; builtin set --; builtin . \"$__herald_cmd\" %d>&- %d<&-; __herald_rc=$?; "
-                 "builtin printf '%%s' \"$PWD\" >&%d; builtin exit $__herald_rc" % (CWD_FD, FILTER_FD, CWD_FD))
+        # The confined shell marks that it started (`+`), takes the command's stderr back from its
+        # spare descriptor (`command exec`: `builtin exec` would undo the redirection after it), and
+        # runs the command without the three descriptors and, as in the session's shell, without
+        # positional parameters; its own `exit` skips the report (the directory stays), as it would
+        # end a session shell's command.
+        inner = ("builtin printf + >&%d; command exec 2>&%d %d>&-; __herald_cmd=$1; builtin set --; "
+                 "builtin . \"$__herald_cmd\" %d>&- %d<&-; __herald_rc=$?; "
+                 "builtin printf '%%s' \"$PWD\" >&%d; builtin exit $__herald_rc"
+                 % (CWD_FD, STDERR_FD, STDERR_FD, CWD_FD, FILTER_FD, CWD_FD))
         # What an earlier (unconfined) command left in their place, a FIFO for one, must not hang us.
         clear = "".join("{ builtin test -f %s && ! builtin test -L %s; } || command rm -rf -- %s 2>/dev/null; "
-                        % (f, f, f) for f in (cwd_file, filter_file))
+                        % (f, f, f) for f in (cwd_file, filter_file, setup_file))
         write_filter = "builtin printf '%s' >| %s || builtin return 126; " % (octal(seccomp), filter_file)
+        # A bwrap that fails before the shell starts (no `+`) is tried again: binding `/` walks
+        # every mount, and one that goes meanwhile (a container stopping) fails the bind. Its
+        # messages are shown only if the last try fails too.
         return (
-            "__herald_ro() { %s%s: >| %s || builtin return 126; "
-            "%s --chdir \"$PWD\" -- \"$BASH\" --noprofile --norc -c %s bash %s %d>| %s %s; "
-            "builtin local __herald_rc=$? __herald_dir=; "
-            "IFS= builtin read -r -d '' __herald_dir < %s; "
+            "__herald_ro() { %s%s builtin local __herald_rc=126 __herald_dir= __herald_try; "
+            "for __herald_try in 1 2 3; do "
+            "%s --chdir \"$PWD\" -- \"$BASH\" --noprofile --norc -c %s bash %s %d>| %s %s %d>&2 2>| %s; "
+            "__herald_rc=$?; __herald_dir=; IFS= builtin read -r -d '' __herald_dir < %s; "
+            "case $__herald_dir in +*) break ;; esac; done; "
+            "case $__herald_dir in +*) ;; *) builtin test -s %s && builtin printf '%%s\\n' \"$(< %s)\" >&2 ;; esac; "
+            "__herald_dir=${__herald_dir#+}; "
             "case $__herald_dir in /*) builtin test \"$__herald_dir\" = \"$PWD\" || "
             "{ builtin test -d \"$__herald_dir\" && builtin cd -- \"$__herald_dir\"; } ;; esac; "
             "builtin return $__herald_rc; }\n" % (
-                clear, write_filter, cwd_file, shell_words(argv), shell_quote(inner), shell_quote(self.command_path),
-                CWD_FD, cwd_file, "%d< %s" % (FILTER_FD, filter_file), cwd_file)
+                clear, write_filter, shell_words(argv), shell_quote(inner), shell_quote(self.command_path),
+                CWD_FD, cwd_file, "%d< %s" % (FILTER_FD, filter_file), STDERR_FD, setup_file, cwd_file,
+                setup_file, setup_file)
         )
 
     def write_command(self, command: str) -> bool:
