@@ -68,6 +68,23 @@ class ToolCall:
     answered: Answered | None = None  # record calls
 
 
+class CallTap(Protocol):
+    """Record and replay (runtime/replay/): what sees every call the Dispatcher handles and, in a
+    replay, answers a script's calls from a recording instead of the tools."""
+
+    def starting(self, call: ToolCall) -> None:
+        """A direct call is about to run (an execute_code run starts with one)."""
+        ...
+
+    def answer(self, call: ToolCall) -> CallOutcome | None:
+        """A script's call: its outcome served from a recording, or None to run it as usual."""
+        ...
+
+    def seen(self, call: ToolCall, outcome: CallOutcome) -> None:
+        """A direct or script call and the outcome its caller gets."""
+        ...
+
+
 def direct_call(name: str, args: Any, call_id: str = "direct", cancel: threading.Event | None = None,
                 wire: ReplyWire | None = None) -> ToolCall:
     return ToolCall("direct", name, args, call_id, cancel=cancel, wire=wire)

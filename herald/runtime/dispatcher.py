@@ -70,7 +70,7 @@ from ..tools.missing import missing_dependency
 from ..tools.registry import Registry, Tool, ToolError
 from ..tools.resources import KeyedLocks, Resource
 from ..transcript import Transcript, preview
-from .calls import CallOutcome, ToolCall, direct_call, error
+from .calls import CallOutcome, CallTap, ToolCall, direct_call, error
 from .offer import ToolWarmer, offer_tools
 from .rpc.replies import MEASURED
 from .scope import REFUSALS, CallScope
@@ -108,6 +108,8 @@ class Dispatcher:
         # Called after each script call with (tool name, its error type or None): live progress
         # for a UI, which can tell refused calls (scope.REFUSALS) from failed ones.
         self.on_script_call: Callable[[str, str | None], None] | None = None
+        # Record and replay (runtime/replay/): sees every call; in a replay, answers the script's.
+        self.tap: CallTap | None = None
 
     def add_direct(self, tool: Tool) -> None:
         """Offer `tool` to direct calls too: a tool made after this dispatcher, such as the
@@ -163,13 +165,13 @@ class Dispatcher:
         offer = self._offered if scope is None else self._allowed
         tool = offer.get(call.name) if isinstance(call.name, str) else None
         if scope is None:
-            outcome = self._unknown(call.name) if tool is None else self._with_backend_note(
-                self._run(tool, call.args, None, call.cancel, call.id))
-            if self.transcript is not None:
-                self._log(call.id, "tool_call", call.name, call.args, outcome, _size(call, outcome),
-                          time.perf_counter() - started, _script_fields(tool, outcome))
-            return outcome
-        if tool is None:
+            return self._direct(call, tool, started)
+        served = self.tap.answer(call) if self.tap is not None else None
+        if served is not None:  # a replay: the recorded outcome, counted in the run as it was
+            outcome = served
+            if scope.take(call.past_budget):
+                scope.done()
+        elif tool is None:
             outcome = self._refuse(call.name)
         elif not scope.take(call.past_budget):
             outcome = error(
@@ -187,7 +189,7 @@ class Dispatcher:
             finally:
                 scope.done()
         size = _size(call, outcome)
-        if tool is not None and scope.budgets is not None and "error" not in outcome:
+        if tool is not None and served is None and scope.budgets is not None and "error" not in outcome:
             over = scope.budgets.after(time.perf_counter() - started, size)
             if over is not None:
                 outcome = error("BudgetExhausted", over)
@@ -195,10 +197,24 @@ class Dispatcher:
         kind = outcome["error"]["type"] if "error" in outcome else None
         if tool is not None and kind in REFUSALS and kind != "ToolCallLimit":  # that one: `scope.take`
             scope.count_refusal(kind)
+        if self.tap is not None:
+            self.tap.seen(call, outcome)
         self._log(scope.run_id, "sandbox_tool_call", call.name, call.args, outcome, size,
                   time.perf_counter() - started)
         if self.on_script_call is not None:
             self._tell(str(call.name), kind)
+        return outcome
+
+    def _direct(self, call: ToolCall, tool: Tool | None, started: float) -> CallOutcome:
+        if self.tap is not None and tool is not None:
+            self.tap.starting(call)
+        outcome = self._unknown(call.name) if tool is None else self._with_backend_note(
+            self._run(tool, call.args, None, call.cancel, call.id))
+        if self.tap is not None:
+            self.tap.seen(call, outcome)
+        if self.transcript is not None:
+            self._log(call.id, "tool_call", call.name, call.args, outcome, _size(call, outcome),
+                      time.perf_counter() - started, _script_fields(tool, outcome))
         return outcome
 
     def _recorded(self, call: ToolCall) -> CallOutcome:

@@ -1,0 +1,109 @@
+"""Recording a run's tool calls (format.py) off the calls' path: the Dispatcher hands each
+script call and its outcome to `Recorder.seen`, which only queues it; a writer thread encodes and
+writes, buffered, and `close` flushes at the run's end. A failure to write is said once (the
+`problem` `close` returns) and never fails the run or its calls.
+
+Every result must reach Herald to be recorded, so a recording run's grant answers nothing beside
+the script (`sandbox.backend_tools` off: RECORDING_SETTINGS); the answers are the same either way.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+from ...fastjson import record_line
+from ..calls import CallOutcome, ToolCall
+from .format import call_record
+
+log = logging.getLogger(__name__)
+# What a run that records (or replays) needs of its settings: every call comes to Herald.
+RECORDING_SETTINGS = {"sandbox.backend_tools": False}
+_CLOSE = None
+
+
+class Recorder:
+    """A `CallTap` (calls.py) that writes every script call of a run to one recording file."""
+
+    def __init__(self, path: Path) -> None:
+        # Opened now: a place that cannot be written is an error before anything runs.
+        self.path = path
+        self._file: IO[str] | None = path.open("w", encoding="utf-8", errors="backslashreplace",
+                                               buffering=1 << 16)
+        self._queue: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._calls = 0
+        self.problem: str | None = None
+        self._writer = threading.Thread(target=self._write_all, name="herald-recorder", daemon=True)
+        self._writer.start()
+
+    def start(self, header: dict[str, Any]) -> None:
+        """The header line: before any call."""
+        self._queue.put(header)
+
+    # -- CallTap ---------------------------------------------------------------------------
+
+    def starting(self, call: ToolCall) -> None:
+        pass
+
+    def answer(self, call: ToolCall) -> CallOutcome | None:
+        return None
+
+    def seen(self, call: ToolCall, outcome: CallOutcome) -> None:
+        if call.who != "script":
+            return
+        with self._lock:
+            self._calls += 1
+            number = self._calls
+        self._queue.put(call_record(number, str(call.name), call.args, outcome))
+
+    # -- the end ---------------------------------------------------------------------------
+
+    @property
+    def calls(self) -> int:
+        return self._calls
+
+    def close(self, end: dict[str, Any]) -> str | None:
+        """Write the end line (`end`, with the count of calls), flush and close; what went wrong
+        writing, if anything (said once)."""
+        self._queue.put({"end": {"calls": self._calls, **end}})
+        self._queue.put(_CLOSE)
+        self._writer.join()
+        return self.problem
+
+    def _write_all(self) -> None:
+        while (record := self._queue.get()) is not _CLOSE:
+            self._write(record_line(record))
+        self._write(None)
+        file, self._file = self._file, None
+        if file is not None:
+            try:
+                file.close()
+            except OSError as exc:
+                self._failed(exc)
+
+    def _write(self, line: str | None) -> None:
+        """Write `line`, or flush (None)."""
+        if self._file is None:
+            return
+        try:
+            if line is None:
+                self._file.flush()
+            else:
+                self._file.write(line)
+        except (OSError, ValueError) as exc:  # a full disk, a removed mount: the run goes on
+            self._failed(exc)
+
+    def _failed(self, exc: BaseException) -> None:
+        if self.problem is None:
+            self.problem = f"the recording {self.path} could not be written ({exc}); the run itself was not affected"
+            log.warning("%s", self.problem)
+        file, self._file = self._file, None
+        if file is not None:
+            try:
+                file.close()
+            except (OSError, ValueError):
+                pass
