@@ -39,6 +39,7 @@ from .common import (
     runtime_flags,
 )
 from .live import EventStream, LiveView
+from .replay import add_exec_options, finish_recording, open_recorder, read, replay_run, replay_verdict, start_recording
 from .signals import stop_signals
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ def add_parser(
     p.add_argument("--json", action="store_true", help="print the whole result object as JSON at the end")
     p.add_argument("--events", action="store_true",
                    help="with --json: first one JSON line per tool call and output chunk, as they happen")
+    add_exec_options(p)
     p.set_defaults(func=cmd_exec)
 
 
@@ -134,7 +136,11 @@ def cmd_exec(args: argparse.Namespace) -> int:
     if args.events and not args.json:
         raise UsageError("--events goes with --json (the events are JSON lines before the result object)")
     code = read_script(args.script)
-    settings = _one_run_settings(args)
+    if args.replay is not None:  # the calls answered from a recording: no backend (cli/replay.py)
+        if args.record is not None:
+            raise UsageError("--record and --replay go separately: replay a recording, or record a run")
+        return replay_exec(args, code, started)
+    recorder, settings = open_recorder(args, _one_run_settings(args))
     deadline = started + settings.sandbox.timeout
     with stop_signals() as stop:
         # Made here (its modules imported: paramiko is a good part of them), connected meanwhile.
@@ -157,6 +163,8 @@ def cmd_exec(args: argparse.Namespace) -> int:
                     runtime = Runtime(made, settings=settings, policy=policy)
             except (ValueError, SandboxStartError) as exc:  # unknown tool names; no python in the backend
                 raise UsageError(str(exc)) from None
+            if recorder is not None:
+                start_recording(recorder, runtime, code)
             runtime.dispatcher.warmer.script_starts(code)  # a browser it names starts while the backend connects
             backend = opening.take(max(0.0, deadline - time.monotonic()) + settings.sandbox.kill_grace)
         except ConnectTimeout:  # the run's time was up before the backend was connected
@@ -178,6 +186,8 @@ def cmd_exec(args: argparse.Namespace) -> int:
                     result = runtime.execute(code, on_output=view.output if view is not None else None,
                                              started=started)
                     result = _with_start_notes(result, runtime, setup)
+                    if recorder is not None:
+                        result = finish_recording(recorder, result)
                 except SandboxStartError as exc:
                     raise UsageError(str(exc)) from None
                 finally:
@@ -189,6 +199,14 @@ def cmd_exec(args: argparse.Namespace) -> int:
         finally:
             backend.close()
     exit_code = stop.exit_code if result.status == "interrupted" and stop.exit_code else EXIT_CODES[result.status]
+    return _report(args, result, exit_code)
+
+
+def replay_exec(args: argparse.Namespace, code: str, started: float) -> int:
+    """`herald exec SCRIPT --replay FILE` (cli/replay.py)."""
+    recording = read(Path(args.replay))
+    result, player, stopped = replay_run(args, recording, code, started, lambda runtime: _view(args, runtime, None))
+    result, exit_code = replay_verdict(args, result, player, stopped or EXIT_CODES[result.status])
     return _report(args, result, exit_code)
 
 
