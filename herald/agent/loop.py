@@ -35,6 +35,7 @@ from ..config import Settings, load_settings
 from ..keys import herald_environ
 from ..policy import READ_ONLY, Policy
 from ..runtime import Runtime
+from ..runtime.replay import RECORDING_SETTINGS, SessionRecorder
 from ..runtime.toolset import default_registry
 from ..tools.registry import Registry
 from .budget import IterationBudget
@@ -112,6 +113,8 @@ class Agent:
                      "agent.api_key": api_key, "agent.api_mode": api_mode, "agent.max_turns": max_turns,
                      "agent.fallback": list(fallback) if fallback is not None else None}
         self.settings = base.with_overrides(overrides)
+        if self.settings.agent.record_runs:  # every result must reach Herald to be recorded
+            self.settings = self.settings.with_overrides(RECORDING_SETTINGS)
         env = herald_environ() if env is None else env
         agent = self.settings.agent
         state: SessionState | None = None
@@ -153,6 +156,12 @@ class Agent:
                 transcript=self.session.transcript, policy=policy,
             )
             undo.callback(self.runtime.close)
+            if self.settings.agent.record_runs:  # for `herald replay SESSION --run N`
+                self.runtime.dispatcher.tap = SessionRecorder(
+                    self.settings.sessions_dir, self.session.id, self.session.record,
+                    backend=backend_spec or self.backend.name, exec_mode=self.runtime.exec_mode,
+                    tools=[t.name for t in self.runtime.dispatcher.script_tools],
+                    max_tool_calls=self.settings.sandbox.max_tool_calls)
             # Chromium, web workers: ahead of the model's first call
             self.runtime.dispatcher.warmer.model_session_started()
             direct_tools = self.runtime.dispatcher.tools  # without tools that cannot work here

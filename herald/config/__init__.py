@@ -185,6 +185,9 @@ class AgentSettings:
     guard_warn_after: int = 2  # identical failing calls (or read-only calls with the same result)
     guard_block_after: int = 4
     prompt_cache: bool = True  # Anthropic cache_control markers
+    # Keep each execute_code run's calls and full results for `herald replay SESSION --run N`
+    # (<sessions_dir>/<id>.runs/); every call then goes to Herald (sandbox.backend_tools off).
+    record_runs: bool = False
 
 
 @dataclass

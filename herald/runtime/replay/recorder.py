@@ -9,7 +9,6 @@ the script (`sandbox.backend_tools` off: RECORDING_SETTINGS); the answers are th
 
 from __future__ import annotations
 
-import logging
 import queue
 import threading
 from pathlib import Path
@@ -19,7 +18,6 @@ from ...fastjson import record_line
 from ..calls import CallOutcome, ToolCall
 from .format import call_record
 
-log = logging.getLogger(__name__)
 # What a run that records (or replays) needs of its settings: every call comes to Herald.
 RECORDING_SETTINGS = {"sandbox.backend_tools": False}
 _CLOSE = None
@@ -100,7 +98,6 @@ class Recorder:
     def _failed(self, exc: BaseException) -> None:
         if self.problem is None:
             self.problem = f"the recording {self.path} could not be written ({exc}); the run itself was not affected"
-            log.warning("%s", self.problem)
         file, self._file = self._file, None
         if file is not None:
             try:

@@ -43,10 +43,11 @@ class SessionRecorder:
     """A `CallTap` (calls.py) that records each execute_code run of one session's Runtime
     (its runs are serialised: one recording is open at a time)."""
 
-    def __init__(self, sessions_dir: Path, session_id: str, setup: dict[str, Any],
-                 note: Callable[..., None]) -> None:
+    def __init__(self, sessions_dir: Path, session_id: str, note: Callable[..., None], *, backend: str,
+                 exec_mode: str, tools: list[str], max_tool_calls: int) -> None:
         self._sessions_dir, self._session_id = sessions_dir, session_id
-        self._setup = setup  # backend, exec_mode, tools, max_tool_calls: the header's fields
+        self._setup: dict[str, Any] = {"backend": backend, "exec_mode": exec_mode, "tools": tools,
+                                       "max_tool_calls": max_tool_calls}
         self._note = note  # writes a record to the session's transcript
         existing = recorded_runs(sessions_dir, session_id)
         self._next = (existing[-1] if existing else 0) + 1
@@ -88,4 +89,5 @@ class SessionRecorder:
         end = {k: result.get(k) for k in END_FIELDS} if isinstance(result, dict) else {"error": outcome.get("error")}
         problem = current.close(end)
         if problem is not None:
+            log.warning("%s", problem)
             self._note("recording_failed", run=call.id, message=problem)
