@@ -13,6 +13,7 @@ from . import (
     exec_mode_bench,
     mcp_bench,
     mcp_serve_bench,
+    replay_bench,
     runtime_bench,
     scale_bench,
     ssh_bench,
@@ -34,6 +35,7 @@ def main() -> None:
     print_table("In-backend execution (exec_mode backend)", exec_mode_bench.run())
     print_table("MCP tools", mcp_bench.run())
     print_table("MCP server over HTTP (herald mcp serve --http)", mcp_serve_bench.run())
+    print_table("Record and replay", replay_bench.run())
     agent_bench.print_rows(agent_bench.run())
 
 

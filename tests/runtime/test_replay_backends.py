@@ -39,7 +39,7 @@ def _env(sshd: Any) -> dict[str, str]:
 
 
 def _remote_project(sshd: Any) -> str:
-    remote = sshd.make_workspace()
+    remote: str = sshd.make_workspace()
     entry = pwd.getpwnam(sshd.user)
     notes = Path(remote, "notes.txt")
     notes.write_text("first line\nsecond line\n")
@@ -90,8 +90,8 @@ def test_a_run_recorded_on_docker_replays_without_reaching_an_engine(docker_engi
     assert "caught: " in recorded.stdout
 
     nowhere = f"unix://{tmp_path / 'no-docker.sock'}"
-    replayed = run(["exec", "s.py", "--replay", str(recording)], cwd=here, home=home,
-                   **{**env, "HERALD_DOCKER_HOST": nowhere})
+    elsewhere = {**env, "HERALD_DOCKER_HOST": nowhere}
+    replayed = run(["exec", "s.py", "--replay", str(recording)], cwd=here, home=home, timeout=120, **elsewhere)
     assert replayed.returncode == 0, replayed.stderr
     assert replayed.stdout == recorded.stdout
     assert not (here / "notes.txt").exists()  # the recorded write_file acted in the container only

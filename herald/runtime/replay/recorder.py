@@ -1,7 +1,7 @@
 """Recording a run's tool calls (format.py) off the calls' path: the Dispatcher hands each
-script call and its outcome to `Recorder.seen`, which only queues it; a writer thread encodes and
-writes, buffered, and `close` flushes at the run's end. A failure to write is said once (the
-`problem` `close` returns) and never fails the run or its calls.
+script call and its outcome to `Recorder.seen`, which only appends it to a list; a writer thread
+encodes and writes them in batches, buffered, and `close` flushes at the run's end. A failure to
+write is said once (the `problem` `close` returns) and never fails the run or its calls.
 
 Every result must reach Herald to be recorded, so a recording run's grant answers nothing beside
 the script (`sandbox.backend_tools` off: RECORDING_SETTINGS); the answers are the same either way.
@@ -9,7 +9,6 @@ the script (`sandbox.backend_tools` off: RECORDING_SETTINGS); the answers are th
 
 from __future__ import annotations
 
-import queue
 import threading
 from pathlib import Path
 from typing import IO, Any
@@ -20,7 +19,9 @@ from .format import call_record
 
 # What a run that records (or replays) needs of its settings: every call comes to Herald.
 RECORDING_SETTINGS = {"sandbox.backend_tools": False}
-_CLOSE = None
+# Records wait in memory until this many, or this long, then are encoded and written together.
+BATCH = 256
+BATCH_SECONDS = 0.25
 
 
 class Recorder:
@@ -31,8 +32,10 @@ class Recorder:
         self.path = path
         self._file: IO[str] | None = path.open("w", encoding="utf-8", errors="backslashreplace",
                                                buffering=1 << 16)
-        self._queue: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
+        self._pending: list[dict[str, Any]] = []
+        self._wake = threading.Event()
+        self._closing = False
         self._calls = 0
         self.problem: str | None = None
         self._writer = threading.Thread(target=self._write_all, name="herald-recorder", daemon=True)
@@ -40,7 +43,8 @@ class Recorder:
 
     def start(self, header: dict[str, Any]) -> None:
         """The header line: before any call."""
-        self._queue.put(header)
+        with self._lock:
+            self._pending.append(header)
 
     # -- CallTap ---------------------------------------------------------------------------
 
@@ -53,10 +57,12 @@ class Recorder:
     def seen(self, call: ToolCall, outcome: CallOutcome) -> None:
         if call.who != "script":
             return
-        with self._lock:
+        with self._lock:  # a list append: the encoding waits for the writer's next batch
             self._calls += 1
-            number = self._calls
-        self._queue.put(call_record(number, str(call.name), call.args, outcome))
+            self._pending.append(call_record(self._calls, str(call.name), call.args, outcome))
+            full = len(self._pending) >= BATCH
+        if full:
+            self._wake.set()
 
     # -- the end ---------------------------------------------------------------------------
 
@@ -67,14 +73,25 @@ class Recorder:
     def close(self, end: dict[str, Any]) -> str | None:
         """Write the end line (`end`, with the count of calls), flush and close; what went wrong
         writing, if anything (said once)."""
-        self._queue.put({"end": {"calls": self._calls, **end}})
-        self._queue.put(_CLOSE)
+        with self._lock:
+            self._pending.append({"end": {"calls": self._calls, **end}})
+            self._closing = True
+        self._wake.set()
         self._writer.join()
         return self.problem
 
     def _write_all(self) -> None:
-        while (record := self._queue.get()) is not _CLOSE:
-            self._write(record_line(record))
+        """Batches, not a wake-up per call: a thread woken for each call would take the GIL from
+        the calls' threads each time (measured: ~80 µs a call, against ~2 µs of work)."""
+        closing = False
+        while not closing:
+            self._wake.wait(BATCH_SECONDS)
+            self._wake.clear()
+            with self._lock:
+                batch, self._pending = self._pending, []
+                closing = self._closing
+            for record in batch:
+                self._write(record_line(record))
         self._write(None)
         file, self._file = self._file, None
         if file is not None:
