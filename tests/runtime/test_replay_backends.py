@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.cli._herald import run
+from tests.fixtures.browsers import LocalWebApp
 
 SCRIPT = """\
 from hermes_tools import read_file, write_file, terminal, patch, search_files, parallel, ToolError
@@ -95,3 +96,24 @@ def test_a_run_recorded_on_docker_replays_without_reaching_an_engine(docker_engi
     assert replayed.returncode == 0, replayed.stderr
     assert replayed.stdout == recorded.stdout
     assert not (here / "notes.txt").exists()  # the recorded write_file acted in the container only
+
+
+def test_a_browser_run_replays_as_its_results_with_the_site_gone(chromium: str, tmp_path: Path, home: Path) -> None:
+    """The browser's calls replay as their results: the page's server is closed before the
+    replay, so a browser that navigated for real would get an error page instead."""
+    here = tmp_path / "here"
+    here.mkdir()
+    recording = tmp_path / "browser.jsonl"
+    with LocalWebApp() as app:
+        (here / "s.py").write_text(
+            "from hermes_tools import browser_navigate, browser_snapshot\n"
+            f"page = browser_navigate({app.url + '/search'!r})\n"
+            "print(page['title'])\n"
+            "snapshot = browser_snapshot()['snapshot']\n"
+            "print(len(snapshot.splitlines()), 'lines,', snapshot.count('@e'), 'refs')\n")
+        recorded = run(["exec", "s.py", "--record", str(recording)], cwd=here, home=home, timeout=180)
+    assert recorded.returncode == 0, recorded.stderr
+    assert " refs" in recorded.stdout and "ERR_" not in recorded.stdout
+    replayed = run(["exec", "s.py", "--replay", str(recording), "--strict"], cwd=here, home=home)
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout == recorded.stdout

@@ -85,8 +85,10 @@ class Player:
             text += f" Nearest recorded {tool} call: {nearest.describe()}."
         elif left:
             text += f" The recording has no unused {tool} call; the next unused call is {left[0].describe()}."
-        else:
+        elif self.recording.calls:
             text += f" Every one of the {len(self.recording.calls)} recorded call(s) has been used."
+        else:
+            text += " The recording has no calls."
         if self._changed:
             text += " The script is not the one recorded (its sha256 differs)."
         return text + " Record the run again (herald exec --record FILE) or change the script back."
