@@ -66,6 +66,7 @@ def test_a_replay_prints_what_the_recorded_run_printed_without_running_a_tool(pr
     head, end = json.loads(lines[0]), json.loads(lines[-1])
     assert head["format"] == "herald-recording" and head["backend"] == "local" and len(head["script_sha256"]) == 64
     assert end["end"]["calls"] == 6 == len(lines) - 2
+    assert (tmp_path / "run.jsonl").stat().st_mode & 0o777 == 0o600  # whole results: the owner's only
 
     elsewhere = _elsewhere(tmp_path)
     (elsewhere / "s.py").write_text(SCRIPT)

@@ -9,6 +9,7 @@ the script (`sandbox.backend_tools` off: RECORDING_SETTINGS); the answers are th
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import IO, Any
@@ -28,10 +29,12 @@ class Recorder:
     """A `CallTap` (calls.py) that writes every script call of a run to one recording file."""
 
     def __init__(self, path: Path) -> None:
-        # Opened now: a place that cannot be written is an error before anything runs.
+        # Opened now: a place that cannot be written is an error before anything runs. Owner
+        # only, as a new file: it holds whole results (a file's content a script read).
         self.path = path
-        self._file: IO[str] | None = path.open("w", encoding="utf-8", errors="backslashreplace",
-                                               buffering=1 << 16)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        self._file: IO[str] | None = open(fd, "w", encoding="utf-8", errors="backslashreplace",  # noqa: SIM115
+                                          buffering=1 << 16)
         self._lock = threading.Lock()
         self._pending: list[dict[str, Any]] = []
         self._wake = threading.Event()
