@@ -185,11 +185,10 @@ class Transactions:
         snapshots = tx.snapshots
         assert snapshots is not None
         try:
-            if failure is None:
-                changes = snapshots.changes(tx.snapshot)
-            else:
+            changes = snapshots.changes(tx.snapshot)  # as the block left them (a restore lists less)
+            if failure is not None:
                 try:
-                    changes = self._rollback(tx, snapshots)
+                    changes = replace(changes, not_covered=self._rollback(tx, snapshots).not_covered)
                 except SnapshotError as exc:
                     raise SnapshotError(f"{tx.id} could NOT be rolled back ({failure}): {exc}. The files under "
                                         f"{tx.root} may hold part of the block's changes.") from None
