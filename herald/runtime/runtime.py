@@ -65,7 +65,6 @@ from .scope import stop_calls
 from .selfguard import guard_process
 from .tokens import RunToken, RunTokens
 from .toolset import default_registry
-from .transactions import noted
 from .warm import WarmChildren
 
 READY_TIMEOUT = 30.0
@@ -240,20 +239,16 @@ class Runtime:
                 raise RuntimeError("this Runtime is closed")
             drain_fd(self._interrupt_r)
             try:
-                try:
-                    if session is not None:
-                        result = self._kernels.run(
-                            code, session, reset=reset, timeout=timeout, max_calls=max_calls, budgets=budgets,
-                            on_output=on_output, settings=self.settings, interrupt_fd=self._interrupt_r,
-                            paused=self.paused,
-                        )
-                    else:
-                        result = self._execute_once(code, timeout, max_calls, on_output, budgets, started)
-                except BackendError as exc:  # the backend could not be reached to start the run (in backend mode)
-                    result = unreachable(exc, session)
-                finally:  # its calls have stopped: what it left open in a transaction is rolled back now
-                    rolled_back = self.dispatcher.transactions.end_run()
-                return replace(noted(result, rolled_back), isolation=self.isolation.describe,
+                if session is not None:
+                    result = self._kernels.run(
+                        code, session, reset=reset, timeout=timeout, max_calls=max_calls, budgets=budgets,
+                        on_output=on_output, settings=self.settings, interrupt_fd=self._interrupt_r, paused=self.paused,
+                    )
+                else:
+                    result = self._execute_once(code, timeout, max_calls, on_output, budgets, started)
+                return replace(result, isolation=self.isolation.describe, profile=self.dispatcher.policy.profile)
+            except BackendError as exc:  # the backend could not be reached to start the run (in backend mode)
+                return replace(unreachable(exc, session), isolation=self.isolation.describe,
                                profile=self.dispatcher.policy.profile)
             finally:
                 if self.transcript is not None:
@@ -295,7 +290,8 @@ class Runtime:
             for capture in captures or ():
                 capture.close()
             stop_calls(scope)  # none of its calls may act once this returns
-        return build_result(collected, scope, stdout, stderr, started, timeout)
+            rolled_back = self.dispatcher.transactions.end_run()  # what it left open in a transaction
+        return build_result(collected, scope, stdout, stderr, started, timeout, more_notes=rolled_back)
 
     def _start_fields(self) -> StartFrame:
         """What every start frame carries, one-shot or kernel."""

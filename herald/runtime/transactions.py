@@ -40,7 +40,6 @@ from ..checkpoints import Changes, SnapshotError, Snapshots, snapshots_for
 from ..tools.resources import ANY_FILE, Resource
 from .calls import CallOutcome, ToolCall, error, script_call
 from .rpc.replies import MEASURED
-from .sandbox.result import ExecutionResult
 from .scope import CallScope
 
 if TYPE_CHECKING:
@@ -308,14 +307,6 @@ class Transactions:
             self._transcript.write(record)
         except Exception:
             log.exception("could not write the transcript record of transaction %s", tx.id)
-
-
-def noted(result: ExecutionResult, notes: list[str]) -> ExecutionResult:
-    """`result` with Herald's `notes` added (its notes and the end of its error)."""
-    if not notes:
-        return result
-    error = (result.error.rstrip("\n") + "\n" if result.error.strip() else "") + "\n".join(notes)
-    return replace(result, notes=[*result.notes, *notes], error=error)
 
 
 def _verify_failure(verified: frames.VerifyOutcome) -> str | None:
