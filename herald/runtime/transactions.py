@@ -166,8 +166,9 @@ class Transactions:
         args: dict[str, Any] = {"command": command}
         if tx.request["timeout"] is not None:
             args["timeout"] = tx.request["timeout"]
-        if tx.request["workdir"] is not None:
-            args["workdir"] = tx.root
+        # In `workdir`, else the session's directory; either way the command does not move the
+        # session (its `cd` stays its own), as a script's own terminal call could.
+        args["workdir"] = tx.root if tx.request["workdir"] is not None else self._ctx.backend.cwd
         outcome = self._handle(script_call(tx.scope, "terminal", args, MEASURED))
         if "error" in outcome:
             problem = outcome["error"]

@@ -342,3 +342,24 @@ def test_hostile_requests_are_refused_and_change_nothing(make_runtime: RuntimeFa
     # The 16 left open were rolled back when the run ended; nothing outside was touched.
     assert read_tree(workspace) == before
     assert len([n for n in result.notes if "rolled back" in n]) == 16
+
+
+@MODES
+def test_verify_runs_in_workdir_or_the_session_directory_and_moves_nothing(
+    make_runtime: RuntimeFactory, workspace: Path, exec_mode: str
+) -> None:
+    seed(workspace)
+    runtime = make_runtime(exec_mode=exec_mode)
+    found = outcome(run(runtime, """
+        terminal("cd sub")
+        with transaction(verify="pwd; cd /") as tx:
+            write_file("here.txt", "1")  # relative to the session's directory, sub/
+        with transaction(verify="pwd", workdir=".") as inner:
+            pass
+        print(json.dumps({"session": tx.verify["output"], "workdir": inner.verify["output"],
+                          "after": terminal("pwd")["output"], "changed": tx.changed, "root": tx.root}))
+    """))
+    sub = str((workspace / "sub").resolve())
+    assert found["session"].strip() == sub and found["workdir"].strip() == sub
+    assert found["after"].strip() == sub  # the verify's own `cd /` stayed its own
+    assert found["changed"] == ["sub/here.txt"] and found["root"] == str(workspace.resolve())

@@ -85,7 +85,8 @@ def transaction(verify: Optional[str] = None, *, timeout: Optional[float] = None
     only if the block does not raise and `verify` (a shell command, optional) exits 0; else
     every change is undone (file tools, terminal, open() alike). `timeout`: the verify
     command's, in seconds. `workdir`: the directory covered, inside the workspace (default: the
-    workspace); verify runs there. Afterwards: tx.committed, tx.changed, tx.verify (exit_code,
+    workspace); verify runs there (default: in the session's directory; it never moves the
+    session). Afterwards: tx.committed, tx.changed, tx.verify (exit_code,
     output's tail), tx.reason, tx.conflicts (paths another run wrote meanwhile: kept)."""
     if verify is not None and (not isinstance(verify, str) or not verify.strip()):
         raise TypeError("transaction(verify=...) takes a shell command (a non-empty str) or None")
