@@ -61,10 +61,11 @@ class Engine:
             raise SnapshotFailure("the workspace %s is not a directory" % self.root)
         self.store = Store(store_dir or default_store_dir(self.root))
         self.limits = limits
+        self.store_bytes = 0  # the objects' size as the last take found it
 
     def _scan(self, keep_objects: bool) -> Scan:
-        budget = self.limits.max_store_bytes - self.store.objects_size() if keep_objects else 0
-        scan = Scan(self.store, self.limits, keep_objects, max(0, budget))
+        self.store_bytes = self.store.objects_size() if keep_objects else 0
+        scan = Scan(self.store, self.limits, keep_objects, max(0, self.limits.max_store_bytes - self.store_bytes))
         try:
             scan.run(self.root)
         except TooManyFiles:
@@ -90,7 +91,8 @@ class Engine:
             self.store.write_manifest(snapshot, {"label": label, "created": time.time(), "root": self.root,
                                                  "entries": scan.entries, "added_bytes": scan.added_bytes})
             uncovered = sorted(rel for rel, entry in scan.entries.items() if entry[0] == UNCOVERED)
-            return {"id": snapshot, "not_covered": uncovered, "files": scan.files}
+            return {"id": snapshot, "not_covered": uncovered, "files": scan.files,
+                    "store_bytes": self.store_bytes + scan.added_bytes}
 
     def changes(self, since: str, until: Optional[str] = None) -> Reply:
         with self.store.locked():
