@@ -34,6 +34,9 @@ class Checkpoint:
     added: int | None = None
     modified: int | None = None
     removed: int | None = None
+    # The first run it stands before: runs that changed nothing share the next one's checkpoint
+    # (0 for a rewind's own, which stands before no run)
+    first_run: int = 0
 
     @property
     def changed(self) -> bool | None:
@@ -54,10 +57,12 @@ class SessionRecord:
     off: str = ""  # why checkpoints are off for this session ("" : on)
 
     def find(self, run: int) -> Checkpoint | None:
-        """The checkpoint that holds the workspace as it was before run `run`: its own, or the next
-        one taken (a run that changed nothing shares the following run's)."""
-        later = [point for point in self.checkpoints if point.run >= run and point.run > 0]
-        return min(later, key=lambda point: point.run) if later else None
+        """The checkpoint that holds the workspace as it was before run `run`: its own, or the one
+        that stands for it (a run that changed nothing shares the following one's)."""
+        for point in self.checkpoints:
+            if point.first_run and point.first_run <= run <= max(point.run, point.first_run):
+                return point
+        return None
 
     def named(self, snapshot: str) -> Checkpoint | None:
         """The checkpoint of snapshot `snapshot`."""

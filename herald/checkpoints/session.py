@@ -64,6 +64,7 @@ class SessionCheckpoints:
         snaps = self.snapshots(record)
         try:
             taken = snaps.take_counted(f"{LABEL}{self.session} {run}")
+            point = Checkpoint(run, taken.id, time.time(), title, first_run=run)
             pending = record.checkpoints[-1] if record.checkpoints else None
             if pending is not None:
                 changed = snaps.changes(pending.snapshot, taken.id)
@@ -72,7 +73,8 @@ class SessionCheckpoints:
                 if not changed and not changed.not_covered:  # its run changed nothing: the new one stands for it
                     snaps.release(pending.snapshot)
                     record.checkpoints.pop()
-            record.checkpoints.append(Checkpoint(run, taken.id, time.time(), title))
+                    point.first_run = pending.first_run or run
+            record.checkpoints.append(point)
             self._retain(record, snaps, taken.store_bytes)
         except SnapshotError as exc:
             record.off = str(exc)

@@ -12,7 +12,6 @@ from herald.checkpoints import Changes, SnapshotError, Snapshots, snapshots_for
 from herald.config import Settings
 
 
-
 @pytest.fixture
 def snaps(local_backend: LocalBackend, workspace: Path, settings: Settings) -> Snapshots:
     return snapshots_for(local_backend, str(workspace), settings)

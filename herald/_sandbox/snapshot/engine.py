@@ -147,8 +147,7 @@ class Engine:
                     dir_fd, name = placer.parent(rel)
                     remove_at(dir_fd, name)
                     removed.add(rel)
-                    if rel not in then:
-                        done["removed"].append(rel)
+            done["removed"] = [rel for rel in now if rel not in then and _under(rel, removed)]
             self._put_back(placer, then, now, protected, done)
         finally:
             placer.close()
@@ -173,7 +172,7 @@ class Engine:
                 write_file(placer, self.store, rel, entry)
             else:
                 write_link(placer, rel, entry)
-            done["added" if current is None or current[0] != entry[0] else "modified"].append(rel)
+            done["added" if current is None else "modified"].append(rel)
         for rel in sorted(dirs, key=lambda path: -path.count("/")):  # a read-only parent last
             set_dir_mode(placer, rel, then[rel])
 
