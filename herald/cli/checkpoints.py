@@ -43,7 +43,8 @@ def add_parser(
     d.add_argument("--to", metavar="M", help="end at the workspace before run M (or checkpoint M) instead of now")
     d.add_argument("--max-bytes", type=int, default=200_000, help="cut the diff there (default 200000)")
     r = verbs.add_parser("restore", parents=[*parents, common], help="put the workspace back as it was before run N")
-    r.add_argument("run", help="the run to go back before (or a checkpoint's id, e.g. one taken before a rewind)")
+    r.add_argument("run", help="the run to go back before, or a checkpoint: its id, or @ and the end "
+                               "`list` shows (e.g. the one before a rewind)")
     p.set_defaults(func=cmd_checkpoints)
 
 
@@ -88,8 +89,10 @@ def session_backend(settings: Settings, record: SessionRecord) -> Iterator[Backe
 
 
 def _point(record: SessionRecord, run: int | str) -> Checkpoint:
-    if isinstance(run, str) and not run.isdigit():  # a checkpoint's id (a rewind's has no run)
-        named = [p for p in record.checkpoints if p.snapshot.startswith(run) or p.snapshot.endswith(run)]
+    if isinstance(run, str) and not run.isdigit():  # a checkpoint's id (a rewind's has no run), or @ and its end
+        tail = run[1:] if run.startswith("@") else None
+        named = [p for p in record.checkpoints if p.snapshot.endswith(tail)] if tail else \
+            [p for p in record.checkpoints if p.snapshot.startswith(run)]
         if len(named) != 1:
             raise UsageError(f"session {record.session} has {'no' if not named else 'more than one'} checkpoint "
                              f"{run}: see herald checkpoints list --session {record.session}")
@@ -122,7 +125,7 @@ def list_checkpoints(settings: Settings, record: SessionRecord, *, as_json: bool
     for point in record.checkpoints:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(point.time))
         name = f"before run {point.run}" if point.run else "before a rewind"
-        out.print(escape(f"{name:<16} {when}  {point.snapshot[-4:]}  changed since: {_changes_text(point):<20} "
+        out.print(escape(f"{name:<16} {when}  @{point.snapshot[-4:]}  changed since: {_changes_text(point):<20} "
                          f"{point.title}"))
     if record.checkpoints:
         out.print(escape(f"Restore with: herald checkpoints restore N --session {record.session}"), style="dim")
