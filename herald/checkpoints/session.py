@@ -63,11 +63,11 @@ class SessionCheckpoints:
     def _mark(self, record: SessionRecord, run: int, title: str) -> list[str]:
         snaps = self.snapshots(record)
         try:
-            taken = snaps.take_counted(f"{LABEL}{self.session} {run}")
-            point = Checkpoint(run, taken.id, time.time(), title, first_run=run)
             pending = record.checkpoints[-1] if record.checkpoints else None
+            taken = snaps.take_counted(f"{LABEL}{self.session} {run}", since=pending.snapshot if pending else None)
+            point = Checkpoint(run, taken.id, time.time(), title, first_run=run)
             if pending is not None:
-                changed = snaps.changes(pending.snapshot, taken.id)
+                changed = taken.changes or snaps.changes(pending.snapshot, taken.id)
                 pending.added, pending.modified, pending.removed = (
                     len(changed.added), len(changed.modified), len(changed.removed))
                 if not changed and not changed.not_covered:  # its run changed nothing: the new one stands for it

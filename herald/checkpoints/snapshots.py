@@ -67,6 +67,7 @@ class Taken:
     files: int  # entries the workspace holds (files, links, directories)
     not_covered: tuple[str, ...]
     store_bytes: int  # the store's objects after the take
+    changes: Changes | None = None  # from `since`, when asked
 
 
 class SnapshotError(Exception):
@@ -139,10 +140,13 @@ class Snapshots:
         """Snapshot the workspace now; its id. What a limit left out is in `changes(...).not_covered`."""
         return str(self._ask("take", label=label)["id"])
 
-    def take_counted(self, label: str = "") -> Taken:
-        """take(), with what it found: the workspace's entries, what a limit left out, the store's size."""
-        reply = self._ask("take", label=label)
-        return Taken(str(reply["id"]), int(reply["files"]), tuple(reply["not_covered"]), int(reply["store_bytes"]))
+    def take_counted(self, label: str = "", *, since: str | None = None) -> Taken:
+        """take(), with what it found: the workspace's entries, what a limit left out, the store's
+        size, and with `since` what changed from that snapshot (one call, one walk)."""
+        reply = self._ask("take", label=label, since=since)
+        changes = Changes.from_reply(reply["changes"]) if "changes" in reply else None
+        return Taken(str(reply["id"]), int(reply["files"]), tuple(reply["not_covered"]), int(reply["store_bytes"]),
+                     changes)
 
     def changes(self, since: str, until: str | None = None) -> Changes:
         """What changed from snapshot `since` to `until` (None: the workspace now)."""
@@ -159,12 +163,13 @@ class Snapshots:
         return str(self._ask("diff", since=since, until=until, max_bytes=max_bytes)["diff"])
 
     def release(self, snapshot: str) -> None:
-        """`snapshot` is not needed any more: it is forgotten, and its objects no other uses freed."""
-        self.free(snapshot)
+        """`snapshot` is not needed any more: it is forgotten, and the objects no other snapshot uses
+        are freed with the next collection (once enough is released to be worth a walk of the store)."""
+        self._ask("release", snapshot=snapshot)
 
     def free(self, snapshot: str) -> int:
-        """release(), and the bytes it gave back to the store."""
-        return int(self._ask("release", snapshot=snapshot)["freed"])
+        """release(), its objects collected now; the bytes it gave back to the store."""
+        return int(self._ask("release", snapshot=snapshot, collect=True)["freed"])
 
     def kept(self) -> tuple[list[SnapshotInfo], int]:
         """Every snapshot kept of this workspace (oldest first), and the store's size in bytes."""

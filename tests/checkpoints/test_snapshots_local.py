@@ -88,8 +88,10 @@ def test_release_frees_what_no_other_snapshot_holds(snaps: Snapshots, workspace:
     first = snaps.take()
     (workspace / "only.txt").unlink()
     second = snaps.take()
+    third = snaps.take()
+    snaps.release(third)  # forgotten at once, collected later (nothing of its own to free here)
     _, size = snaps.kept()
-    snaps.release(first)
+    assert snaps.free(first) >= 50_000  # released and collected now
     kept, after = snaps.kept()
     assert [info.id for info in kept] == [second]
     assert size - after >= 50_000
@@ -110,3 +112,20 @@ def test_a_change_that_keeps_size_and_mtime_is_still_seen(snaps: Snapshots, work
     assert snaps.changes(first).modified == ("same.txt",)
     snaps.restore(first)
     assert path.read_text() == "aaaa"
+
+
+def test_released_objects_are_collected_once_they_add_up(
+        local_backend: LocalBackend, workspace: Path, settings: Settings) -> None:
+    settings.checkpoints.max_store_mb = 1  # collected once released snapshots may free 1/20 of it
+    snaps = Snapshots(local_backend, str(workspace), settings)
+    (workspace / "small.bin").write_bytes(os.urandom(10_000))
+    small = snaps.take()
+    (workspace / "small.bin").unlink()
+    keep = snaps.take()
+    snaps.release(small)
+    assert snaps.kept()[1] >= 10_000  # 10 kB released: not worth a walk yet
+    (workspace / "big.bin").write_bytes(os.urandom(60_000))
+    big = snaps.take()
+    snaps.release(big)  # 70 kB released in all: past 1/20 of the store, collected
+    kept, size = snaps.kept()
+    assert [info.id for info in kept] == [keep] and size == 0
