@@ -60,7 +60,7 @@ class EngineProcess:
         self._channel: Channel = backend.open_channel(["/bin/sh", "-c", _START, _LOADER, python], cwd="/")
         self._channel.send(_sources())
         try:
-            self._read(START_TIMEOUT)
+            self.pid = int(self._read(START_TIMEOUT)["ok"]["pid"])
         except BackendError:
             self.close()
             raise

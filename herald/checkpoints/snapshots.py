@@ -21,7 +21,7 @@ from ..backends.local import LocalBackend
 from ..config import Settings
 from .engineproc import EngineProcess
 
-__all__ = ["Changes", "SnapshotError", "SnapshotInfo", "Snapshots", "snapshots_for"]
+__all__ = ["Changes", "SnapshotError", "SnapshotInfo", "Snapshots", "Taken", "snapshots_for"]
 
 OPERATION_TIMEOUT = 900.0  # one operation on a remote workspace (a first take reads every file)
 
@@ -59,6 +59,15 @@ class SnapshotInfo:
     label: str
     created: float  # seconds since the epoch
     added_bytes: int  # what it added to the store
+
+
+@dataclass(frozen=True)
+class Taken:
+    id: str
+    files: int  # entries the workspace holds (files, links, directories)
+    not_covered: tuple[str, ...]
+    store_bytes: int  # the store's objects after the take
+    changes: Changes | None = None  # from `since`, when asked
 
 
 class SnapshotError(Exception):
@@ -131,10 +140,13 @@ class Snapshots:
         """Snapshot the workspace now; its id. What a limit left out is in `changes(...).not_covered`."""
         return str(self._ask("take", label=label)["id"])
 
-    def take_counted(self, label: str = "") -> tuple[str, int, tuple[str, ...]]:
-        """take(), and how many entries the workspace holds, and what a limit left out."""
-        reply = self._ask("take", label=label)
-        return str(reply["id"]), int(reply["files"]), tuple(reply["not_covered"])
+    def take_counted(self, label: str = "", *, since: str | None = None) -> Taken:
+        """take(), with what it found: the workspace's entries, what a limit left out, the store's
+        size, and with `since` what changed from that snapshot (one call, one walk)."""
+        reply = self._ask("take", label=label, since=since)
+        changes = Changes.from_reply(reply["changes"]) if "changes" in reply else None
+        return Taken(str(reply["id"]), int(reply["files"]), tuple(reply["not_covered"]), int(reply["store_bytes"]),
+                     changes)
 
     def changes(self, since: str, until: str | None = None) -> Changes:
         """What changed from snapshot `since` to `until` (None: the workspace now)."""
@@ -151,8 +163,13 @@ class Snapshots:
         return str(self._ask("diff", since=since, until=until, max_bytes=max_bytes)["diff"])
 
     def release(self, snapshot: str) -> None:
-        """`snapshot` is not needed any more: it is forgotten, and its objects no other uses freed."""
+        """`snapshot` is not needed any more: it is forgotten, and the objects no other snapshot uses
+        are freed with the next collection (once enough is released to be worth a walk of the store)."""
         self._ask("release", snapshot=snapshot)
+
+    def free(self, snapshot: str) -> int:
+        """release(), its objects collected now; the bytes it gave back to the store."""
+        return int(self._ask("release", snapshot=snapshot, collect=True)["freed"])
 
     def kept(self) -> tuple[list[SnapshotInfo], int]:
         """Every snapshot kept of this workspace (oldest first), and the store's size in bytes."""
@@ -160,6 +177,11 @@ class Snapshots:
         found = [SnapshotInfo(str(item["id"]), str(item["label"]), float(item["created"]), int(item["added_bytes"]))
                  for item in reply["snapshots"]]
         return found, int(reply["store_bytes"])
+
+    def engine_pid(self) -> int | None:
+        """The engine's process id on the backend while one runs; None on this machine (in-process)."""
+        with self._lock:
+            return None if self._remote is None else self._remote.pid
 
     def close(self) -> None:
         with self._lock:

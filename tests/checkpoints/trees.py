@@ -1,12 +1,19 @@
-"""Workspace trees for the snapshot tests: build one, change it every way, and read it back."""
+"""Workspace trees for the snapshot tests: build one, change it every way, and read it back.
+
+Stdlib only and self-contained: the remote tests run this module's source on the backend
+(`on_backend`), so a tree is built and read where the workspace is, as the engine sees it.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
-State = dict[str, tuple[str, int, bytes]]
+State = dict[str, list[Any]]
 
 
 def build_tree(root: Path, files: int = 1000) -> None:
@@ -30,7 +37,7 @@ def build_tree(root: Path, files: int = 1000) -> None:
 
 
 def read_tree(root: Path) -> State:
-    """Every entry below `root`: kind, permission bits, and its bytes or link target."""
+    """Every entry below `root`: kind, permission bits, and the sha256 of its bytes or link target."""
     state: State = {}
     for folder, dirs, files in os.walk(root):
         for name in dirs + files:
@@ -38,11 +45,11 @@ def read_tree(root: Path) -> State:
             rel = str(path.relative_to(root))
             info = path.lstat()
             if stat.S_ISLNK(info.st_mode):
-                state[rel] = ("link", 0, os.readlink(path).encode())
+                state[rel] = ["link", 0, os.readlink(path)]
             elif stat.S_ISDIR(info.st_mode):
-                state[rel] = ("dir", stat.S_IMODE(info.st_mode), b"")
+                state[rel] = ["dir", stat.S_IMODE(info.st_mode), ""]
             else:
-                state[rel] = ("file", stat.S_IMODE(info.st_mode), path.read_bytes())
+                state[rel] = ["file", stat.S_IMODE(info.st_mode), hashlib.sha256(path.read_bytes()).hexdigest()]
     return state
 
 
@@ -67,3 +74,20 @@ def mess_up(root: Path) -> None:
     (root / "brand" / "new" / "dir").mkdir(parents=True)
     (root / "readonly").chmod(0o755)
     (root / "readonly" / "inside.txt").write_text("changed\n")
+
+
+def run_here(action: str, root: str) -> Any:
+    """`action` (build, read or mess) on `root`; what it returns as JSON-able data."""
+    if action == "build":
+        build_tree(Path(root))
+    elif action == "mess":
+        mess_up(Path(root))
+    elif action == "read":
+        return read_tree(Path(root))
+    return None
+
+
+if __name__ == "__main__":
+    import sys
+
+    print("TREE " + json.dumps(run_here(sys.argv[1], sys.argv[2])))

@@ -9,7 +9,7 @@ from typing import Any, Dict, Iterable, List, Optional, Set
 
 from .apply import Placer, RestoreError, differs, needs_removal, remove_at, set_dir_mode, write_file, write_link
 from .scan import Limits, Scan, TooManyFiles
-from .store import DIR, FILE, LINK, UNCOVERED, Entries, Store, default_store_dir, new_snapshot_id
+from .store import DIR, FILE, GC_AFTER, LINK, UNCOVERED, Entries, Store, default_store_dir, new_snapshot_id
 from .textdiff import unified
 
 Reply = Dict[str, Any]
@@ -61,10 +61,11 @@ class Engine:
             raise SnapshotFailure("the workspace %s is not a directory" % self.root)
         self.store = Store(store_dir or default_store_dir(self.root))
         self.limits = limits
+        self.store_bytes = 0  # the objects' size as the last take found it
 
     def _scan(self, keep_objects: bool) -> Scan:
-        budget = self.limits.max_store_bytes - self.store.objects_size() if keep_objects else 0
-        scan = Scan(self.store, self.limits, keep_objects, max(0, budget))
+        self.store_bytes = self.store.read_meta()["bytes"] if keep_objects else 0
+        scan = Scan(self.store, self.limits, keep_objects, max(0, self.limits.max_store_bytes - self.store_bytes))
         try:
             scan.run(self.root)
         except TooManyFiles:
@@ -83,14 +84,24 @@ class Engine:
             raise SnapshotFailure(
                 "no snapshot %s of %s (released, or removed by retention)" % (snapshot, self.root)) from None
 
-    def take(self, label: str = "") -> Reply:
+    def take(self, label: str = "", since: Optional[str] = None) -> Reply:
+        """A snapshot of the workspace now; with `since`, what changed from that snapshot too."""
         with self.store.locked():
+            meta = self.store.read_meta()
+            if meta["garbage"] and meta["bytes"] > self.limits.max_store_bytes:
+                self.store.gc()  # full: what released snapshots held goes first
+            before = self._entries(since) if since is not None else None
             scan = self._scan(True)
             snapshot = new_snapshot_id()
             self.store.write_manifest(snapshot, {"label": label, "created": time.time(), "root": self.root,
                                                  "entries": scan.entries, "added_bytes": scan.added_bytes})
+            meta = self.store.add_meta(added=scan.added_bytes)
             uncovered = sorted(rel for rel, entry in scan.entries.items() if entry[0] == UNCOVERED)
-            return {"id": snapshot, "not_covered": uncovered, "files": scan.files}
+            reply: Reply = {"id": snapshot, "not_covered": uncovered, "files": scan.files,
+                            "store_bytes": meta["bytes"]}
+            if before is not None:
+                reply["changes"] = compare(before, scan.entries)
+            return reply
 
     def changes(self, since: str, until: Optional[str] = None) -> Reply:
         with self.store.locked():
@@ -103,11 +114,18 @@ class Engine:
             text = unified(found, then, now, self.store, self.root, max_bytes)
             return {"diff": text}
 
-    def release(self, snapshot: str) -> Reply:
+    def release(self, snapshot: str, collect: bool = False) -> Reply:
+        """Forget `snapshot`; its objects no other snapshot holds are freed now with `collect`,
+        else once enough is released (store.GC_AFTER) to be worth a walk of the store."""
         with self.store.locked():
-            gone = self.store.delete_manifest(snapshot)
-            freed = self.store.gc() if gone else 0
-            return {"released": gone, "freed": freed}
+            try:
+                added = int(self.store.read_manifest(snapshot).get("added_bytes", 0))
+            except KeyError:
+                return {"released": False, "freed": 0}
+            self.store.delete_manifest(snapshot)
+            meta = self.store.add_meta(garbage=max(added, 1))
+            collect = collect or meta["garbage"] >= min(GC_AFTER, self.limits.max_store_bytes // 20)
+            return {"released": True, "freed": self.store.gc() if collect else 0}
 
     def snapshots(self) -> Reply:
         """Every snapshot kept, oldest first, with its label and time; and the store's size."""
@@ -120,7 +138,7 @@ class Engine:
                     continue
                 found.append({"id": snapshot, "label": manifest.get("label", ""), "created": manifest.get("created", 0),
                               "added_bytes": manifest.get("added_bytes", 0)})
-            return {"snapshots": found, "store_bytes": self.store.objects_size()}
+            return {"snapshots": found, "store_bytes": self.store.read_meta()["bytes"]}
 
     def restore(self, snapshot: str, keep: Iterable[str] = ()) -> Reply:
         with self.store.locked():
@@ -145,8 +163,7 @@ class Engine:
                     dir_fd, name = placer.parent(rel)
                     remove_at(dir_fd, name)
                     removed.add(rel)
-                    if rel not in then:
-                        done["removed"].append(rel)
+            done["removed"] = [rel for rel in now if rel not in then and _under(rel, removed)]
             self._put_back(placer, then, now, protected, done)
         finally:
             placer.close()
@@ -171,7 +188,7 @@ class Engine:
                 write_file(placer, self.store, rel, entry)
             else:
                 write_link(placer, rel, entry)
-            done["added" if current is None or current[0] != entry[0] else "modified"].append(rel)
+            done["added" if current is None else "modified"].append(rel)
         for rel in sorted(dirs, key=lambda path: -path.count("/")):  # a read-only parent last
             set_dir_mode(placer, rel, then[rel])
 

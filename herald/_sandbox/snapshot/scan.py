@@ -143,7 +143,7 @@ class Scan:
             return ""
         key = [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
         known = self.index.get(rel)
-        if known is not None and known[:5] == key and (not self.keep_objects or self.store.has_object(known[5])):
+        if known is not None and len(known) == 7 and known[:5] == key and (known[6] or not self.keep_objects):
             self.new_index[rel] = known
             return str(known[5])
         data = read_regular(dir_fd, name, info, self.limits.max_file_bytes)
@@ -155,6 +155,8 @@ class Scan:
                 return ""  # the store is full: this file is not covered
             self.added_bytes += self.store.put_object(sha, data)
         if len(data) == info.st_size and max(info.st_mtime_ns, info.st_ctime_ns) < self.started_ns - RACY_NS:
-            self.new_index[rel] = [*key, sha]
+            stored = 1 if self.keep_objects or (known is not None and len(known) == 7 and known[5] == sha
+                                                and known[6]) else 0
+            self.new_index[rel] = [*key, sha, stored]
         return sha
 

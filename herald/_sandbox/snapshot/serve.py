@@ -9,6 +9,7 @@ of the interpreter) is not a reply and is skipped by Herald's reader.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any, Dict, Optional
 
@@ -29,7 +30,7 @@ def _open(request: Dict[str, Any]) -> Engine:
 
 def main() -> None:
     engine: Optional[Engine] = None
-    _reply({"ok": {"ready": True, "python": list(sys.version_info[:3])}})
+    _reply({"ok": {"ready": True, "pid": os.getpid(), "python": list(sys.version_info[:3])}})
     for line in sys.stdin.buffer:
         try:
             request = json.loads(line.decode())

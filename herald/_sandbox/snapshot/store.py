@@ -3,8 +3,14 @@
 Layout under the store directory (outside the workspace, or skipped by the scan when inside):
     objects/ab/cdef...   a file's bytes, named by their sha256 (written to tmp/, then renamed)
     snapshots/ID.json    one manifest: {"label", "created", "entries": {relpath: entry}}
-    index.json           the stat index: {relpath: [dev, ino, size, mtime_ns, ctime_ns, sha]}
+    index.json           the stat index: {relpath: [dev, ino, size, mtime_ns, ctime_ns, sha, stored]}
+                         (stored: 1 when the object is in objects/; gc clears it)
+    meta.json            {"bytes": the objects' size, "garbage": what released snapshots may free}
     lock                 flock'ed around every operation (Herald processes may share a store)
+
+Objects are collected lazily: a release deletes its manifest at once, and gc() runs once the
+bytes it may free pass GC_AFTER (or when asked, or when the store is full), so a run that
+changed nothing does not walk the store.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ Entry = List[Any]
 Entries = Dict[str, Entry]
 
 FILE, LINK, DIR, UNCOVERED = "f", "l", "d", "x"
+GC_AFTER = 32 << 20
 
 
 def default_store_dir(root: str) -> str:
@@ -78,13 +85,34 @@ class Store:
         return os.path.exists(self._object_path(sha))
 
     def put_object(self, sha: str, data: bytes) -> int:
-        """Keep `data` (whose sha256 is `sha`); the bytes added to the store (0: it had them)."""
+        """Keep `data` (whose sha256 is `sha`); the bytes added to the store (0: it had them).
+        The caller adds them to meta's "bytes" (add_bytes) once its scan is done."""
         path = self._object_path(sha)
         if os.path.exists(path):
             return 0
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         write_atomic(path, data)
         return len(data)
+
+    def read_meta(self) -> Dict[str, int]:
+        try:
+            with open(os.path.join(self.path, "meta.json"), "rb") as handle:
+                meta = json.loads(handle.read().decode())
+            return {"bytes": int(meta["bytes"]), "garbage": int(meta["garbage"])}
+        except (OSError, ValueError, KeyError, TypeError):
+            meta = {"bytes": self.objects_size(), "garbage": 0}
+            self.write_meta(meta)
+            return meta
+
+    def write_meta(self, meta: Dict[str, int]) -> None:
+        write_atomic(os.path.join(self.path, "meta.json"), json.dumps(meta).encode())
+
+    def add_meta(self, added: int = 0, garbage: int = 0) -> Dict[str, int]:
+        meta = self.read_meta()
+        meta["bytes"] += added
+        meta["garbage"] += garbage
+        self.write_meta(meta)
+        return meta
 
     def get_object(self, sha: str) -> bytes:
         with open(self._object_path(sha), "rb") as handle:
@@ -147,7 +175,8 @@ class Store:
     # collection
 
     def gc(self) -> int:
-        """Delete the objects no manifest refers to; the bytes freed."""
+        """Delete the objects no manifest refers to; the bytes freed. The index forgets that it
+        stored them, and meta is counted again."""
         live: Set[str] = set()
         for snapshot in self.snapshot_ids():
             try:
@@ -167,6 +196,13 @@ class Store:
         for item in os.scandir(os.path.join(self.path, "tmp")):
             with contextlib.suppress(OSError):
                 os.unlink(item.path)
+        if freed:
+            index = self.read_index()
+            for entry in index.values():
+                if len(entry) > 6 and entry[5] not in live:
+                    entry[6] = 0
+            self.write_index(index)
+        self.write_meta({"bytes": self.objects_size(), "garbage": 0})
         return freed
 
 
