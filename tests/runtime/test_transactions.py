@@ -363,3 +363,30 @@ def test_verify_runs_in_workdir_or_the_session_directory_and_moves_nothing(
     assert found["session"].strip() == sub and found["workdir"].strip() == sub
     assert found["after"].strip() == sub  # the verify's own `cd /` stayed its own
     assert found["changed"] == ["sub/here.txt"] and found["root"] == str(workspace.resolve())
+
+
+@MODES
+def test_an_interrupted_run_is_rolled_back_before_its_result(
+    make_runtime: RuntimeFactory, workspace: Path, exec_mode: str
+) -> None:
+    before = seed(workspace)
+    runtime = make_runtime(exec_mode=exec_mode)
+    results: list[ExecutionResult] = []
+    block = threading.Thread(target=lambda: results.append(run(runtime, """
+        import time
+        with transaction(verify="true"):
+            write_file("keep.txt", "changed")
+            terminal("rm gone.txt")
+            write_file("ready", "")
+            time.sleep(120)
+    """, timeout=150)))
+    block.start()
+    try:
+        assert wait_for(lambda: (workspace / "ready").exists(), timeout=60)
+        runtime.interrupt()
+    finally:
+        block.join(180)
+    [result] = results
+    assert result.status == "interrupted", result
+    assert any("still open when the run ended: rolled back (3 path(s)" in note for note in result.notes), result
+    assert read_tree(workspace) == before

@@ -2,14 +2,16 @@
 fixture, Docker through the dockerd fixture), in host and backend mode: a 200-file patch whose
 verify fails leaves every file byte for byte as before (content, modes, links, empty
 directories), including what `terminal` created, deleted or changed in the block; one whose
-verify passes keeps every change; a run that times out mid-block is rolled back before its
-result comes. The workspace is looked at through the backend itself (a python3 there).
+verify passes keeps every change; a run that times out mid-block, or whose supervisor is killed
+mid-block, is rolled back before its result comes; what another run (a direct call) writes
+meanwhile is kept. The workspace is looked at through the backend itself (a python3 there).
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +21,7 @@ from herald import Runtime, Settings
 from herald.backends.base import Backend
 
 from ._backend_mode import exec_backend
+from ._helpers import script, wait_for
 
 __all__ = ["exec_backend"]  # a fixture, used by name
 
@@ -143,4 +146,66 @@ def test_a_timeout_mid_block_rolls_back(tx_runtime: Runtime, exec_backend: Backe
     if "block done" in result.output:  # the deadline came after the block's work: all of it was undone
         restored = int(note.split("(", 1)[1].split(" ", 1)[0])
         assert restored >= FILES, note
+    assert workspace_state(exec_backend) == before
+
+
+def test_what_another_run_writes_meanwhile_is_kept(tx_runtime: Runtime, exec_backend: Backend) -> None:
+    before = workspace_state(exec_backend)
+    results: list[Any] = []
+    block = threading.Thread(target=lambda: results.append(tx_runtime.execute(script("""
+        import json, time
+        from hermes_tools import ToolError, read_file, transaction, write_file
+        with transaction(verify="false") as tx:
+            write_file("src/ours.txt", "ours\\n")
+            write_file("src/p5/m005.py", "ours\\n")
+            write_file("ready", "")
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                try:
+                    read_file("go")
+                    break
+                except ToolError:
+                    time.sleep(0.05)
+        print(json.dumps({"committed": tx.committed, "conflicts": tx.conflicts}))
+    """), timeout=150, max_tool_calls=100_000)))
+    block.start()
+    try:
+        assert wait_for(lambda: exec_backend.stat(f"{exec_backend.cwd}/ready") is not None, timeout=120, step=0.1)
+        for name in ("theirs.txt", "src/p5/m005.py", "go"):
+            reply = tx_runtime.dispatcher.call_direct("write_file", {"path": name, "content": "theirs\n"})
+            assert "error" not in reply, reply
+    finally:
+        block.join(180)
+    [result] = results
+    assert result.status == "success", result
+    outcome = json.loads(result.output.splitlines()[-1])
+    assert outcome == {"committed": False, "conflicts": ["go", "src/p5/m005.py", "theirs.txt"]}
+    after = workspace_state(exec_backend)
+    for kept in ("./go", "./theirs.txt", "./src/p5/m005.py"):
+        assert after.pop(kept)[0] == "file"
+    before.pop("./src/p5/m005.py")
+    assert after == before  # the block's own changes undone, the other run's kept
+    text = on_backend(exec_backend, "print(open('src/p5/m005.py').read(), end='')")
+    assert text.strip() == "theirs"
+
+
+def test_a_supervisor_killed_mid_block_is_rolled_back(exec_backend: Backend, settings: Settings) -> None:
+    on_backend(exec_backend, BUILD)
+    before = workspace_state(exec_backend)
+    # The script plays a crash of its supervisor, which it must see to kill: spawned (its parent)
+    # and unconfined (isolation hides it), as in test_backend_mode.py.
+    overrides = {"sandbox.fork_server": False, "sandbox.isolation": "none", "sandbox.backend_tools": True}
+    with Runtime(exec_backend, settings=settings.with_overrides(overrides), exec_mode="backend",
+                 transcript=False) as runtime:
+        result = runtime.execute(script("""
+            import os, signal
+            from hermes_tools import terminal, transaction, write_file
+            with transaction(verify="true"):
+                write_file("src/p0/m000.py", "changed\\n")
+                terminal("rm -r empty && echo made > made.txt")
+                os.kill(os.getppid(), signal.SIGKILL)   # the supervisor on the backend
+                import time; time.sleep(30)
+        """), timeout=60)
+    assert result.status == "error" and "stopped unexpectedly" in result.error, result
+    assert any("still open when the run ended: rolled back" in note for note in result.notes), result.notes
     assert workspace_state(exec_backend) == before
