@@ -97,7 +97,7 @@ class KernelSessions:
             stdout.close()
             stderr.close()
             stop_calls(scope)
-            rolled_back = self._dispatcher.transactions.end_run()  # what the cell left open in a transaction
+            rolled_back = self._dispatcher.transactions.end_run(scope)  # what the cell left open in a transaction
         if not collected.alive:
             self.stop(name)
         return build_result(collected, scope, stdout, stderr, started, timeout, session=name,

@@ -296,7 +296,7 @@ class Runtime:
             for capture in captures or ():
                 capture.close()
             stop_calls(scope)  # none of its calls may act once this returns
-            rolled_back = self.dispatcher.transactions.end_run()  # what it left open in a transaction
+            rolled_back = self.dispatcher.transactions.end_run(scope)  # what it left open in a transaction
         return build_result(collected, scope, stdout, stderr, started, timeout, more_notes=rolled_back)
 
     def _start_fields(self) -> StartFrame:

@@ -278,16 +278,18 @@ class Transactions:
 
     # -- the end of a run --------------------------------------------------------------------
 
-    def end_run(self) -> list[str]:
-        """A run is over (its calls stopped): roll back what it left open, once the requests
-        being served are done. Notes for its result, one per transaction."""
+    def end_run(self, scope: CallScope) -> list[str]:
+        """The run of `scope` is over (its calls stopped, so no request of it starts now): roll
+        back what it left open, once the requests being served are done. Notes for its result,
+        one per transaction."""
         with self._cond:
             while self._busy:
                 self._cond.wait()
-            left, self._open = [tx for tx in self._open if tx.snapshots is not None], []
+            left = [tx for tx in self._open if tx.scope is scope]  # listed until settled: writes still count
+            for tx in left:
+                tx.ending = True
         notes = []
         for tx in reversed(left):
-            tx.ending = True
             try:
                 outcome = self._settle(tx, "the run ended with the block still open")
                 notes.append(f"Transaction {tx.id} was still open when the run ended: rolled back "

@@ -47,7 +47,7 @@ CHANGE_ALL = """
 """
 PRINT_TX = """
 print(json.dumps({"committed": tx.committed, "changed": tx.changed, "verify": tx.verify, "reason": tx.reason,
-                  "conflicts": tx.conflicts}))
+                  "conflicts": tx.conflicts, "not_covered": tx.not_covered}))
 """
 HEADER = "import json, os\nfrom hermes_tools import transaction, write_file, terminal, read_file, ToolError\n"
 
@@ -390,3 +390,31 @@ def test_an_interrupted_run_is_rolled_back_before_its_result(
     assert result.status == "interrupted", result
     assert any("still open when the run ended: rolled back (3 path(s)" in note for note in result.notes), result
     assert read_tree(workspace) == before
+
+
+def test_past_the_snapshot_limits_it_says_so(make_runtime: RuntimeFactory, workspace: Path) -> None:
+    seed(workspace)
+    big = workspace / "sub" / "big.bin"
+    big.write_bytes(b"x" * (2 << 20))
+    # Past max_files a block is refused before it runs, and says how to go on.
+    runtime = make_runtime(overrides={"checkpoints.max_files": 3, "checkpoints.enabled": False})
+    result = run(runtime, """
+        try:
+            with transaction() as tx:
+                write_file("keep.txt", "never written")
+        except ToolError as exc:
+            print(exc.error_type, exc)
+    """)
+    assert result.output.startswith("SnapshotError") and "checkpoints.max_files" in result.output, result
+    assert (workspace / "keep.txt").read_text() == "original\n"
+    # A file past max_file_mb is left out: the rollback undoes the rest and says what it could not.
+    runtime = make_runtime(overrides={"checkpoints.max_file_mb": 1})
+    found = outcome(run(runtime, """
+        with transaction(verify="false") as tx:
+            write_file("keep.txt", "changed")
+            terminal("printf changed >> sub/big.bin")
+    """, PRINT_TX))
+    assert found["committed"] is False and found["not_covered"] == ["sub/big.bin"]
+    assert "1 path(s) a snapshot limit left out were NOT rolled back" in found["reason"]
+    assert (workspace / "keep.txt").read_text() == "original\n"
+    assert big.read_bytes().endswith(b"changed")  # not covered: as the block left it
