@@ -1,66 +1,22 @@
 """`hermes_tools.transaction()` on the local backend, in host and backend mode: what a block
 keeps and undoes (file tools, terminal and the script's own open() alike), an exception in it,
 a block without verify, nesting, a verify the session's tools or budget refuse, a run that ends
-with a block open (os._exit, a kernel cell), and what another run of the session (direct tool
-calls, as an MCP client or the agent makes beside a script) writes while a block is open: kept
-on rollback and reported, never lost to a rollback acting at the same moment. The workspace is
-read back from disk, byte for byte.
+with a block open (os._exit, an interrupt, a kernel cell), the snapshot's limits. Other runs:
+test_transactions_other_runs.py. The workspace is read back from disk, byte for byte.
 """
 
 from __future__ import annotations
 
-import json
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from herald import ExecutionResult, Runtime
 from herald.transcript import read_transcript
-from tests.checkpoints.trees import State, read_tree
+from tests.checkpoints.trees import read_tree
 
 from ._helpers import script, wait_for
-
-RuntimeFactory = Callable[..., Runtime]
-MODES = pytest.mark.parametrize("exec_mode", ["host", "backend"])
-MANY_CALLS = {"sandbox.max_tool_calls": 100_000}
-
-
-def seed(workspace: Path) -> State:
-    (workspace / "keep.txt").write_text("original\n")
-    (workspace / "gone.txt").write_text("deleted by the block\n")
-    (workspace / "sub").mkdir()
-    (workspace / "sub" / "mode.sh").write_text("#!/bin/sh\n")
-    (workspace / "sub" / "mode.sh").chmod(0o755)
-    return read_tree(workspace)
-
-
-# Changes every way a block can: a file tool, terminal, the script's own open().
-CHANGE_ALL = """
-    write_file("keep.txt", "changed by write_file\\n")
-    write_file("new/by_tool.txt", "new\\n")
-    terminal("rm gone.txt && chmod 600 sub/mode.sh && echo cmd > by_terminal.txt && mkdir -p emptydir")
-    with open("by_open.txt", "w") as fh:
-        fh.write("written by open()\\n")
-"""
-PRINT_TX = """
-print(json.dumps({"committed": tx.committed, "changed": tx.changed, "verify": tx.verify, "reason": tx.reason,
-                  "conflicts": tx.conflicts, "not_covered": tx.not_covered}))
-"""
-HEADER = "import json, os\nfrom hermes_tools import transaction, write_file, terminal, read_file, ToolError\n"
-
-
-def outcome(result: ExecutionResult) -> dict[str, Any]:
-    assert result.status == "success", result
-    found: dict[str, Any] = json.loads(result.output.strip().splitlines()[-1])
-    return found
-
-
-def run(runtime: Runtime, body: str, tail: str = "", **kwargs: Any) -> ExecutionResult:
-    kwargs.setdefault("timeout", 60)
-    return runtime.execute(HEADER + script(body) + tail, **kwargs)
+from ._transactions import CHANGE_ALL, MODES, PRINT_TX, RuntimeFactory, outcome, run, seed
 
 
 @MODES
@@ -207,141 +163,6 @@ def test_a_verify_the_session_cannot_run_rolls_back(make_runtime: RuntimeFactory
     """, PRINT_TX, max_tool_calls=1))
     assert found["committed"] is False and "ToolCallLimit" in found["reason"]
     assert read_tree(workspace) == before
-
-
-@MODES
-def test_what_another_run_writes_meanwhile_is_kept_and_reported(
-    make_runtime: RuntimeFactory, workspace: Path, exec_mode: str
-) -> None:
-    seed(workspace)
-    runtime = make_runtime(exec_mode=exec_mode, overrides=MANY_CALLS)
-    results: list[ExecutionResult] = []
-    block = threading.Thread(target=lambda: results.append(run(runtime, """
-        import time
-        with transaction(verify="false") as tx:
-            write_file("shared.txt", "ours\\n")
-            write_file("ours.txt", "ours\\n")
-            write_file("ready", "")
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                try:
-                    read_file("go")
-                    break
-                except ToolError:
-                    time.sleep(0.02)
-    """, PRINT_TX, timeout=150)))
-    block.start()
-    try:
-        assert wait_for(lambda: (workspace / "ready").exists(), timeout=60)
-        for name, content in [("other.txt", "theirs\n"), ("shared.txt", "theirs\n")]:
-            reply = runtime.dispatcher.call_direct("write_file", {"path": name, "content": content})
-            assert "error" not in reply, reply
-        reply = runtime.dispatcher.call_direct("terminal", {"command": "echo cmd > by_their_command.txt"})
-        assert "error" not in reply, reply
-        assert "error" not in runtime.dispatcher.call_direct("write_file", {"path": "go", "content": ""})
-    finally:
-        block.join(180)
-    found = outcome(results[0])
-    assert found["committed"] is False
-    assert found["conflicts"] == ["go", "other.txt", "shared.txt"]
-    assert "1 terminal command(s)" in found["reason"]
-    assert (workspace / "other.txt").read_text() == "theirs\n" and (workspace / "shared.txt").read_text() == "theirs\n"
-    assert not (workspace / "ours.txt").exists() and not (workspace / "ready").exists()
-    # A command's changes cannot be told from the block's: rolled back with them, as the reason says.
-    assert not (workspace / "by_their_command.txt").exists()
-
-
-@MODES
-def test_no_write_of_another_run_is_lost_to_a_rollback_at_the_same_moment(
-    make_runtime: RuntimeFactory, workspace: Path, exec_mode: str
-) -> None:
-    seed(workspace)
-    runtime = make_runtime(exec_mode=exec_mode, overrides=MANY_CALLS)
-    done = threading.Event()
-    written: list[str] = []
-
-    def other_run() -> None:  # direct calls while the script's blocks roll back, bounded in count
-        for k in range(1500):
-            if done.is_set():
-                return
-            name = f"theirs_{k}.txt"
-            reply = runtime.dispatcher.call_direct("write_file", {"path": name, "content": f"{k}\n"})
-            assert "error" not in reply, reply
-            written.append(name)
-
-    writer = threading.Thread(target=other_run)
-    writer.start()
-    try:
-        result = run(runtime, """
-            import time
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:  # the other run has begun
-                try:
-                    read_file("theirs_0.txt")
-                    break
-                except ToolError:
-                    time.sleep(0.02)
-            rolled = 0
-            for round in range(15):
-                with transaction(verify="false") as tx:
-                    for i in range(10):
-                        write_file("ours_%d.txt" % i, "ours")
-                rolled += not tx.committed
-            print(json.dumps({"rolled": rolled}))
-        """, timeout=240)
-    finally:
-        done.set()
-        writer.join(120)
-    assert outcome(result)["rolled"] == 15
-    assert written, "the other run wrote nothing while the blocks ran"
-    for name in written:
-        assert (workspace / name).read_text() == f"{name[7:-4]}\n", name
-    assert not list(workspace.glob("ours_*"))
-
-
-def test_hostile_requests_are_refused_and_change_nothing(make_runtime: RuntimeFactory, workspace: Path,
-                                                         tmp_path: Path) -> None:
-    before = seed(workspace)
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "secret.txt").write_text("outside\n")
-    (workspace / "link-out").symlink_to(outside)
-    before = read_tree(workspace)
-    runtime = make_runtime()
-    result = runtime.execute(script("""
-        import json
-        from _hermes_runtime.child.client import call
-        from hermes_tools import ToolError, transaction, write_file
-        answers = []
-        def ask(args):
-            try:
-                answers.append(["ok", call("@transaction", args)])
-            except ToolError as exc:
-                answers.append([exc.error_type, str(exc)])
-        begin = {"op": "begin", "verify": None, "timeout": None}
-        for args in [None, [], {"op": "commit"}, {"op": "end", "id": 3, "error": None},
-                     {"op": "end", "id": "tx-1", "error": None}, dict(begin, workdir=None, timeout=-1),
-                     dict(begin, workdir=None, timeout=True), dict(begin, workdir="/"),
-                     dict(begin, workdir=".."), dict(begin, workdir="link-out"), dict(begin, workdir="link-out/../..")]:
-            ask(args)
-        opened = [transaction().__enter__() for _ in range(16)]
-        try:
-            transaction().__enter__()
-        except ToolError as exc:
-            answers.append(["17th", str(exc)])
-        write_file("during.txt", "x")
-        print(json.dumps(answers))
-    """), timeout=60)
-    assert result.status == "success", result.error
-    answers = json.loads(result.output.strip().splitlines()[-1])
-    kinds = [kind for kind, _ in answers]
-    assert kinds[:11] == ["TransactionError"] * 11, answers
-    assert answers[-1][0] == "17th" and "16 transactions are open" in answers[-1][1]
-    assert "inside the workspace" in answers[7][1]
-    assert (outside / "secret.txt").read_text() == "outside\n"
-    # The 16 left open were rolled back when the run ended; nothing outside was touched.
-    assert read_tree(workspace) == before
-    assert len([n for n in result.notes if "rolled back" in n]) == 16
 
 
 @MODES
