@@ -39,6 +39,7 @@ class SessionCheckpoints:
         self.path = record_path(settings, session)
         self._root = root
         self._spec = backend_spec
+        self._used: Snapshots | None = None
 
     def _fresh(self) -> SessionRecord:
         root = self._root or self.backend.cwd
@@ -48,7 +49,13 @@ class SessionCheckpoints:
         return SessionRecord(self.session, self.backend.name, spec, root, container=container)
 
     def snapshots(self, record: SessionRecord) -> Snapshots:
-        return snapshots_for(self.backend, record.root, self.settings)
+        self._used = snapshots_for(self.backend, record.root, self.settings)
+        return self._used
+
+    def close(self) -> None:
+        """Stop the engine's process on a remote backend (a later call starts another)."""
+        if self._used is not None:
+            self._used.close()
 
     def before_run(self, code: str) -> list[str]:
         """Called before each run: its checkpoint. Notes for the run's result (checkpoints turned off)."""
@@ -67,7 +74,7 @@ class SessionCheckpoints:
             taken = snaps.take_counted(f"{LABEL}{self.session} {run}", since=pending.snapshot if pending else None)
             point = Checkpoint(run, taken.id, time.time(), title, first_run=run)
             if pending is not None:
-                changed = taken.changes or snaps.changes(pending.snapshot, taken.id)
+                changed = taken.changes if taken.changes is not None else snaps.changes(pending.snapshot, taken.id)
                 pending.added, pending.modified, pending.removed = (
                     len(changed.added), len(changed.modified), len(changed.removed))
                 if not changed and not changed.not_covered:  # its run changed nothing: the new one stands for it

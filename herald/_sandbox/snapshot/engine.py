@@ -62,6 +62,7 @@ class Engine:
         self.store = Store(store_dir or default_store_dir(self.root))
         self.limits = limits
         self.store_bytes = 0  # the objects' size as the last take found it
+        self._recent: Dict[str, Dict[str, Any]] = {}  # manifests read or written lately (they never change)
 
     def _scan(self, keep_objects: bool) -> Scan:
         self.store_bytes = self.store.read_meta()["bytes"] if keep_objects else 0
@@ -75,11 +76,24 @@ class Engine:
             ) from None
         return scan
 
+    def _manifest(self, snapshot: str) -> Dict[str, Any]:
+        """The manifest of `snapshot` (KeyError: none), from the last few kept in memory."""
+        found = self._recent.get(snapshot)
+        if found is None or not self.store.has_manifest(snapshot):
+            found = self._remember(snapshot, self.store.read_manifest(snapshot))
+        return found
+
+    def _remember(self, snapshot: str, manifest: Dict[str, Any]) -> Dict[str, Any]:
+        if len(self._recent) >= 4:
+            self._recent.pop(next(iter(self._recent)))
+        self._recent[snapshot] = manifest
+        return manifest
+
     def _entries(self, snapshot: Optional[str]) -> Entries:
         if snapshot is None:
             return self._scan(False).entries
         try:
-            return self.store.read_manifest(snapshot)["entries"]  # type: ignore[no-any-return]
+            return self._manifest(snapshot)["entries"]  # type: ignore[no-any-return]
         except KeyError:
             raise SnapshotFailure(
                 "no snapshot %s of %s (released, or removed by retention)" % (snapshot, self.root)) from None
@@ -93,8 +107,10 @@ class Engine:
             before = self._entries(since) if since is not None else None
             scan = self._scan(True)
             snapshot = new_snapshot_id()
-            self.store.write_manifest(snapshot, {"label": label, "created": time.time(), "root": self.root,
-                                                 "entries": scan.entries, "added_bytes": scan.added_bytes})
+            manifest = {"label": label, "created": time.time(), "root": self.root, "entries": scan.entries,
+                        "added_bytes": scan.added_bytes}
+            self.store.write_manifest(snapshot, manifest)
+            self._remember(snapshot, manifest)
             meta = self.store.add_meta(added=scan.added_bytes)
             uncovered = sorted(rel for rel, entry in scan.entries.items() if entry[0] == UNCOVERED)
             reply: Reply = {"id": snapshot, "not_covered": uncovered, "files": scan.files,
@@ -119,10 +135,11 @@ class Engine:
         else once enough is released (store.GC_AFTER) to be worth a walk of the store."""
         with self.store.locked():
             try:
-                added = int(self.store.read_manifest(snapshot).get("added_bytes", 0))
+                added = int(self._manifest(snapshot).get("added_bytes", 0))
             except KeyError:
                 return {"released": False, "freed": 0}
             self.store.delete_manifest(snapshot)
+            self._recent.pop(snapshot, None)
             meta = self.store.add_meta(garbage=max(added, 1))
             collect = collect or meta["garbage"] >= min(GC_AFTER, self.limits.max_store_bytes // 20)
             return {"released": True, "freed": self.store.gc() if collect else 0}
