@@ -14,8 +14,16 @@ import time
 
 from ..backends.base import Backend
 from ..config import Settings
-from .records import Checkpoint, SessionRecord, editing, record_path
-from .snapshots import Changes, SnapshotError, Snapshots, snapshots_for
+from .records import (
+    Checkpoint,
+    SessionRecord,
+    editing,
+    record_path,
+    remember_too_large,
+    seen_too_large,
+    too_large_key,
+)
+from .snapshots import Changes, SnapshotError, Snapshots, WorkspaceTooLarge, snapshots_for
 
 LABEL = "checkpoint "  # + session + run: how the store tells checkpoints from other snapshots
 
@@ -65,6 +73,11 @@ class SessionCheckpoints:
             record.runs += 1
             if record.off:
                 return []
+            key = too_large_key(record) if not record.checkpoints else None
+            seen = seen_too_large(self.settings, key, time.time()) if key else None
+            if seen:
+                record.off = seen
+                return [f"Checkpoints are off for this session: {seen}"]
             return self._mark(record, record.runs, first_line(code))
 
     def _mark(self, record: SessionRecord, run: int, title: str) -> list[str]:
@@ -84,6 +97,9 @@ class SessionCheckpoints:
             record.checkpoints.append(point)
             self._retain(record, snaps, taken.store_bytes)
         except SnapshotError as exc:
+            key = too_large_key(record)
+            if isinstance(exc, WorkspaceTooLarge) and key:
+                remember_too_large(self.settings, key, time.time(), str(exc))
             record.off = str(exc)
             return [f"Checkpoints are off for the rest of this session: {exc}"]
         return []

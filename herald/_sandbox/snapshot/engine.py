@@ -18,6 +18,14 @@ Reply = Dict[str, Any]
 class SnapshotFailure(Exception):
     """An operation could not be done; the message is for the reader."""
 
+    kind = ""  # what the caller may act on, carried over the pipe
+
+
+class TooLarge(SnapshotFailure):
+    """The workspace holds more files than the limit: it is not snapshotted."""
+
+    kind = "too_large"
+
 
 def compare(then: Entries, now: Entries) -> Reply:
     """What changed from `then` to `now`: sorted lists added, modified, removed, not_covered."""
@@ -70,7 +78,7 @@ class Engine:
         try:
             scan.run(self.root)
         except TooManyFiles:
-            raise SnapshotFailure(
+            raise TooLarge(
                 "the workspace %s holds more than %d files (checkpoints.max_files): it is not snapshotted; "
                 "raise checkpoints.max_files or work in a smaller directory" % (self.root, self.limits.max_files)
             ) from None
@@ -222,7 +230,7 @@ def handle(engine: Engine, request: Dict[str, Any]) -> Reply:
     try:
         return {"ok": getattr(engine, str(op))(**args)}
     except SnapshotFailure as exc:
-        return {"error": str(exc)}
+        return {"error": str(exc), "kind": exc.kind}
     except (OSError, ValueError, TypeError) as exc:
         return {"error": "%s: %s" % (type(exc).__name__, exc)}
 
@@ -232,4 +240,4 @@ def make_engine(root: str, store_dir: Optional[str], max_file_bytes: int, max_fi
     return Engine(root, store_dir, Limits(max_file_bytes, max_files, max_store_bytes))
 
 
-__all__ = ["DIR", "Engine", "SnapshotFailure", "compare", "handle", "make_engine"]
+__all__ = ["DIR", "Engine", "SnapshotFailure", "TooLarge", "compare", "handle", "make_engine"]
