@@ -117,8 +117,9 @@ class Snapshots:
             if self._local is None:
                 digest = hashlib.sha256(self.root.encode("utf-8", "surrogateescape")).hexdigest()[:16]
                 store = self._settings.data_dir / "snapshots" / digest
-                self._local = make_engine(self.root, str(store), **self._limits())
-            self._local.limits = Limits(**self._limits())  # the settings of the latest snapshots_for
+                self._local = make_engine(self.root, str(store), **self._limits(), skip=[str(self._settings.data_dir)])
+            # Herald's own data (sessions, spill files, the stores) is never part of a workspace's snapshot.
+            self._local.limits = Limits(**self._limits(), skip=[str(self._settings.data_dir)])
             reply: dict[str, Any] = getattr(self._local, op)(**args)
             return reply
         except SnapshotFailure as exc:

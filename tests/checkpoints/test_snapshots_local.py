@@ -164,3 +164,21 @@ def test_calls_from_many_threads_are_serialised(snaps: Snapshots, workspace: Pat
         thread.join(timeout=120)
     assert errors == [] and not any(thread.is_alive() for thread in threads)
     assert len(snaps.changes(base).added) == 40
+
+
+def test_herald_s_own_data_inside_the_workspace_is_never_snapshotted_nor_restored(
+        local_backend: LocalBackend, workspace: Path) -> None:
+    settings = Settings(data_dir=workspace / ".herald")  # a workspace around Herald's data (e.g. $HOME)
+    snaps = Snapshots(local_backend, str(workspace), settings)
+    (workspace / "mine.txt").write_text("a")
+    snapshot = snaps.take()
+    (settings.data_dir / "sessions").mkdir(parents=True)
+    (settings.data_dir / "sessions" / "s.jsonl").write_text("{}")
+    other = Snapshots(local_backend, str(workspace / "sub"), settings)  # another store beside this one
+    (workspace / "sub").mkdir()
+    other.take()
+    (workspace / "sub").rmdir()
+    assert snaps.changes(snapshot) == Changes()
+    snaps.restore(snapshot)
+    assert (settings.data_dir / "sessions" / "s.jsonl").read_text() == "{}"
+    assert len(list((settings.data_dir / "snapshots").iterdir())) == 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Dict, Iterable, List, Optional, Set
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set
 
 from .apply import Placer, RestoreError, differs, needs_removal, remove_at, set_dir_mode, write_file, write_link
 from .scan import Limits, Scan, TooManyFiles
@@ -236,8 +236,8 @@ def handle(engine: Engine, request: Dict[str, Any]) -> Reply:
 
 
 def make_engine(root: str, store_dir: Optional[str], max_file_bytes: int, max_files: int,
-                max_store_bytes: int) -> Engine:
-    return Engine(root, store_dir, Limits(max_file_bytes, max_files, max_store_bytes))
+                max_store_bytes: int, skip: Sequence[str] = ()) -> Engine:
+    return Engine(root, store_dir, Limits(max_file_bytes, max_files, max_store_bytes, skip))
 
 
 __all__ = ["DIR", "Engine", "SnapshotFailure", "TooLarge", "compare", "handle", "make_engine"]
