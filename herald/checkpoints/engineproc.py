@@ -50,6 +50,10 @@ def _sources() -> bytes:
     return base64.b64encode(zlib.compress(json.dumps(sources).encode(), 9)) + b"\n"
 
 
+class NoEngine(BackendError):
+    """The backend has no python3 (3.8 or newer) to run the engine: asking again will not help."""
+
+
 class EngineProcess:
     """One engine process on `backend`, asked one request at a time (the caller serialises)."""
 
@@ -95,7 +99,7 @@ class EngineProcess:
         text = line.decode("utf-8", "replace").strip()
         if text == NO_PYTHON or text.startswith("HSNAP-OLD-PYTHON"):
             found = f"is Python {text.split()[-1]}" if text != NO_PYTHON else "was not found"
-            raise BackendError(
+            raise NoEngine(
                 f"checkpoints and transactions need Python 3.8 or newer on the {self.where}, and {self.python!r} "
                 f"{found} there: install it (e.g. apt-get install python3) or set sandbox.remote_python"
             )

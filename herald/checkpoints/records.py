@@ -12,6 +12,7 @@ import fcntl
 import json
 import os
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -113,3 +114,50 @@ def session_records(settings: Settings) -> list[tuple[Path, SessionRecord]]:
         if record is not None:
             found.append((path, record))
     return found
+
+
+# Workspaces found past checkpoints.max_files, so later sessions skip the walk (a day, or until
+# the limit is raised): `<data_dir>/checkpoints/too-large.json`, {key: {time, max_files, why}}.
+TOO_LARGE_FOR = 24 * 3600.0
+
+
+def too_large_key(record: SessionRecord) -> str | None:
+    """What names the workspace across sessions; None where each session has a fresh one (a
+    container or sandbox that goes with it)."""
+    if record.backend in ("docker", "modal") and not record.container:
+        return None
+    return f"{record.backend_spec}|{record.container}|{record.root}"
+
+
+def _too_large_path(settings: Settings) -> Path:
+    return records_dir(settings) / "too-large.json"
+
+
+def _too_large(settings: Settings) -> dict[str, dict[str, Any]]:
+    try:
+        found = json.loads(_too_large_path(settings).read_text(encoding="utf-8"))
+        return found if isinstance(found, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def seen_too_large(settings: Settings, key: str, now: float) -> str | None:
+    """Why the workspace `key` was found too large lately, with this limit or a lower one; None: not."""
+    found = _too_large(settings).get(key)
+    if not isinstance(found, dict) or now - float(found.get("time", 0)) > TOO_LARGE_FOR:
+        return None
+    if int(found.get("max_files", 0)) < settings.checkpoints.max_files:
+        return None  # the limit was raised since: count again
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(found["time"])))
+    return f"{found.get('why', 'the workspace is too large')} (found {when}; counted again after a day)"
+
+
+def remember_too_large(settings: Settings, key: str, now: float, why: str) -> None:
+    found = {name: entry for name, entry in _too_large(settings).items()
+             if isinstance(entry, dict) and now - float(entry.get("time", 0)) <= TOO_LARGE_FOR}
+    found[key] = {"time": now, "max_files": settings.checkpoints.max_files, "why": why}
+    path = _too_large_path(settings)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(found, indent=1), encoding="utf-8")
+    tmp.replace(path)

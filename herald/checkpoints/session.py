@@ -14,8 +14,16 @@ import time
 
 from ..backends.base import Backend
 from ..config import Settings
-from .records import Checkpoint, SessionRecord, editing, record_path
-from .snapshots import Changes, SnapshotError, Snapshots, snapshots_for
+from .records import (
+    Checkpoint,
+    SessionRecord,
+    editing,
+    record_path,
+    remember_too_large,
+    seen_too_large,
+    too_large_key,
+)
+from .snapshots import Changes, SnapshotError, Snapshots, WorkspaceTooLarge, snapshots_for
 
 LABEL = "checkpoint "  # + session + run: how the store tells checkpoints from other snapshots
 
@@ -39,6 +47,7 @@ class SessionCheckpoints:
         self.path = record_path(settings, session)
         self._root = root
         self._spec = backend_spec
+        self._used: Snapshots | None = None
 
     def _fresh(self) -> SessionRecord:
         root = self._root or self.backend.cwd
@@ -48,7 +57,13 @@ class SessionCheckpoints:
         return SessionRecord(self.session, self.backend.name, spec, root, container=container)
 
     def snapshots(self, record: SessionRecord) -> Snapshots:
-        return snapshots_for(self.backend, record.root, self.settings)
+        self._used = snapshots_for(self.backend, record.root, self.settings)
+        return self._used
+
+    def close(self) -> None:
+        """Stop the engine's process on a remote backend (a later call starts another)."""
+        if self._used is not None:
+            self._used.close()
 
     def before_run(self, code: str) -> list[str]:
         """Called before each run: its checkpoint. Notes for the run's result (checkpoints turned off)."""
@@ -58,6 +73,11 @@ class SessionCheckpoints:
             record.runs += 1
             if record.off:
                 return []
+            key = too_large_key(record) if not record.checkpoints else None
+            seen = seen_too_large(self.settings, key, time.time()) if key else None
+            if seen:
+                record.off = seen
+                return [f"Checkpoints are off for this session: {seen}"]
             return self._mark(record, record.runs, first_line(code))
 
     def _mark(self, record: SessionRecord, run: int, title: str) -> list[str]:
@@ -67,7 +87,7 @@ class SessionCheckpoints:
             taken = snaps.take_counted(f"{LABEL}{self.session} {run}", since=pending.snapshot if pending else None)
             point = Checkpoint(run, taken.id, time.time(), title, first_run=run)
             if pending is not None:
-                changed = taken.changes or snaps.changes(pending.snapshot, taken.id)
+                changed = taken.changes if taken.changes is not None else snaps.changes(pending.snapshot, taken.id)
                 pending.added, pending.modified, pending.removed = (
                     len(changed.added), len(changed.modified), len(changed.removed))
                 if not changed and not changed.not_covered:  # its run changed nothing: the new one stands for it
@@ -77,6 +97,9 @@ class SessionCheckpoints:
             record.checkpoints.append(point)
             self._retain(record, snaps, taken.store_bytes)
         except SnapshotError as exc:
+            key = too_large_key(record)
+            if isinstance(exc, WorkspaceTooLarge) and key:
+                remember_too_large(self.settings, key, time.time(), str(exc))
             record.off = str(exc)
             return [f"Checkpoints are off for the rest of this session: {exc}"]
         return []

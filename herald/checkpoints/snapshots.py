@@ -15,13 +15,14 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from .._sandbox.snapshot.engine import Engine, SnapshotFailure, make_engine
+from .._sandbox.snapshot.engine import Engine, SnapshotFailure, TooLarge, make_engine
+from .._sandbox.snapshot.scan import Limits
 from ..backends.base import Backend, BackendError
 from ..backends.local import LocalBackend
 from ..config import Settings
-from .engineproc import EngineProcess
+from .engineproc import EngineProcess, NoEngine
 
-__all__ = ["Changes", "SnapshotError", "SnapshotInfo", "Snapshots", "Taken", "snapshots_for"]
+__all__ = ["Changes", "SnapshotError", "SnapshotInfo", "Snapshots", "Taken", "WorkspaceTooLarge", "snapshots_for"]
 
 OPERATION_TIMEOUT = 900.0  # one operation on a remote workspace (a first take reads every file)
 
@@ -74,6 +75,14 @@ class SnapshotError(Exception):
     """A snapshot operation failed; the message says what to do (for the model or a person)."""
 
 
+class WorkspaceTooLarge(SnapshotError):
+    """The workspace holds more files than checkpoints.max_files: it is not snapshotted."""
+
+
+def _error(message: str, kind: str) -> SnapshotError:
+    return WorkspaceTooLarge(message) if kind == TooLarge.kind else SnapshotError(message)
+
+
 class Snapshots:
     """The snapshots of the workspace `root` on `backend`. Thread-safe: calls are serialised."""
 
@@ -84,7 +93,13 @@ class Snapshots:
         self._lock = threading.Lock()
         self._local: Engine | None = None
         self._remote: EngineProcess | None = None
+        self._opened: dict[str, int] = {}  # the limits the remote engine was opened with
         self.where = "local machine" if isinstance(backend, LocalBackend) else f"backend {backend.name}"
+
+    def use_settings(self, settings: Settings) -> None:
+        """Apply these settings' limits from the next call on (snapshots_for with other settings)."""
+        with self._lock:
+            self._settings = settings
 
     def _limits(self) -> dict[str, int]:
         limits = self._settings.checkpoints
@@ -102,11 +117,13 @@ class Snapshots:
             if self._local is None:
                 digest = hashlib.sha256(self.root.encode("utf-8", "surrogateescape")).hexdigest()[:16]
                 store = self._settings.data_dir / "snapshots" / digest
-                self._local = make_engine(self.root, str(store), **self._limits())
+                self._local = make_engine(self.root, str(store), **self._limits(), skip=[str(self._settings.data_dir)])
+            # Herald's own data (sessions, spill files, the stores) is never part of a workspace's snapshot.
+            self._local.limits = Limits(**self._limits(), skip=[str(self._settings.data_dir)])
             reply: dict[str, Any] = getattr(self._local, op)(**args)
             return reply
         except SnapshotFailure as exc:
-            raise SnapshotError(str(exc)) from None
+            raise _error(str(exc), exc.kind) from None
         except OSError as exc:
             raise SnapshotError(f"snapshot of {self.root} failed: {exc}") from None
 
@@ -115,23 +132,26 @@ class Snapshots:
             try:
                 if self._remote is None:
                     self._remote = EngineProcess(self.backend, self._settings.sandbox.remote_python, self.where)
+                if self._opened != self._limits():  # first, or the settings of a later snapshots_for
                     opened = self._remote.ask({"op": "open", "root": self.root, **self._limits()}, OPERATION_TIMEOUT)
                     if "error" in opened:
                         self._drop()
                         raise SnapshotError(str(opened["error"]))
+                    self._opened = self._limits()
                 answer = self._remote.ask({"op": op, **args}, OPERATION_TIMEOUT)
             except BackendError as exc:
                 self._drop()
-                if attempt or "need Python" in str(exc):
+                if attempt or isinstance(exc, NoEngine):
                     raise SnapshotError(str(exc)) from None
                 continue
             if "error" in answer:
-                raise SnapshotError(str(answer["error"]))
+                raise _error(str(answer["error"]), str(answer.get("kind") or ""))
             reply: dict[str, Any] = answer["ok"]
             return reply
         raise AssertionError("unreachable")
 
     def _drop(self) -> None:
+        self._opened = {}
         if self._remote is not None:
             self._remote.close()
             self._remote = None
@@ -199,4 +219,5 @@ def snapshots_for(backend: Backend, root: str, settings: Settings) -> Snapshots:
         found = per_root.get(root)
         if found is None:
             found = per_root[root] = Snapshots(backend, root, settings)
+        found.use_settings(settings)
         return found

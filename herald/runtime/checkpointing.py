@@ -33,6 +33,9 @@ class RunCheckpoints:
             log.warning("checkpoint of session %s failed: %s", self.session, exc)
             return [f"No checkpoint was taken before this run: {exc}"]
 
+    def close(self) -> None:
+        self.points.close()
+
     @staticmethod
     def noted(result: ExecutionResult, notes: list[str]) -> ExecutionResult:
         if not notes:

@@ -351,6 +351,7 @@ class Runtime:
             self._children.close()
             self._server.close()
             self.dispatcher.ctx.close()  # session resources the tools opened (a browser, ...)
+            self.checkpoints.close()  # the snapshot engine's process on a remote backend
             self.mode.close()
             # A late interrupt() must not write into whatever file reuses these numbers next.
             read_fd, write_fd = self._interrupt_r, self._interrupt_w

@@ -10,6 +10,8 @@ import pytest
 
 from herald import Runtime
 from herald.backends import Backend
+from herald.backends.docker import DockerBackend
+from herald.backends.local import LocalBackend
 from herald.checkpoints.records import read_record
 from herald.checkpoints.session import SessionCheckpoints
 from herald.config import Settings
@@ -74,6 +76,14 @@ def test_too_many_files_turns_checkpoints_off_with_one_note(
         assert second.ok and second.notes == []
         record = read_record(runtime.checkpoints.points.path)
         assert record is not None and record.off and record.checkpoints == [] and record.runs == 2
+    # The next session on this workspace is told from memory (a container that goes with its session: counted again).
+    with Runtime(snap_backend, settings=few, exec_mode=exec_mode, checkpoint_session="big2") as runtime:
+        [note] = runtime.execute("print(1)").notes
+        remembered = not isinstance(snap_backend, DockerBackend)
+        assert ("counted again after a day" in note) == remembered and "checkpoints.max_files" in note
+    more = few.with_overrides({"checkpoints.max_files": 100})  # a raised limit counts again
+    with Runtime(snap_backend, settings=more, exec_mode=exec_mode, checkpoint_session="big3") as runtime:
+        assert runtime.execute("print(1)").notes == []
 
 
 def test_retention_keeps_the_last_n(snap_backend: Backend, settings: Settings) -> None:
@@ -92,3 +102,17 @@ def test_checkpoints_off_by_setting_take_nothing(snap_backend: Backend, settings
     with Runtime(snap_backend, settings=off, checkpoint_session="none") as runtime:
         assert runtime.execute("open('x', 'w').write('x')").ok
         assert not runtime.checkpoints.points.path.exists()
+
+
+def test_no_python_on_the_backend_turns_checkpoints_off_with_one_note(
+        snap_backend: Backend, settings: Settings) -> None:
+    if isinstance(snap_backend, LocalBackend):
+        pytest.skip("the local backend's engine runs in Herald's process: no python3 to miss")
+    missing = settings.with_overrides({"sandbox.remote_python": "no-such-python3"})
+    with Runtime(snap_backend, settings=missing, checkpoint_session="nopy") as runtime:
+        first = runtime.execute("print(1)")
+        assert first.ok and len(first.notes) == 1
+        assert "checkpoints and transactions need Python 3.8 or newer" in first.notes[0]
+        assert "'no-such-python3' was not found" in first.notes[0] and "sandbox.remote_python" in first.notes[0]
+        second = runtime.execute("print(2)")
+        assert second.ok and second.notes == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,55 @@ def test_released_objects_are_collected_once_they_add_up(
     snaps.release(big)  # 70 kB released in all: past 1/20 of the store, collected
     kept, size = snaps.kept()
     assert [info.id for info in kept] == [keep] and size == 0
+
+
+def test_a_fifo_is_reported_not_covered_and_left_alone(snaps: Snapshots, workspace: Path) -> None:
+    os.mkfifo(workspace / "pipe")
+    (workspace / "file.txt").write_text("a")
+    snapshot = snaps.take()  # never blocks on the FIFO
+    (workspace / "file.txt").write_text("b")
+    assert snaps.changes(snapshot) == Changes(modified=("file.txt",), not_covered=("pipe",))
+    assert snaps.restore(snapshot).not_covered == ("pipe",)
+    assert (workspace / "pipe").is_fifo() and (workspace / "file.txt").read_text() == "a"
+
+
+def test_calls_from_many_threads_are_serialised(snaps: Snapshots, workspace: Path) -> None:
+    (workspace / "base.txt").write_text("base")
+    base = snaps.take()
+    errors: list[BaseException] = []
+
+    def work(number: int) -> None:
+        try:
+            for step in range(10):
+                (workspace / f"t{number}-{step}.txt").write_text("x")
+                taken = snaps.take()
+                assert f"t{number}-{step}.txt" in snaps.changes(base, taken).added
+                snaps.release(taken)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(number,)) for number in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == [] and not any(thread.is_alive() for thread in threads)
+    assert len(snaps.changes(base).added) == 40
+
+
+def test_herald_s_own_data_inside_the_workspace_is_never_snapshotted_nor_restored(
+        local_backend: LocalBackend, workspace: Path) -> None:
+    settings = Settings(data_dir=workspace / ".herald")  # a workspace around Herald's data (e.g. $HOME)
+    snaps = Snapshots(local_backend, str(workspace), settings)
+    (workspace / "mine.txt").write_text("a")
+    snapshot = snaps.take()
+    (settings.data_dir / "sessions").mkdir(parents=True)
+    (settings.data_dir / "sessions" / "s.jsonl").write_text("{}")
+    other = Snapshots(local_backend, str(workspace / "sub"), settings)  # another store beside this one
+    (workspace / "sub").mkdir()
+    other.take()
+    (workspace / "sub").rmdir()
+    assert snaps.changes(snapshot) == Changes()
+    snaps.restore(snapshot)
+    assert (settings.data_dir / "sessions" / "s.jsonl").read_text() == "{}"
+    assert len(list((settings.data_dir / "snapshots").iterdir())) == 2

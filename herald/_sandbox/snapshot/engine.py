@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Dict, Iterable, List, Optional, Set
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set
 
 from .apply import Placer, RestoreError, differs, needs_removal, remove_at, set_dir_mode, write_file, write_link
 from .scan import Limits, Scan, TooManyFiles
@@ -17,6 +17,14 @@ Reply = Dict[str, Any]
 
 class SnapshotFailure(Exception):
     """An operation could not be done; the message is for the reader."""
+
+    kind = ""  # what the caller may act on, carried over the pipe
+
+
+class TooLarge(SnapshotFailure):
+    """The workspace holds more files than the limit: it is not snapshotted."""
+
+    kind = "too_large"
 
 
 def compare(then: Entries, now: Entries) -> Reply:
@@ -62,6 +70,7 @@ class Engine:
         self.store = Store(store_dir or default_store_dir(self.root))
         self.limits = limits
         self.store_bytes = 0  # the objects' size as the last take found it
+        self._recent: Dict[str, Dict[str, Any]] = {}  # manifests read or written lately (they never change)
 
     def _scan(self, keep_objects: bool) -> Scan:
         self.store_bytes = self.store.read_meta()["bytes"] if keep_objects else 0
@@ -69,17 +78,30 @@ class Engine:
         try:
             scan.run(self.root)
         except TooManyFiles:
-            raise SnapshotFailure(
+            raise TooLarge(
                 "the workspace %s holds more than %d files (checkpoints.max_files): it is not snapshotted; "
                 "raise checkpoints.max_files or work in a smaller directory" % (self.root, self.limits.max_files)
             ) from None
         return scan
 
+    def _manifest(self, snapshot: str) -> Dict[str, Any]:
+        """The manifest of `snapshot` (KeyError: none), from the last few kept in memory."""
+        found = self._recent.get(snapshot)
+        if found is None or not self.store.has_manifest(snapshot):
+            found = self._remember(snapshot, self.store.read_manifest(snapshot))
+        return found
+
+    def _remember(self, snapshot: str, manifest: Dict[str, Any]) -> Dict[str, Any]:
+        if len(self._recent) >= 4:
+            self._recent.pop(next(iter(self._recent)))
+        self._recent[snapshot] = manifest
+        return manifest
+
     def _entries(self, snapshot: Optional[str]) -> Entries:
         if snapshot is None:
             return self._scan(False).entries
         try:
-            return self.store.read_manifest(snapshot)["entries"]  # type: ignore[no-any-return]
+            return self._manifest(snapshot)["entries"]  # type: ignore[no-any-return]
         except KeyError:
             raise SnapshotFailure(
                 "no snapshot %s of %s (released, or removed by retention)" % (snapshot, self.root)) from None
@@ -93,8 +115,10 @@ class Engine:
             before = self._entries(since) if since is not None else None
             scan = self._scan(True)
             snapshot = new_snapshot_id()
-            self.store.write_manifest(snapshot, {"label": label, "created": time.time(), "root": self.root,
-                                                 "entries": scan.entries, "added_bytes": scan.added_bytes})
+            manifest = {"label": label, "created": time.time(), "root": self.root, "entries": scan.entries,
+                        "added_bytes": scan.added_bytes}
+            self.store.write_manifest(snapshot, manifest)
+            self._remember(snapshot, manifest)
             meta = self.store.add_meta(added=scan.added_bytes)
             uncovered = sorted(rel for rel, entry in scan.entries.items() if entry[0] == UNCOVERED)
             reply: Reply = {"id": snapshot, "not_covered": uncovered, "files": scan.files,
@@ -119,10 +143,11 @@ class Engine:
         else once enough is released (store.GC_AFTER) to be worth a walk of the store."""
         with self.store.locked():
             try:
-                added = int(self.store.read_manifest(snapshot).get("added_bytes", 0))
+                added = int(self._manifest(snapshot).get("added_bytes", 0))
             except KeyError:
                 return {"released": False, "freed": 0}
             self.store.delete_manifest(snapshot)
+            self._recent.pop(snapshot, None)
             meta = self.store.add_meta(garbage=max(added, 1))
             collect = collect or meta["garbage"] >= min(GC_AFTER, self.limits.max_store_bytes // 20)
             return {"released": True, "freed": self.store.gc() if collect else 0}
@@ -205,14 +230,14 @@ def handle(engine: Engine, request: Dict[str, Any]) -> Reply:
     try:
         return {"ok": getattr(engine, str(op))(**args)}
     except SnapshotFailure as exc:
-        return {"error": str(exc)}
+        return {"error": str(exc), "kind": exc.kind}
     except (OSError, ValueError, TypeError) as exc:
         return {"error": "%s: %s" % (type(exc).__name__, exc)}
 
 
 def make_engine(root: str, store_dir: Optional[str], max_file_bytes: int, max_files: int,
-                max_store_bytes: int) -> Engine:
-    return Engine(root, store_dir, Limits(max_file_bytes, max_files, max_store_bytes))
+                max_store_bytes: int, skip: Sequence[str] = ()) -> Engine:
+    return Engine(root, store_dir, Limits(max_file_bytes, max_files, max_store_bytes, skip))
 
 
-__all__ = ["DIR", "Engine", "SnapshotFailure", "compare", "handle", "make_engine"]
+__all__ = ["DIR", "Engine", "SnapshotFailure", "TooLarge", "compare", "handle", "make_engine"]

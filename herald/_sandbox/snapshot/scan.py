@@ -12,7 +12,7 @@ import hashlib
 import os
 import stat as st_mod
 import time
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from .store import DIR, FILE, LINK, UNCOVERED, Entries, Store
 
@@ -26,10 +26,12 @@ class TooManyFiles(Exception):
 
 
 class Limits:
-    def __init__(self, max_file_bytes: int, max_files: int, max_store_bytes: int) -> None:
+    def __init__(self, max_file_bytes: int, max_files: int, max_store_bytes: int,
+                 skip: Sequence[str] = ()) -> None:
         self.max_file_bytes = max_file_bytes
         self.max_files = max_files
         self.max_store_bytes = max_store_bytes
+        self.skip = tuple(skip)  # directories never snapshotted nor restored (Herald's own data)
 
 
 def read_regular(dir_fd: int, name: str, expect: Optional[os.stat_result], limit: int) -> Optional[bytes]:
@@ -74,12 +76,15 @@ class Scan:
         self.files = 0
         self.added_bytes = 0
         self.started_ns = time.time_ns()
+        # Never walked, never restored: every store (this one's parent holds the others, which a
+        # restore of a workspace around them must not delete) and what the caller names.
         self.skip: Set[Tuple[int, int]] = set()
-        try:
-            info = os.stat(store.path)
-            self.skip.add((info.st_dev, info.st_ino))
-        except OSError:
-            pass
+        for path in (store.path, os.path.dirname(store.path), *limits.skip):
+            try:
+                info = os.stat(path)
+                self.skip.add((info.st_dev, info.st_ino))
+            except OSError:
+                pass
 
     def run(self, root: str) -> Entries:
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))

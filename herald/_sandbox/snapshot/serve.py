@@ -25,7 +25,8 @@ def _reply(message: Dict[str, Any]) -> None:
 
 def _open(request: Dict[str, Any]) -> Engine:
     return make_engine(str(request["root"]), request.get("store_dir") or None, int(request["max_file_bytes"]),
-                       int(request["max_files"]), int(request["max_store_bytes"]))
+                       int(request["max_files"]), int(request["max_store_bytes"]),
+                       [str(path) for path in request.get("skip") or ()])
 
 
 def main() -> None:

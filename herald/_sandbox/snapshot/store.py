@@ -147,6 +147,13 @@ class Store:
         except (OSError, ValueError):
             raise KeyError(snapshot) from None
 
+    def has_manifest(self, snapshot: str) -> bool:
+        """Whether `snapshot` is still kept (another process may have released it)."""
+        try:
+            return os.path.exists(self._manifest_path(snapshot))
+        except KeyError:
+            return False
+
     def delete_manifest(self, snapshot: str) -> bool:
         try:
             os.unlink(self._manifest_path(snapshot))
