@@ -185,10 +185,11 @@ class Transactions:
         snapshots = tx.snapshots
         assert snapshots is not None
         try:
-            changes = snapshots.changes(tx.snapshot)  # as the block left them (a restore lists less)
-            if failure is not None:
+            if failure is None:
+                changes = snapshots.changes(tx.snapshot)
+            else:
                 try:
-                    changes = replace(changes, not_covered=self._rollback(tx, snapshots).not_covered)
+                    changes = self._rollback(tx, snapshots)
                 except SnapshotError as exc:
                     raise SnapshotError(f"{tx.id} could NOT be rolled back ({failure}): {exc}. The files under "
                                         f"{tx.root} may hold part of the block's changes.") from None
@@ -211,14 +212,20 @@ class Transactions:
 
     def _rollback(self, tx: _Open, snapshots: Snapshots) -> Changes:
         """Restore `tx`'s snapshot but what other runs wrote meanwhile; their file writes wait
-        while it acts (`writing`), and it waits for those already running."""
+        while it acts (`writing`), and it waits for those already running. What the block had
+        changed, as `changes` lists it (a restore lists a removed directory, not its files)."""
+        try:
+            changed: Changes | None = snapshots.changes(tx.snapshot)
+        except SnapshotError:  # the restore is what matters: it says what it did
+            changed = None
         with self._cond:
             self._restoring.append(tx.scope)
             while any(count for key, count in self._writing.items() if key != id(tx.scope)):
                 self._cond.wait()
             keep = self._relative(tx.root, tx.conflicts)
         try:
-            return snapshots.restore(tx.snapshot, keep=keep)
+            restored = snapshots.restore(tx.snapshot, keep=keep)
+            return restored if changed is None else replace(changed, not_covered=restored.not_covered)
         finally:
             with self._cond:
                 self._restoring.remove(tx.scope)
