@@ -54,10 +54,14 @@ def _under(rel: str, paths: Set[str]) -> bool:
         probe = probe.rpartition("/")[0]
 
 
-def _kept(rel: str, keep: Set[str]) -> bool:
-    """`rel` is kept, lies below a kept path, or holds one."""
-    prefix = rel + "/"
-    return _under(rel, keep) or any(path.startswith(prefix) for path in keep)
+def _holders(paths: Set[str]) -> Set[str]:
+    """Every directory above one of `paths`."""
+    found: Set[str] = set()
+    for path in paths:
+        while "/" in path:
+            path = path.rpartition("/")[0]
+            found.add(path)
+    return found
 
 
 class Engine:
@@ -181,8 +185,9 @@ class Engine:
         placer = Placer(root_fd, then)
         try:
             removed: Set[str] = set()
+            holders = _holders(protected)  # a directory holding a kept path stays
             for rel in sorted(now):
-                if _under(rel, removed) or _kept(rel, protected):
+                if _under(rel, removed) or _under(rel, protected) or rel in holders:
                     continue
                 if needs_removal(now[rel], then.get(rel)):
                     dir_fd, name = placer.parent(rel)
