@@ -4,6 +4,8 @@ The attack: while Herald restores a snapshot again and again, a process of the w
 owner (root, and the generated non-root user) flips the snapshot's directories and files into
 links to a root-owned directory outside the workspace, and back. Each restore may finish or
 stop part way (it says so); the outside directory is never written, its files never changed.
+And the engine restoring as a non-root user, raced by that same user: its own files outside the
+workspace are never touched.
 """
 
 from __future__ import annotations
