@@ -110,14 +110,20 @@ class Engine:
             raise SnapshotFailure(
                 "no snapshot %s of %s (released, or removed by retention)" % (snapshot, self.root)) from None
 
-    def take(self, label: str = "", since: Optional[str] = None) -> Reply:
-        """A snapshot of the workspace now; with `since`, what changed from that snapshot too."""
+    def take(self, label: str = "", since: Optional[str] = None, reuse: bool = False) -> Reply:
+        """A snapshot of the workspace now; with `since`, what changed from that snapshot too, and
+        with `reuse`, `since` itself when nothing did (no new manifest: a run that changed nothing)."""
         with self.store.locked():
             meta = self.store.read_meta()
             if meta["garbage"] and meta["bytes"] > self.limits.max_store_bytes:
                 self.store.gc()  # full: what released snapshots held goes first
             before = self._entries(since) if since is not None else None
             scan = self._scan(True)
+            if before is not None and since is not None:
+                changes = compare(before, scan.entries)
+                if reuse and not any(changes.values()):
+                    return {"id": since, "not_covered": [], "files": scan.files, "changes": changes,
+                            "store_bytes": self.store.read_meta()["bytes"]}
             snapshot = new_snapshot_id()
             manifest = {"label": label, "created": time.time(), "root": self.root, "entries": scan.entries,
                         "added_bytes": scan.added_bytes}
@@ -128,7 +134,7 @@ class Engine:
             reply: Reply = {"id": snapshot, "not_covered": uncovered, "files": scan.files,
                             "store_bytes": meta["bytes"]}
             if before is not None:
-                reply["changes"] = compare(before, scan.entries)
+                reply["changes"] = changes
             return reply
 
     def changes(self, since: str, until: Optional[str] = None) -> Reply:
