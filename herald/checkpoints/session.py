@@ -84,16 +84,16 @@ class SessionCheckpoints:
         snaps = self.snapshots(record)
         try:
             pending = record.checkpoints[-1] if record.checkpoints else None
-            taken = snaps.take_counted(f"{LABEL}{self.session} {run}", since=pending.snapshot if pending else None)
+            taken = snaps.take_counted(f"{LABEL}{self.session} {run}", since=pending.snapshot if pending else None,
+                                       reuse=True)
             point = Checkpoint(run, taken.id, time.time(), title, first_run=run)
-            if pending is not None:
+            if pending is not None and taken.id == pending.snapshot:  # its run changed nothing: it stands for this too
+                point.first_run = pending.first_run or run
+                record.checkpoints.pop()
+            elif pending is not None:
                 changed = taken.changes if taken.changes is not None else snaps.changes(pending.snapshot, taken.id)
                 pending.added, pending.modified, pending.removed = (
                     len(changed.added), len(changed.modified), len(changed.removed))
-                if not changed and not changed.not_covered:  # its run changed nothing: the new one stands for it
-                    snaps.release(pending.snapshot)
-                    record.checkpoints.pop()
-                    point.first_run = pending.first_run or run
             record.checkpoints.append(point)
             self._retain(record, snaps, taken.store_bytes)
         except SnapshotError as exc:

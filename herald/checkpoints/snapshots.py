@@ -160,10 +160,11 @@ class Snapshots:
         """Snapshot the workspace now; its id. What a limit left out is in `changes(...).not_covered`."""
         return str(self._ask("take", label=label)["id"])
 
-    def take_counted(self, label: str = "", *, since: str | None = None) -> Taken:
+    def take_counted(self, label: str = "", *, since: str | None = None, reuse: bool = False) -> Taken:
         """take(), with what it found: the workspace's entries, what a limit left out, the store's
-        size, and with `since` what changed from that snapshot (one call, one walk)."""
-        reply = self._ask("take", label=label, since=since)
+        size, and with `since` what changed from that snapshot (one call, one walk); with `reuse`,
+        the id is `since` itself when nothing changed (nothing new is kept)."""
+        reply = self._ask("take", label=label, since=since, reuse=reuse)
         changes = Changes.from_reply(reply["changes"]) if "changes" in reply else None
         return Taken(str(reply["id"]), int(reply["files"]), tuple(reply["not_covered"]), int(reply["store_bytes"]),
                      changes)

@@ -4,11 +4,14 @@ The attack: while Herald restores a snapshot again and again, a process of the w
 owner (root, and the generated non-root user) flips the snapshot's directories and files into
 links to a root-owned directory outside the workspace, and back. Each restore may finish or
 stop part way (it says so); the outside directory is never written, its files never changed.
+And the engine restoring as a non-root user, raced by that same user: its own files outside the
+workspace are never touched.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import secrets
 import shutil
@@ -135,4 +138,76 @@ def test_a_flipping_link_never_leads_a_restore_out(attacker: str, request: pytes
         stop.touch()
         snaps.close()
         backend.close()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+# The engine restoring as a non-root user, against an attacker of that same user (a script is
+# confined to the workspace, the restore is not): a file of that user outside the workspace is
+# what the attacker is after. The engine's sources run as they do on a remote backend: a stdlib
+# package of their own.
+RESTORER = r'''
+import json, os, sys, time
+sys.path.insert(0, sys.argv[1])
+from _snapengine.engine import SnapshotFailure, make_engine
+ws, store, started, stop = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+engine = make_engine(ws, store, 1 << 20, 1000, 1 << 30)
+snapshot = engine.take()["id"]
+open(os.path.join(os.path.dirname(ws), "taken"), "w").close()
+deadline = time.monotonic() + float(sys.argv[6])
+while not os.path.exists(started) and time.monotonic() < deadline:
+    time.sleep(0.01)
+done = stopped = 0
+while done + stopped < int(sys.argv[7]) and time.monotonic() < deadline:
+    try:
+        engine.restore(snapshot)
+        done += 1
+    except SnapshotFailure as exc:
+        assert "stopped part way" in str(exc), exc
+        stopped += 1
+open(stop, "w").close()
+engine.restore(snapshot)
+print(json.dumps({"done": done, "stopped": stopped}))
+'''
+
+
+def test_a_non_root_restore_is_not_led_out_by_its_own_user(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    prefix, user = _attacker("nonroot", request)
+    home = Path(user.home if user else tmp_path)
+    base = home / f".herald-snaprace-{secrets.token_hex(4)}"
+    engine = base / "engine" / "_snapengine"
+    engine.mkdir(parents=True)
+    source = Path(__file__).resolve().parents[2] / "herald" / "_sandbox" / "snapshot"
+    for module in source.glob("*.py"):
+        shutil.copy(module, engine / module.name)
+    outside = base / "dotfiles"  # the user's own files outside the workspace, e.g. ~/.bashrc
+    outside.mkdir()
+    (outside / "victim.txt").write_text("untouched\n")
+    (outside / "deeper").mkdir()
+    ws = base / "ws"
+    (ws / "sub" / "deeper").mkdir(parents=True)
+    (ws / "a.txt").write_text("snapshot a\n")
+    (ws / "sub" / "b.txt").write_text("snapshot b\n")
+    if user is not None:
+        subprocess.run(["chown", "-R", f"{user.uid}:{user.gid}", str(base)], check=True)
+    before = _digest(outside)
+    started, stop = base / "started", base / "stop"
+    try:
+        restorer = subprocess.Popen(
+            [*prefix, "-c", RESTORER, str(engine.parent), str(ws), str(base / "store"), str(started), str(stop),
+             str(SECONDS), str(RESTORES)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + SECONDS
+        while not (base / "taken").exists() and time.monotonic() < deadline and restorer.poll() is None:
+            time.sleep(0.01)
+        flipper = subprocess.Popen(
+            [*prefix, "-c", FLIPPER, str(ws), str(outside), str(stop), str(SECONDS), str(started)],
+            stdout=subprocess.PIPE, text=True)
+        out, err = restorer.communicate(timeout=SECONDS + 60)
+        flips = int(flipper.communicate(timeout=SECONDS + 30)[0].strip() or 0)
+        assert restorer.returncode == 0, err
+        found = json.loads(out)
+        assert flips > 0 and found["done"] + found["stopped"] > 0, found
+        assert _digest(outside) == before
+        assert (ws / "a.txt").read_text() == "snapshot a\n" and not (ws / "sub").is_symlink()
+    finally:
+        stop.touch()
         shutil.rmtree(base, ignore_errors=True)

@@ -54,10 +54,14 @@ def _under(rel: str, paths: Set[str]) -> bool:
         probe = probe.rpartition("/")[0]
 
 
-def _kept(rel: str, keep: Set[str]) -> bool:
-    """`rel` is kept, lies below a kept path, or holds one."""
-    prefix = rel + "/"
-    return _under(rel, keep) or any(path.startswith(prefix) for path in keep)
+def _holders(paths: Set[str]) -> Set[str]:
+    """Every directory above one of `paths`."""
+    found: Set[str] = set()
+    for path in paths:
+        while "/" in path:
+            path = path.rpartition("/")[0]
+            found.add(path)
+    return found
 
 
 class Engine:
@@ -106,14 +110,20 @@ class Engine:
             raise SnapshotFailure(
                 "no snapshot %s of %s (released, or removed by retention)" % (snapshot, self.root)) from None
 
-    def take(self, label: str = "", since: Optional[str] = None) -> Reply:
-        """A snapshot of the workspace now; with `since`, what changed from that snapshot too."""
+    def take(self, label: str = "", since: Optional[str] = None, reuse: bool = False) -> Reply:
+        """A snapshot of the workspace now; with `since`, what changed from that snapshot too, and
+        with `reuse`, `since` itself when nothing did (no new manifest: a run that changed nothing)."""
         with self.store.locked():
             meta = self.store.read_meta()
             if meta["garbage"] and meta["bytes"] > self.limits.max_store_bytes:
                 self.store.gc()  # full: what released snapshots held goes first
             before = self._entries(since) if since is not None else None
             scan = self._scan(True)
+            if before is not None and since is not None:
+                changes = compare(before, scan.entries)
+                if reuse and not any(changes.values()):
+                    return {"id": since, "not_covered": [], "files": scan.files, "changes": changes,
+                            "store_bytes": self.store.read_meta()["bytes"]}
             snapshot = new_snapshot_id()
             manifest = {"label": label, "created": time.time(), "root": self.root, "entries": scan.entries,
                         "added_bytes": scan.added_bytes}
@@ -124,7 +134,7 @@ class Engine:
             reply: Reply = {"id": snapshot, "not_covered": uncovered, "files": scan.files,
                             "store_bytes": meta["bytes"]}
             if before is not None:
-                reply["changes"] = compare(before, scan.entries)
+                reply["changes"] = changes
             return reply
 
     def changes(self, since: str, until: Optional[str] = None) -> Reply:
@@ -181,8 +191,9 @@ class Engine:
         placer = Placer(root_fd, then)
         try:
             removed: Set[str] = set()
+            holders = _holders(protected)  # a directory holding a kept path stays
             for rel in sorted(now):
-                if _under(rel, removed) or _kept(rel, protected):
+                if _under(rel, removed) or _under(rel, protected) or rel in holders:
                     continue
                 if needs_removal(now[rel], then.get(rel)):
                     dir_fd, name = placer.parent(rel)

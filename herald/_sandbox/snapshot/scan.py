@@ -92,7 +92,8 @@ class Scan:
             self._walk(fd, "")
         finally:
             os.close(fd)
-        self.store.write_index(self.new_index)
+        if self.new_index != self.index:
+            self.store.write_index(self.new_index)
         return self.entries
 
     def _walk(self, dir_fd: int, prefix: str) -> None:
