@@ -8,6 +8,7 @@ from . import (
     agent_bench,
     browser_bench,
     browser_remote_bench,
+    checkpoint_bench,
     crawl_bench,
     docker_bench,
     exec_mode_bench,
@@ -33,6 +34,7 @@ def main() -> None:
     print_table("SSH backend", ssh_bench.run())
     print_table("Docker backend", docker_bench.run())
     print_table("In-backend execution (exec_mode backend)", exec_mode_bench.run())
+    print_table("Workspace snapshots and checkpoints", checkpoint_bench.run())
     print_table("MCP tools", mcp_bench.run())
     print_table("MCP server over HTTP (herald mcp serve --http)", mcp_serve_bench.run())
     print_table("Record and replay", replay_bench.run())

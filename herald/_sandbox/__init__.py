@@ -11,6 +11,7 @@ By role (ARCHITECTURE.md has the map; import-linter keeps the layers, top to bot
     procs/       process trees, and a sandbox child spawned or forked (its pipes, wait, reap)
     wire/        every frame of every channel as a type, one guard per channel, the grant's types
     tcprelay.py  the backend's end of Backend.open_tcp (Docker, Modal)
+    snapshot/    the workspace snapshot engine (checkpoints, transactions), run where the workspace is
 
 Herald imports these modules as `herald._sandbox.X`: the RPC server and the host's side of the
 sandbox use the same frames, and stopping a process tree or scrubbing an environment is the same

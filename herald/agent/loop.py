@@ -153,7 +153,7 @@ class Agent:
                 enabled = [*enabled, "todo"]
             self.runtime = Runtime(
                 self.backend, settings=self.settings, tools=enabled, registry=tools_registry,
-                transcript=self.session.transcript, policy=policy,
+                transcript=self.session.transcript, policy=policy, checkpoint_session=self.session.id,
             )
             undo.callback(self.runtime.close)
             if self.settings.agent.record_runs:  # for `herald replay SESSION --run N`

@@ -1,4 +1,4 @@
-"""The `herald` command line: `exec | run | sessions | replay | tools | doctor | demo | mcp`.
+"""The `herald` command line: `exec | run | sessions | replay | checkpoints | tools | doctor | demo | mcp`.
 
 One module per command family; `common.py` holds what they share (settings from the config file,
 `-c KEY=VALUE` and flags; usage errors; consoles; opening a backend). Exit code 2 is bad usage:
@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from .. import __version__
 from ..keys import take_api_keys
-from . import agent, doctor, exec, mcp, sessionreplay, tools
+from . import agent, checkpoints, doctor, exec, mcp, sessionreplay, tools
 from .common import USAGE_ERROR, BackendUnavailable, UsageError, add_config_options, console, escape
 from .signals import Stopped
 
@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_parsers(sub, [shared])
     mcp.add_parser(sub, [shared])
     sessionreplay.add_parser(sub, [shared])
+    checkpoints.add_parser(sub, [shared])
     return parser
 
 

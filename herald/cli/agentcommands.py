@@ -43,6 +43,7 @@ from ..config import ConfigError, Settings
 from ..keys import herald_environ
 from ..policy import READ_ONLY, Policy
 from ..policy.approvals import interrupting, terminal_approvals
+from .checkpoints import REWIND, rewind_command
 from .common import BackendUnavailable, UsageError, open_backend
 from .signals import stop_signals
 
@@ -137,6 +138,8 @@ def run_command(
     """`herald run`. `explicit`: the dotted setting keys this command line set (see
     `resume_setup`). `out`: where the answer (or, with `as_json`, the JSON lines) go."""
     out = out or sys.stdout
+    if task and task.split()[:1] == [REWIND]:  # a command for Herald, not a task for the model
+        return rewind_command(settings, task, resume, as_json=as_json)
     if not task and not resume:
         raise CommandUsageError('pass a task: herald run "what to do" (or --resume ID to continue a session)')
     if plan:

@@ -86,6 +86,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
         out.print("\nNot offered in this session (name one with --tools to offer it anyway):")
         for name, reason in offer.withheld.items():
             out.print(f"  [yellow]{escape(name)}[/]: {escape(reason)}")
-    out.print("\nHelpers: parallel(*calls), json_parse(text), shell_quote(value), retry(fn, *args)")
+    out.print("\nHelpers: parallel(*calls), json_parse(text), shell_quote(value), retry(fn, *args), "
+              "transaction(verify=None, *, timeout=None, workdir=None)")
     out.print(f"\n{escape(policy_summary(settings, offer))}")
     return 0

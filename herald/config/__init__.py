@@ -22,8 +22,8 @@ from .errors import ConfigError
 from .mcp_servers import McpServerSettings, parse_mcp_servers
 
 __all__ = [
-    "SEARCH_PROVIDERS", "ConfigError", "McpServerSettings", "ServeSettings", "Settings", "default_config_path",
-    "load_settings", "parse_mcp_servers",
+    "SEARCH_PROVIDERS", "CheckpointsSettings", "ConfigError", "McpServerSettings", "ServeSettings", "Settings",
+    "default_config_path", "load_settings", "parse_mcp_servers",
 ]
 
 
@@ -200,6 +200,17 @@ class PolicySettings:
 
 
 @dataclass
+class CheckpointsSettings:
+    """Workspace snapshots (herald/checkpoints/): a checkpoint before each run that changed files."""
+
+    enabled: bool = True  # a session checkpoint before each execute_code run that follows a change
+    keep: int = 20  # checkpoints kept per session (oldest dropped first)
+    max_store_mb: int = 1024  # one workspace's snapshot store; past it, oldest checkpoints go first
+    max_file_mb: int = 20  # a bigger file is not covered (listed as such, never treated as unchanged)
+    max_files: int = 50_000  # a bigger workspace is not snapshotted (checkpoints turn off with one note)
+
+
+@dataclass
 class ServeSettings:
     """`herald mcp serve --http`: who may connect, what each client may do (cli/mcpauth.py, mcplimits.py)."""
 
@@ -236,6 +247,7 @@ class Settings:
     policy: PolicySettings = field(default_factory=PolicySettings)
     mcp_servers: dict[str, McpServerSettings] = field(default_factory=dict)  # mcp_servers.py
     serve: ServeSettings = field(default_factory=ServeSettings)
+    checkpoints: CheckpointsSettings = field(default_factory=CheckpointsSettings)
 
     @property
     def spill_dir(self) -> Path:
@@ -265,6 +277,7 @@ class Settings:
             agent=dataclasses.replace(self.agent, fallback=list(self.agent.fallback)),
             policy=dataclasses.replace(self.policy),
             serve=dataclasses.replace(self.serve, oauth_scopes=list(self.serve.oauth_scopes)),
+            checkpoints=dataclasses.replace(self.checkpoints),
         )
         for key, value in overrides.items():
             if value is not None:

@@ -66,6 +66,9 @@ class ToolCall:
     past_budget: bool = False  # the script's side already counted it past the run's budget
     wire: ReplyWire | None = None
     answered: Answered | None = None  # record calls
+    # Made by Herald inside another call of the script (a transaction's verify): a recording
+    # keeps it as part of that call, whose replay answers for both.
+    inner: bool = False
 
 
 class CallTap(Protocol):
@@ -90,8 +93,9 @@ def direct_call(name: str, args: Any, call_id: str = "direct", cancel: threading
     return ToolCall("direct", name, args, call_id, cancel=cancel, wire=wire)
 
 
-def script_call(scope: CallScope, name: Any, args: Any, wire: ReplyWire, past_budget: bool = False) -> ToolCall:
-    return ToolCall("script", name, args, scope.run_id, scope, scope.cancel, past_budget, wire)
+def script_call(scope: CallScope, name: Any, args: Any, wire: ReplyWire, past_budget: bool = False,
+                inner: bool = False) -> ToolCall:
+    return ToolCall("script", name, args, scope.run_id, scope, scope.cancel, past_budget, wire, inner=inner)
 
 
 def recorded_call(scope: CallScope, name: str, args: Any, answered: Answered) -> ToolCall:

@@ -27,6 +27,7 @@ binding (without the script-only refusals), lock, error mapping and logging, no 
 It also runs execute_code, which the Runtime adds (`add_direct`): a tool that runs scripts
 (`Tool.runs_scripts`) holds no locks, since its script's calls come back here and take their own.
 A record (a call answered next to the script) is counted in its run and logged, nothing run.
+A script's transaction requests (TRANSACTION_CALL, not a tool) go to `transactions`, uncounted.
 Errors are data: `{"error": {"type", "message"}}`, never an exception out of `handle`.
 
 Which tools a session offers at all is decided once, by `offer_tools` (offer.py).
@@ -48,6 +49,7 @@ Memory: a script call's handler runs under `charged_inflight(scope.inflight)`: w
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import threading
@@ -56,6 +58,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from .._sandbox.toolcore.callroots import confined_call
+from .._sandbox.wire.frames import TRANSACTION_CALL
 from ..backends.base import BackendError, pinned_cwd
 from ..backends.shell import CANCEL_POLL_SECONDS, cancellable, foreground_only
 from ..config import herald_files
@@ -74,6 +77,7 @@ from .calls import CallOutcome, CallTap, ToolCall, direct_call, error
 from .offer import ToolWarmer, offer_tools
 from .rpc.replies import MEASURED
 from .scope import REFUSALS, CallScope
+from .transactions import Transactions
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +114,8 @@ class Dispatcher:
         self.on_script_call: Callable[[str, str | None], None] | None = None
         # Record and replay (runtime/replay/): sees every call; in a replay, answers the script's.
         self.tap: CallTap | None = None
+        # A script's `transaction()` blocks (transactions.py): its begin and end come here.
+        self.transactions = Transactions(self.handle, ctx, self.gate, transcript)
 
     def add_direct(self, tool: Tool) -> None:
         """Offer `tool` to direct calls too: a tool made after this dispatcher, such as the
@@ -167,6 +173,12 @@ class Dispatcher:
         if scope is None:
             return self._direct(call, tool, started)
         served = self.tap.answer(call) if self.tap is not None else None
+        if tool is None and call.name == TRANSACTION_CALL:  # not a tool: uncounted, logged there
+            outcome = served if served is not None else self.transactions.serve(scope, call.args)
+            _size(call, outcome)
+            if self.tap is not None:  # recorded whole: its verify is part of it (ToolCall.inner)
+                self.tap.seen(call, outcome)
+            return outcome
         if served is not None:  # a replay: the recorded outcome, counted in the run as it was
             outcome = served
             if scope.take(call.past_budget):
@@ -306,7 +318,8 @@ class Dispatcher:
                 # A script's commands end with their background jobs (shell.foreground_only).
                 with (cancellable(cancel), foreground_only(scope is not None),
                       charged_to(scope.spill if scope is not None else None),
-                      charged_inflight(scope.inflight if scope is not None else None)):
+                      charged_inflight(scope.inflight if scope is not None else None),
+                      self.transactions.writing(scope, resources) if tool.mutates else contextlib.nullcontext()):
                     result = tool.handler(bound, self.ctx)
         except ToolError as exc:
             return error(exc.error_type, str(exc))

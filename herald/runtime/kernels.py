@@ -97,11 +97,11 @@ class KernelSessions:
             stdout.close()
             stderr.close()
             stop_calls(scope)
+            rolled_back = self._dispatcher.transactions.end_run(scope)  # what the cell left open in a transaction
         if not collected.alive:
             self.stop(name)
-        return build_result(
-            collected, scope, stdout, stderr, started, timeout, session=name, state_lost=lost or not collected.alive
-        )
+        return build_result(collected, scope, stdout, stderr, started, timeout, session=name,
+                            state_lost=lost or not collected.alive, more_notes=rolled_back)
 
     def _start(self, name: str) -> _Kernel:
         token, grant = self._grants.issue(self._dispatcher.new_scope(0))

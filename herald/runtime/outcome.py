@@ -7,7 +7,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ..backends.base import BackendError
 from ..capture import CappedCapture
@@ -59,8 +59,10 @@ def build_result(
     *,
     session: str | None = None,
     state_lost: bool = False,
+    more_notes: Sequence[str] = (),
 ) -> ExecutionResult:
-    """The result of a run that began at `started` (time.monotonic()) with `timeout` seconds."""
+    """The result of a run that began at `started` (time.monotonic()) with `timeout` seconds;
+    `more_notes`: what else Herald did at its end (transactions it rolled back)."""
     notes: list[str] = []
     status: Status
     elapsed = time.monotonic() - started
@@ -104,6 +106,7 @@ def build_result(
     elif session is not None and state_lost:
         notes.append(f"Kernel session '{session}' was restarted: earlier state is gone.")
     notes += _refusal_notes(scope)
+    notes += more_notes
     if scope.spill is not None and scope.spill.exhausted:
         notes.append(
             f"Spill files of this run reached their cap of {scope.spill.limit:,} bytes "

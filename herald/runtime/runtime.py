@@ -47,6 +47,7 @@ from ..spill import sweep
 from ..tools import Registry, ToolContext
 from ..transcript import Transcript
 from .backend_tools import BackendTools
+from .checkpointing import RunCheckpoints
 from .dispatcher import Dispatcher
 from .execute_code import execute_code_tool
 from .kernels import KernelSessions
@@ -86,6 +87,7 @@ class Runtime:
         transcript: Transcript | Path | bool = True,
         exec_mode: str | None = None,
         policy: Policy | str | None = None,
+        checkpoint_session: str | None = None,
     ) -> None:
         guard_process()  # once per process: not traceable; dead processes' temp dirs removed (selfguard.py)
         self.settings = settings or load_settings()
@@ -121,6 +123,8 @@ class Runtime:
             self._children: WarmChildren[SandboxChild] = WarmChildren(
                 self.mode.spawn, enabled=self.settings.sandbox.warm
             )
+            # A checkpoint before each run (herald/checkpoints/): kept per session, the agent's or one of its own.
+            self.checkpoints = RunCheckpoints(self.backend, self.settings, checkpoint_session)
             self._kernels = KernelSessions(start_run=self._start_run, grants=self._grants,
                                            dispatcher=self.dispatcher, start_fields=self._start_fields)
             self._closed = False
@@ -238,6 +242,7 @@ class Runtime:
             if self._closed:
                 raise RuntimeError("this Runtime is closed")
             drain_fd(self._interrupt_r)
+            noted = self.checkpoints.before_run(code)
             try:
                 if session is not None:
                     result = self._kernels.run(
@@ -246,7 +251,8 @@ class Runtime:
                     )
                 else:
                     result = self._execute_once(code, timeout, max_calls, on_output, budgets, started)
-                return replace(result, isolation=self.isolation.describe, profile=self.dispatcher.policy.profile)
+                result = replace(result, isolation=self.isolation.describe, profile=self.dispatcher.policy.profile)
+                return self.checkpoints.noted(result, noted)
             except BackendError as exc:  # the backend could not be reached to start the run (in backend mode)
                 return replace(unreachable(exc, session), isolation=self.isolation.describe,
                                profile=self.dispatcher.policy.profile)
@@ -290,7 +296,8 @@ class Runtime:
             for capture in captures or ():
                 capture.close()
             stop_calls(scope)  # none of its calls may act once this returns
-        return build_result(collected, scope, stdout, stderr, started, timeout)
+            rolled_back = self.dispatcher.transactions.end_run(scope)  # what it left open in a transaction
+        return build_result(collected, scope, stdout, stderr, started, timeout, more_notes=rolled_back)
 
     def _start_fields(self) -> StartFrame:
         """What every start frame carries, one-shot or kernel."""
@@ -344,6 +351,7 @@ class Runtime:
             self._children.close()
             self._server.close()
             self.dispatcher.ctx.close()  # session resources the tools opened (a browser, ...)
+            self.checkpoints.close()  # the snapshot engine's process on a remote backend
             self.mode.close()
             # A late interrupt() must not write into whatever file reuses these numbers next.
             read_fd, write_fd = self._interrupt_r, self._interrupt_w

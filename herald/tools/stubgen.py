@@ -2,7 +2,7 @@
 
 `hermes_tools.py` gets one function per script-callable tool, with a typed signature and a
 docstring taken from the tool's schema, plus the helpers (`parallel`, `json_parse`,
-`shell_quote`, `retry`) and `ToolError`. It imports only the stdlib and the private package
+`shell_quote`, `retry`, `transaction`) and `ToolError`. It imports only the stdlib and the private package
 `_hermes_runtime` beside it (herald/_sandbox, laid out by runtime/sandbox/sandboxdir.py), and
 must import in any Python >= 3.8.
 """
@@ -17,7 +17,7 @@ from typing import Any
 from . import returns as result_types
 from .registry import Tool
 
-HELPERS = ["parallel", "json_parse", "shell_quote", "retry"]
+HELPERS = ["parallel", "json_parse", "shell_quote", "retry", "transaction"]
 RUNTIME_PACKAGE = "_hermes_runtime"
 # Names the generated module defines itself: a tool by one of these names would replace it.
 RESERVED = frozenset(

@@ -267,8 +267,10 @@ class CountingBackend:
 
 def test_setup_is_one_channel_that_then_serves_the_first_run(exec_backend: Backend, settings: Settings) -> None:
     counted = CountingBackend(exec_backend)
-    # (no successor and no fork server: their channels open in the background, whenever)
-    alone = in_backend_settings(settings).with_overrides({"sandbox.warm": False, "sandbox.fork_server": False})
+    # (no successor and no fork server: their channels open in the background, whenever; no
+    # checkpoints: the snapshot engine is a channel of its own, tests/checkpoints/)
+    alone = in_backend_settings(settings).with_overrides({"sandbox.warm": False, "sandbox.fork_server": False,
+                                                          "checkpoints.enabled": False})
     with Runtime(counted, settings=alone, exec_mode="backend", transcript=False) as runtime:
         assert run_ok(runtime, "print(1)").output == "1\n"
         assert len(counted.channels) == 1 and "herald-setup" in counted.channels[0]  # the run had none of its own

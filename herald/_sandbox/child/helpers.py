@@ -14,6 +14,7 @@ from types import FunctionType
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, Union
 
 from . import client
+from .transaction import transaction as transaction  # exported by hermes_tools with these
 
 _MISSING = object()
 

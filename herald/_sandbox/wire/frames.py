@@ -149,6 +149,57 @@ class CwdFrame(TypedDict):
     cwd: str
 
 
+# -- transactions: internal calls of the RPC socket ------------------------------------------
+# A script's `transaction()` (child/transaction.py) sends these as the arguments of a CallFrame
+# whose tool is TRANSACTION_CALL: no tool can have that name, no supervisor answers it, and
+# Herald's Dispatcher serves it (runtime/transactions.py), checked by guards.transaction.
+
+TRANSACTION_CALL: Final = "@transaction"
+
+
+@final
+class TransactionBegin(TypedDict):
+    op: Literal["begin"]
+    verify: Optional[str]  # the command whose exit status 0 keeps the changes
+    timeout: Optional[float]  # the verify command's, seconds (None: terminal's default)
+    workdir: Optional[str]  # the directory covered (None: the workspace); verify runs there
+
+
+@final
+class TransactionEnd(TypedDict):
+    op: Literal["end"]
+    id: str
+    error: Optional[str]  # the exception the block raised (it rolls back), or None
+
+
+TransactionRequest = Union[TransactionBegin, TransactionEnd]
+
+
+@final
+class TransactionOpened(TypedDict):
+    id: str
+    root: str  # the directory it covers, absolute on the backend
+
+
+@final
+class VerifyOutcome(TypedDict):
+    command: str
+    exit_code: Optional[int]  # None: it could not run (the error is in `output`)
+    output: str  # the output's tail
+    timed_out: bool
+
+
+@final
+class TransactionOutcome(TypedDict):
+    committed: bool
+    changed: List[str]  # relative to `root`, sorted; at most MAX_LISTED (`changed_count` has all)
+    changed_count: int
+    verify: Optional[VerifyOutcome]
+    reason: Optional[str]  # why it rolled back
+    conflicts: List[str]  # written by another run while it was open: kept as that run left them
+    not_covered: List[str]  # left out of the snapshot by a limit: not rolled back
+
+
 # -- control pipe and exec channel -----------------------------------------------------------
 
 

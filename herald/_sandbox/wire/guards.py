@@ -42,6 +42,7 @@ from .frames import (
     ToClient,
     ToSupervisor,
     ToZygote,
+    TransactionRequest,
 )
 from .framing import ProtocolError
 
@@ -84,6 +85,12 @@ _OPS: Dict[str, Fields] = {
     ERROR: (("message", (str,), True),),
     EXIT: (("pid", (int,), True), ("status", (int,), True)),
     READY: (("pid", (int,), True),),
+}
+# A transaction call's arguments (frames.TRANSACTION_CALL), by their "op".
+_TRANSACTION_OPS: Dict[str, Fields] = {
+    "begin": (("verify", (str, _NONE), True), ("timeout", (int, float, _NONE), True),
+              ("workdir", (str, _NONE), True)),
+    "end": (("id", (str,), True), ("error", (str, _NONE), True)),
 }
 _FROM_CHILD: FrozenSet[str] = frozenset({READY, DONE, LEAVING, EXIT, RECORD})
 _TO_CHILD: FrozenSet[str] = frozenset({START, CODE})
@@ -154,6 +161,11 @@ def reply(message: Dict[str, Any]) -> ReplyFrame:
             or not isinstance(error.get("message"), str):
         raise FrameError("a reply carries a result, or an error with its 'type' and 'message'")
     return cast(ReplyFrame, message)
+
+
+def transaction(args: Any) -> TransactionRequest:
+    """The arguments of a script's transaction call (frames.TRANSACTION_CALL): begin or end."""
+    return cast(TransactionRequest, _checked(args, "op", _TRANSACTION_OPS, frozenset(_TRANSACTION_OPS)))
 
 
 def to_supervisor(message: Any) -> ToSupervisor:

@@ -58,7 +58,7 @@ class Recorder:
         return None
 
     def seen(self, call: ToolCall, outcome: CallOutcome) -> None:
-        if call.who != "script":
+        if call.who != "script" or call.inner:  # an inner call's outcome is in its caller's
             return
         with self._lock:  # a list append: the encoding waits for the writer's next batch
             self._calls += 1
