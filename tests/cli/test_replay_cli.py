@@ -227,3 +227,30 @@ def test_a_replay_never_runs_a_tool_on_the_real_files(project: Path, tmp_path: P
     assert done.stdout.count("refused: ") == 3, done.stdout
     assert "Replay mismatch at call 1: read_file(" in done.stderr
     assert not (project / "planted.txt").exists() and not (project / "ran-a-command").exists()
+
+
+TRANSACTION_SCRIPT = """\
+from hermes_tools import transaction, write_file
+with transaction(verify="test -s new.txt") as kept:
+    write_file("new.txt", "kept\\n")
+try:
+    with transaction(verify="grep -q never new.txt") as undone:
+        write_file("new.txt", "undone\\n")
+except Exception as exc:
+    print("raised:", exc)
+print(kept.committed, kept.changed, undone.committed, undone.verify["exit_code"], undone.changed)
+"""
+
+
+def test_a_transaction_replays_whole_from_the_recording(project: Path, tmp_path: Path, home: Path) -> None:
+    """A transaction's begin and end, and its verify inside the end, replay as they were recorded:
+    the same outcome, no verify run and no file touched here, no recorded call left unused."""
+    (project / "tx.py").write_text(TRANSACTION_SCRIPT)
+    recording = _record(project, home, "tx.py")
+    elsewhere = _elsewhere(tmp_path)
+    replayed = run(["exec", str(project / "tx.py"), "--replay", str(recording), "--strict"], cwd=elsewhere,
+                   home=home)
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout.splitlines()[-1] == "True ['new.txt'] False 1 ['new.txt']"
+    assert (project / "new.txt").read_text() == "kept\n"
+    assert not (elsewhere / "new.txt").exists(), "a replay writes nothing"
