@@ -64,7 +64,7 @@ from ..backends.shell import CANCEL_POLL_SECONDS, cancellable, foreground_only
 from ..config import herald_files
 from ..deadlines import DeadlinePassed, call_deadline, check_deadline, time_left
 from ..inflight import InflightBytes, charged_inflight
-from ..policy import Gate, Policy, Verdict
+from ..policy import Gate, Policy
 from ..policy.budgets import Budgets
 from ..spill import SpillBudget, charged_to
 from ..tools.arguments import bind_arguments
@@ -72,7 +72,8 @@ from ..tools.context import ToolContext
 from ..tools.missing import missing_dependency
 from ..tools.registry import Registry, Tool, ToolError
 from ..tools.resources import KeyedLocks, Resource
-from ..transcript import Transcript, preview
+from ..transcript import Transcript
+from .calllog import CallLog, script_fields
 from .calls import CallOutcome, CallTap, ToolCall, direct_call, error
 from .offer import ToolWarmer, offer_tools
 from .rpc.replies import MEASURED
@@ -99,6 +100,7 @@ class Dispatcher:
         self.ctx = ctx
         ctx.web_policy = self.gate.web_policy  # the same URL checks on every hop a web tool takes
         self.transcript = transcript
+        self.log = CallLog(transcript)
         self.offer = offer_tools(registry, enabled, ctx.settings)
         self.tools: list[Tool] = self.offer.tools  # what a model may call directly (execute_code aside)
         self.script_tools: list[Tool] = self.offer.script_tools
@@ -211,7 +213,7 @@ class Dispatcher:
             scope.count_refusal(kind)
         if self.tap is not None:
             self.tap.seen(call, outcome)
-        self._log(scope.run_id, "sandbox_tool_call", call.name, call.args, outcome, size,
+        self.log.call(scope.run_id, "sandbox_tool_call", call.name, call.args, outcome, size,
                   time.perf_counter() - started)
         if self.on_script_call is not None:
             self._tell(str(call.name), kind)
@@ -225,8 +227,8 @@ class Dispatcher:
         if self.tap is not None:
             self.tap.seen(call, outcome)
         if self.transcript is not None:
-            self._log(call.id, "tool_call", call.name, call.args, outcome, _size(call, outcome),
-                      time.perf_counter() - started, _script_fields(tool, outcome))
+            self.log.call(call.id, "tool_call", call.name, call.args, outcome, _size(call, outcome),
+                      time.perf_counter() - started, script_fields(tool, outcome))
         return outcome
 
     def _recorded(self, call: ToolCall) -> CallOutcome:
@@ -239,7 +241,7 @@ class Dispatcher:
         scope.budget.count()
         outcome: CallOutcome = {"error": answered.error} if answered.error is not None else {}
         where = {"in_script": True} if answered.in_script else {"in_backend": True}
-        self._log(call.id, "sandbox_tool_call", call.name, call.args, outcome, answered.reply_bytes,
+        self.log.call(call.id, "sandbox_tool_call", call.name, call.args, outcome, answered.reply_bytes,
                   answered.seconds, where, previewed=answered.previewed)
         self._tell(str(call.name), None if answered.error is None else str(answered.error.get("type", "ToolError")))
         return outcome
@@ -298,7 +300,7 @@ class Dispatcher:
             # The one policy check, the same for direct and script calls (herald/policy/).
             verdict = self.gate.check(tool, bound, self.ctx, "direct" if scope is None else "script", resources)
             if verdict is not None:
-                self._log_policy(run_id, tool.name, bound, verdict)
+                self.log.policy(run_id, tool.name, bound, verdict, self.policy.profile)
                 if not verdict.allowed:
                     return {"error": {"type": "PolicyRefused", "message": verdict.message, "rule": verdict.rule}}
             if cancel is not None and cancel.is_set():
@@ -339,16 +341,6 @@ class Dispatcher:
             return error("InternalError", f"{tool.name} failed unexpectedly: {type(exc).__name__}: {exc}")
         return {"result": result}
 
-    def _log_policy(self, run_id: str, name: str, args: Any, verdict: Verdict) -> None:
-        if self.transcript is None:
-            return
-        try:
-            self.transcript.write({"type": "policy", "run": run_id, "tool": name, "args": preview(args),
-                                   "decision": verdict.decision, "rule": verdict.rule,
-                                   "profile": self.policy.profile})
-        except Exception:
-            log.exception("could not write the transcript record of a policy decision on %s", name)
-
     def _with_backend_note(self, reply: CallOutcome) -> CallOutcome:
         """Add what the backend had to do since the last call (e.g. reconnect) to this reply."""
         result = reply.get("result")
@@ -360,45 +352,6 @@ class Dispatcher:
         elif note:
             reply["error"]["message"] += f" Note: {note}"
         return reply
-
-    def _log(
-        self, run_id: str, kind: str, name: Any, args: Any, reply: CallOutcome, size: int, seconds: float,
-        extra: dict[str, Any] | None = None, *, previewed: bool = False,
-    ) -> None:
-        if self.transcript is None:
-            return
-        try:
-            self._write_log(run_id, kind, name, args if previewed else preview(args), reply, size, seconds, extra or {})
-        except Exception:  # the call already ran: a logging failure must not turn it into an error
-            log.exception("could not write the transcript record of a %s call", name)
-
-    def _write_log(
-        self, run_id: str, kind: str, name: Any, args: Any, reply: CallOutcome, size: int, seconds: float,
-        extra: dict[str, Any],
-    ) -> None:
-        assert self.transcript is not None
-        record: dict[str, Any] = {
-            "type": kind,
-            "run": run_id,
-            "tool": name,
-            "args": args,
-            "duration_ms": round(seconds * 1000, 3),
-        }
-        if "error" in reply:
-            record["error"] = reply["error"]
-        record.update(extra)
-        record["reply_bytes"] = size  # the reply as encoded for the wire (UTF-8 JSON)
-        self.transcript.write(record)
-
-
-def _script_fields(tool: Tool | None, reply: CallOutcome) -> dict[str, Any]:
-    """What the transcript keeps of a script run beside the call: its status and how many
-    calls the script made (each also has its own sandbox_tool_call record)."""
-    result = reply.get("result")
-    if tool is None or not tool.runs_scripts or not isinstance(result, dict):
-        return {}
-    return {"status": result.get("status"), "inner_calls": result.get("tool_calls_made", 0)}
-
 
 def _cut_timeout(bound: dict[str, Any], default: float) -> None:
     """A `timeout` argument cut to what the run has left (None means the configured one), so no
