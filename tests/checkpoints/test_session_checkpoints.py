@@ -125,7 +125,7 @@ def test_the_store_stays_under_its_size_oldest_checkpoints_first(local_backend: 
                                                                   settings: Settings) -> None:
     small = settings.with_overrides({"checkpoints.max_store_mb": 1})
     with Runtime(local_backend, settings=small, checkpoint_session="a") as runtime:
-        for number in range(6):
+        for _ in range(6):
             (workspace / "big.bin").write_bytes(os.urandom(300_000))  # a change made between runs, 300 kB new
             assert runtime.execute("print(1)").ok
             record = read_record(runtime.checkpoints.points.path)
