@@ -84,8 +84,11 @@ class SessionCheckpoints:
         snaps = self.snapshots(record)
         try:
             pending = record.checkpoints[-1] if record.checkpoints else None
-            taken = snaps.take_counted(f"{LABEL}{self.session} {run}", since=pending.snapshot if pending else None,
-                                       reuse=True)
+            since = pending.snapshot if pending else None
+            taken = snaps.take_counted(f"{LABEL}{self.session} {run}", since=since, reuse=True)
+            while taken.store_full and self._make_room(record, snaps, taken.id):  # old checkpoints go before new files
+                snaps.release(taken.id)
+                taken = snaps.take_counted(f"{LABEL}{self.session} {run}", since=since, reuse=True)
             point = Checkpoint(run, taken.id, time.time(), title, first_run=run)
             if pending is not None and taken.id == pending.snapshot:  # its run changed nothing: it stands for this too
                 point.first_run = pending.first_run or run
@@ -103,6 +106,20 @@ class SessionCheckpoints:
             record.off = str(exc)
             return [f"Checkpoints are off for the rest of this session: {exc}"]
         return []
+
+    def _make_room(self, record: SessionRecord, snaps: Snapshots, taking: str) -> bool:
+        """Free the oldest checkpoint but the pending one (this session's, then other sessions');
+        False when there is none. `taking`: the snapshot being taken, which is not one of them."""
+        if len(record.checkpoints) > 1:
+            snaps.free(record.checkpoints.pop(0).snapshot)
+            return True
+        mine = {point.snapshot for point in record.checkpoints} | {taking}
+        kept, _ = snaps.kept()
+        other = next((info for info in kept if info.label.startswith(LABEL) and info.id not in mine), None)
+        if other is None:
+            return False
+        snaps.free(other.id)
+        return True
 
     def _retain(self, record: SessionRecord, snaps: Snapshots, store_bytes: int) -> None:
         limits = self.settings.checkpoints

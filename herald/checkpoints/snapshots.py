@@ -69,6 +69,7 @@ class Taken:
     not_covered: tuple[str, ...]
     store_bytes: int  # the store's objects after the take
     changes: Changes | None = None  # from `since`, when asked
+    store_full: bool = False  # files were left out (not covered) for the store's size limit
 
 
 class SnapshotError(Exception):
@@ -167,7 +168,7 @@ class Snapshots:
         reply = self._ask("take", label=label, since=since, reuse=reuse)
         changes = Changes.from_reply(reply["changes"]) if "changes" in reply else None
         return Taken(str(reply["id"]), int(reply["files"]), tuple(reply["not_covered"]), int(reply["store_bytes"]),
-                     changes)
+                     changes, bool(reply.get("store_full")))
 
     def changes(self, since: str, until: str | None = None) -> Changes:
         """What changed from snapshot `since` to `until` (None: the workspace now)."""

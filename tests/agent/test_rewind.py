@@ -13,6 +13,7 @@ from tests.fakes.llm_server import FakeLLMServer, call, calls, reply
 from .test_cli_resume import Herald, herald  # noqa: F401  (the fixture)
 
 FIRST = "from hermes_tools import write_file\nwrite_file('a.txt', 'v1\\n')"
+QUIET = {"HERALD_SANDBOX_WARM_TOOLS": "named"}  # no Chromium started ahead for a model's session
 SECOND = "from hermes_tools import write_file, terminal\nwrite_file('a.txt', 'v2\\n')\nterminal('echo b > b.txt')"
 
 
@@ -20,7 +21,7 @@ def test_rewind_restores_before_a_run_and_tells_the_model(herald: Herald, llm: F
                                                           workspace: Path, tmp_path: Path) -> None:
     llm.script(calls(call("execute_code", code=FIRST)), calls(call("execute_code", code=SECOND)), reply("done"))
     code, out, err = herald("run", "write the files", "--json", "--provider", "openai", "--model", "m",
-                            "--base-url", llm.openai_base_url, OPENAI_API_KEY="k")
+                            "--base-url", llm.openai_base_url, OPENAI_API_KEY="k", **QUIET)
     assert code == 0, err
     session = json.loads(out.splitlines()[-1])["session_id"]
     assert (workspace / "a.txt").read_text() == "v2\n" and (workspace / "b.txt").exists()
@@ -40,7 +41,7 @@ def test_rewind_restores_before_a_run_and_tells_the_model(herald: Herald, llm: F
     assert "The person rewound the workspace" in str(state.messages[-1]["content"])
 
     llm.script(reply("noted"))
-    code, out, err = herald("run", "--resume", session, "what happened?", "--json", OPENAI_API_KEY="k")
+    code, out, err = herald("run", "--resume", session, "what happened?", "--json", OPENAI_API_KEY="k", **QUIET)
     assert code == 0, err
     assert "The person rewound the workspace" in json.dumps(llm.requests[-1].messages)
 

@@ -4,7 +4,9 @@ workspace back; a workspace past max_files turns checkpoints off with one note; 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +14,7 @@ from herald import Runtime
 from herald.backends import Backend
 from herald.backends.docker import DockerBackend
 from herald.backends.local import LocalBackend
+from herald.checkpoints import Changes
 from herald.checkpoints.records import read_record
 from herald.checkpoints.session import SessionCheckpoints
 from herald.config import Settings
@@ -116,3 +119,27 @@ def test_no_python_on_the_backend_turns_checkpoints_off_with_one_note(
         assert "'no-such-python3' was not found" in first.notes[0] and "sandbox.remote_python" in first.notes[0]
         second = runtime.execute("print(2)")
         assert second.ok and second.notes == []
+
+
+def test_the_store_stays_under_its_size_oldest_checkpoints_first(local_backend: Backend, workspace: Path,
+                                                                  settings: Settings) -> None:
+    small = settings.with_overrides({"checkpoints.max_store_mb": 1})
+    with Runtime(local_backend, settings=small, checkpoint_session="a") as runtime:
+        for _ in range(6):
+            (workspace / "big.bin").write_bytes(os.urandom(300_000))  # a change made between runs, 300 kB new
+            assert runtime.execute("print(1)").ok
+            record = read_record(runtime.checkpoints.points.path)
+            assert record is not None
+            _, size = runtime.checkpoints.points.snapshots(record).kept()
+            assert size <= (1 << 20) or len(record.checkpoints) == 1
+        assert record is not None and [point.run for point in record.checkpoints][-1] == 6
+        assert len(record.checkpoints) < 6  # the oldest went first, so that the newest files are covered
+        snaps = runtime.checkpoints.points.snapshots(record)
+        assert snaps.changes(record.checkpoints[-1].snapshot) == Changes()
+    with Runtime(local_backend, settings=small, checkpoint_session="b") as runtime:  # another session: a's go
+        (workspace / "more.bin").write_bytes(os.urandom(300_000))
+        assert runtime.execute("print(1)").ok
+        mine = read_record(runtime.checkpoints.points.path)
+        assert mine is not None and [point.run for point in mine.checkpoints] == [1]
+        kept, size = runtime.checkpoints.points.snapshots(mine).kept()
+        assert size <= (1 << 20) + 400_000 and mine.checkpoints[0].snapshot in {info.id for info in kept}

@@ -129,7 +129,7 @@ def test_released_objects_are_collected_once_they_add_up(
     big = snaps.take()
     snaps.release(big)  # 70 kB released in all: past 1/20 of the store, collected
     kept, size = snaps.kept()
-    assert [info.id for info in kept] == [keep] and size == 0
+    assert [info.id for info in kept] == [keep] and size < 1000  # its manifest only
 
 
 def test_a_fifo_is_reported_not_covered_and_left_alone(snaps: Snapshots, workspace: Path) -> None:

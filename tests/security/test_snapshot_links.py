@@ -57,6 +57,8 @@ while time.monotonic() < deadline and not os.path.exists(stop):
                 os.unlink(tmp)
             except OSError:
                 pass
+if len(sys.argv) > 6:
+    open(sys.argv[6], "w").close()  # the attacker is gone
 print(flips)
 '''
 
@@ -165,6 +167,8 @@ while done + stopped < int(sys.argv[7]) and time.monotonic() < deadline:
         assert "stopped part way" in str(exc), exc
         stopped += 1
 open(stop, "w").close()
+while not os.path.exists(sys.argv[8]) and time.monotonic() < deadline + 30:
+    time.sleep(0.01)  # the attacker's last flip is done: this restore puts everything back
 engine.restore(snapshot)
 print(json.dumps({"done": done, "stopped": stopped}))
 '''
@@ -190,16 +194,16 @@ def test_a_non_root_restore_is_not_led_out_by_its_own_user(request: pytest.Fixtu
     if user is not None:
         subprocess.run(["chown", "-R", f"{user.uid}:{user.gid}", str(base)], check=True)
     before = _digest(outside)
-    started, stop = base / "started", base / "stop"
+    started, stop, gone = base / "started", base / "stop", base / "gone"
     try:
         restorer = subprocess.Popen(
             [*prefix, "-c", RESTORER, str(engine.parent), str(ws), str(base / "store"), str(started), str(stop),
-             str(SECONDS), str(RESTORES)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             str(SECONDS), str(RESTORES), str(gone)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + SECONDS
         while not (base / "taken").exists() and time.monotonic() < deadline and restorer.poll() is None:
             time.sleep(0.01)
         flipper = subprocess.Popen(
-            [*prefix, "-c", FLIPPER, str(ws), str(outside), str(stop), str(SECONDS), str(started)],
+            [*prefix, "-c", FLIPPER, str(ws), str(outside), str(stop), str(SECONDS), str(started), str(gone)],
             stdout=subprocess.PIPE, text=True)
         out, err = restorer.communicate(timeout=SECONDS + 60)
         flips = int(flipper.communicate(timeout=SECONDS + 30)[0].strip() or 0)

@@ -127,12 +127,12 @@ class Engine:
             snapshot = new_snapshot_id()
             manifest = {"label": label, "created": time.time(), "root": self.root, "entries": scan.entries,
                         "added_bytes": scan.added_bytes}
-            self.store.write_manifest(snapshot, manifest)
+            written = self.store.write_manifest(snapshot, manifest)
             self._remember(snapshot, manifest)
-            meta = self.store.add_meta(added=scan.added_bytes)
+            meta = self.store.add_meta(added=scan.added_bytes + written)
             uncovered = sorted(rel for rel, entry in scan.entries.items() if entry[0] == UNCOVERED)
             reply: Reply = {"id": snapshot, "not_covered": uncovered, "files": scan.files,
-                            "store_bytes": meta["bytes"]}
+                            "store_bytes": meta["bytes"], "store_full": scan.store_full}
             if before is not None:
                 reply["changes"] = changes
             return reply

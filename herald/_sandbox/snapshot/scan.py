@@ -75,6 +75,7 @@ class Scan:
         self.entries: Entries = {}
         self.files = 0
         self.added_bytes = 0
+        self.store_full = False  # a file was left out for the store's size
         self.started_ns = time.time_ns()
         # Never walked, never restored: every store (this one's parent holds the others, which a
         # restore of a workspace around them must not delete) and what the caller names.
@@ -158,6 +159,7 @@ class Scan:
         sha = hashlib.sha256(data).hexdigest()
         if self.keep_objects and not self.store.has_object(sha):
             if len(data) > self.budget - self.added_bytes:
+                self.store_full = True
                 return ""  # the store is full: this file is not covered
             self.added_bytes += self.store.put_object(sha, data)
         if len(data) == info.st_size and max(info.st_mtime_ns, info.st_ctime_ns) < self.started_ns - RACY_NS:

@@ -122,12 +122,15 @@ class Store:
         return data
 
     def objects_size(self) -> int:
+        """What the store holds: objects and manifests (a manifest of a big tree is not small)."""
         total = 0
         top = os.path.join(self.path, "objects")
         for sub in os.scandir(top):
             if sub.is_dir(follow_symlinks=False):
                 for item in os.scandir(sub.path):
                     total += item.stat(follow_symlinks=False).st_size
+        for item in os.scandir(os.path.join(self.path, "snapshots")):
+            total += item.stat(follow_symlinks=False).st_size
         return total
 
     # manifests
@@ -137,8 +140,11 @@ class Store:
             raise KeyError(snapshot)
         return os.path.join(self.path, "snapshots", snapshot + ".json")
 
-    def write_manifest(self, snapshot: str, manifest: Dict[str, Any]) -> None:
-        write_atomic(self._manifest_path(snapshot), json.dumps(manifest, separators=(",", ":")).encode())
+    def write_manifest(self, snapshot: str, manifest: Dict[str, Any]) -> int:
+        """Keep `manifest`; its size in bytes."""
+        data = json.dumps(manifest, separators=(",", ":")).encode()
+        write_atomic(self._manifest_path(snapshot), data)
+        return len(data)
 
     def read_manifest(self, snapshot: str) -> Dict[str, Any]:
         try:
@@ -182,8 +188,9 @@ class Store:
     # collection
 
     def gc(self) -> int:
-        """Delete the objects no manifest refers to; the bytes freed. The index forgets that it
-        stored them, and meta is counted again."""
+        """Delete the objects no manifest refers to; the bytes freed since meta last counted
+        (released manifests included). The index forgets that it stored them."""
+        counted = self.read_meta()["bytes"]
         live: Set[str] = set()
         for snapshot in self.snapshot_ids():
             try:
@@ -209,8 +216,9 @@ class Store:
                 if len(entry) > 6 and entry[5] not in live:
                     entry[6] = 0
             self.write_index(index)
-        self.write_meta({"bytes": self.objects_size(), "garbage": 0})
-        return freed
+        total = self.objects_size()
+        self.write_meta({"bytes": total, "garbage": 0})
+        return max(freed, counted - total)
 
 
 def new_snapshot_id() -> str:
