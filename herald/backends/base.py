@@ -205,8 +205,11 @@ class Backend(Protocol):
         """
         ...
 
-    def open_channel(self, argv: list[str], *, cwd: str | None = None) -> Channel:
-        """Start `argv` on the backend (environment scrubbed as for the shell) as a Channel."""
+    def open_channel(self, argv: list[str], *, cwd: str | None = None, changes_files: bool = True) -> Channel:
+        """Start `argv` on the backend (environment scrubbed as for the shell) as a Channel.
+        `changes_files=False`: Herald's own process that changes no file the tools look at (the
+        snapshot engine taking snapshots): a backend that remembers what it saw of files keeps
+        it while the process runs, as it would not for a command."""
         ...
 
     def open_tcp(self, host: str, port: int, *, timeout: float | None,

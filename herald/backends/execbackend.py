@@ -200,7 +200,7 @@ class ExecSessionBackend(Backend):
         news = self.take_note()
         return dataclasses.replace(result, note=f"{news} {result.note}".strip()) if news else result
 
-    def open_channel(self, argv: list[str], *, cwd: str | None = None) -> Channel:
+    def open_channel(self, argv: list[str], *, cwd: str | None = None, changes_files: bool = True) -> Channel:
         return self._channel(argv, cwd=cwd or self.cwd)
 
     def open_tcp(self, host: str, port: int, *, timeout: float | None,

@@ -157,7 +157,7 @@ class LocalBackend(Backend):
         except BackendError as exc:
             raise BackendError(f"could not start the shell {shell!r} (setting terminal.shell): {exc}") from None
 
-    def open_channel(self, argv: list[str], *, cwd: str | None = None) -> _LocalChannel:
+    def open_channel(self, argv: list[str], *, cwd: str | None = None, changes_files: bool = True) -> _LocalChannel:
         return _LocalChannel(argv, cwd or self.cwd, self._env, self._grace)
 
     def _path(self, path: str) -> str:

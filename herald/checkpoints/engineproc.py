@@ -57,11 +57,14 @@ class NoEngine(BackendError):
 class EngineProcess:
     """One engine process on `backend`, asked one request at a time (the caller serialises)."""
 
-    def __init__(self, backend: Backend, python: str, where: str) -> None:
+    def __init__(self, backend: Backend, python: str, where: str, *, changes_files: bool = False) -> None:
+        """`changes_files`: this process will restore (write the workspace); the backend is told,
+        so that what it remembers of files is not trusted while the process runs."""
         self.where = where
         self.python = python
         self._buffer = b""
-        self._channel: Channel = backend.open_channel(["/bin/sh", "-c", _START, _LOADER, python], cwd="/")
+        self._channel: Channel = backend.open_channel(["/bin/sh", "-c", _START, _LOADER, python], cwd="/",
+                                                      changes_files=changes_files)
         self._channel.send(_sources())
         try:
             self.pid = int(self._read(START_TIMEOUT)["ok"]["pid"])

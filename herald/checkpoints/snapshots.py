@@ -129,6 +129,8 @@ class Snapshots:
             raise SnapshotError(f"snapshot of {self.root} failed: {exc}") from None
 
     def _ask_there(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        if op == "restore":  # it writes the workspace: a process of its own, which the backend knows may
+            return self._restore_there(args)  # change files (the persistent one only reads there)
         for attempt in range(2):  # a process lost with its container is started again once
             try:
                 if self._remote is None:
@@ -150,6 +152,23 @@ class Snapshots:
             reply: dict[str, Any] = answer["ok"]
             return reply
         raise AssertionError("unreachable")
+
+    def _restore_there(self, args: dict[str, Any]) -> dict[str, Any]:
+        try:
+            writer = EngineProcess(self.backend, self._settings.sandbox.remote_python, self.where, changes_files=True)
+        except BackendError as exc:
+            raise SnapshotError(str(exc)) from None
+        try:
+            opened = writer.ask({"op": "open", "root": self.root, **self._limits()}, OPERATION_TIMEOUT)
+            answer = opened if "error" in opened else writer.ask({"op": "restore", **args}, OPERATION_TIMEOUT)
+        except BackendError as exc:
+            raise SnapshotError(str(exc)) from None
+        finally:
+            writer.close()
+        if "error" in answer:
+            raise _error(str(answer["error"]), str(answer.get("kind") or ""))
+        reply: dict[str, Any] = answer["ok"]
+        return reply
 
     def _drop(self) -> None:
         self._opened = {}

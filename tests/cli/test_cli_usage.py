@@ -13,7 +13,7 @@ from ._herald import run
 CAN_CALL = (
     "import hermes_tools\n"
     "print(sorted(n for n in hermes_tools.__all__ if n not in "
-    "('parallel', 'json_parse', 'shell_quote', 'retry', 'ToolError', 'ConnectionLost')))\n"
+    "('parallel', 'json_parse', 'shell_quote', 'retry', 'transaction', 'ToolError', 'ConnectionLost')))\n"
 )
 
 

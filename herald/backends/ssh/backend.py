@@ -199,9 +199,11 @@ class SSHBackend(Backend):
             self._shell_channel, self._shell_generation = channel, self._generation
         return channel
 
-    def open_channel(self, argv: list[str], *, cwd: str | None = None) -> SSHChannel:
+    def open_channel(self, argv: list[str], *, cwd: str | None = None, changes_files: bool = True) -> SSHChannel:
         directory = self._path(cwd) if cwd else self.cwd
         channel = SSHChannel(self._connection(), argv, cwd=directory, grace=self._grace)
+        if not changes_files:  # what was seen of files stays good while it runs
+            return channel
         with self._lock:
             self._channels = [c for c in self._channels if not c.closed] + [channel]
         self._seen.changed(None)
