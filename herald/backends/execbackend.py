@@ -154,23 +154,25 @@ class ExecSessionBackend(Backend):
             if self._lost is None:
                 return
             why, self._lost = self._lost, None
-            self._forget(remove=True)
+            shells = self._forget(remove=True)
             self._replaced = True
+        _close_all(shells)
         raise BackendError(
             f"{why} during this call; everything in it is gone. The next call starts a fresh "
             f"{self.kind_of_sandbox} from {self.image} in {self._cwd}."
         )
 
-    def _forget(self, *, remove: bool) -> None:
+    def _forget(self, *, remove: bool) -> list[PersistentShell]:
+        """Drop the sandbox and what ran in it (under the lock); the shells it returns are the
+        caller's to close once it has let go of the lock: a shell starting a command holds its
+        own lock and asks for ours (`_channel`), so closing one under ours could wait forever."""
         shells, self._shell, self._file_shell = (self._shell, self._file_shell), None, None
         relay, self._relay = self._relay, None
         if relay is not None:
             relay.close()
         self._discard_sandbox(remove=remove)  # first: with it removed there is nothing to kill
-        for shell in shells:
-            if shell is not None:
-                shell.close()
         self._home = ""
+        return [shell for shell in shells if shell is not None]
 
     def take_note(self) -> str:
         """What the backend had to do since last asked (a replaced sandbox), once."""
@@ -311,7 +313,13 @@ class ExecSessionBackend(Backend):
             if self._closed:
                 return
             self._closed = True
-            self._forget(remove=self._remove_on_close())
+            shells = self._forget(remove=self._remove_on_close())
+        _close_all(shells)
 
     def _remove_on_close(self) -> bool:
         return True
+
+
+def _close_all(shells: list[PersistentShell]) -> None:
+    for shell in shells:
+        shell.close()

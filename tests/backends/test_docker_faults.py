@@ -152,3 +152,31 @@ def test_missing_image_that_cannot_be_pulled(make_docker_backend: MakeDockerBack
     message = str(caught.value)
     assert "herald-test/not-built-anywhere:0" in message and "pulling it failed" in message
     assert "docker.image" in message
+
+
+def test_closing_while_calls_start_their_shell_never_hangs(make_docker_backend: MakeDockerBackend) -> None:
+    """A file call whose shell is starting (it holds the shell and asks the backend for a process)
+    while the backend closes (it holds the backend and closes the shells): each waited for the
+    other, and the close never returned. Raced in a loop; the close must return every time."""
+    for attempt in range(5):
+        backend = make_docker_backend()
+        backend.run("echo ready > /workspace/f")  # the container is up; the file shell is not
+        started = threading.Event()
+
+        def call_files(backend: DockerBackend = backend, started: threading.Event = started) -> None:
+            started.set()
+            for _ in range(50):
+                try:
+                    backend.read_bytes("/workspace/f")
+                except BackendError:  # closed under it: what a call of a closing backend gets
+                    return
+
+        caller = threading.Thread(target=call_files, daemon=True)
+        caller.start()
+        started.wait(30)
+        closer = threading.Thread(target=backend.close, daemon=True)
+        closer.start()
+        closer.join(120)  # a deadlock, not slowness: it would never return
+        assert not closer.is_alive(), f"close() hung on attempt {attempt} while a call started its shell"
+        caller.join(120)
+        assert not caller.is_alive(), f"a call hung on attempt {attempt} after the backend closed"

@@ -227,6 +227,8 @@ def write_file(files: Files, cwd: str, limits: FileLimits, args: Mapping[str, An
         files.write_bytes(absolute, data)
     except Refused as exc:
         raise refused("write_file: ", exc) from None
+    except TimeoutError:  # the run's deadline (a TimeoutError) is the caller's to report, as a timeout
+        raise
     except OSError as exc:
         raise ToolError("Could not write %s: %s." % (path, exc.strerror or exc)) from None
     return {"path": display_path(cwd, absolute), "bytes_written": len(data), "created": info is None}
@@ -283,6 +285,8 @@ def patch(files: Files, cwd: str, limits: FileLimits, args: Mapping[str, Any]) -
         files.write_bytes(absolute, updated.encode("utf-8"))
     except Refused as exc:
         raise refused("patch: ", exc, " The file is unchanged.") from None
+    except TimeoutError:  # the run's deadline (a TimeoutError) is the caller's to report, as a timeout
+        raise
     except OSError as exc:
         raise ToolError("patch: could not write %s: %s; the file is unchanged." % (path, exc.strerror or exc)) from None
     shown = display_path(cwd, absolute)
