@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 MAX_OPEN = 16  # open transactions per run: each holds a snapshot
 MAX_LISTED = 1000  # paths listed in an outcome (a block that ran `npm install` changes many more)
 VERIFY_TAIL = 2000  # characters of the verify command's output kept
+END_WAIT_SECONDS = 60.0  # for the calls of an ended run to return before its rollback (a hang, not a pace)
 
 
 @dataclass(eq=False)
@@ -289,13 +290,21 @@ class Transactions:
         """The run of `scope` is over (its calls stopped, so no request of it starts now): roll
         back what it left open, once the requests being served are done. Notes for its result,
         one per transaction."""
+        notes = []
+        with self._cond:
+            open_here = any(tx.scope is scope for tx in self._open)
+        # The run's calls were cancelled, but one may be past its last check, its write under way
+        # (waiting for the backend's shell, say): the rollback waits for every one to have returned,
+        # or its write would land on the restored files.
+        if open_here and not scope.stop(END_WAIT_SECONDS):
+            notes.append(f"{scope.running} call(s) of the run were still running {END_WAIT_SECONDS:g} s after it "
+                         "ended: what they write after the rollback below is not undone.")
         with self._cond:
             while self._busy:
                 self._cond.wait()
             left = [tx for tx in self._open if tx.scope is scope]  # listed until settled: writes still count
             for tx in left:
                 tx.ending = True
-        notes = []
         for tx in reversed(left):
             try:
                 outcome = self._settle(tx, "the run ended with the block still open")
