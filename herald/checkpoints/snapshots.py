@@ -136,7 +136,7 @@ class Snapshots:
                 if self._remote is None:
                     self._remote = EngineProcess(self.backend, self._settings.sandbox.remote_python, self.where)
                 if self._opened != self._limits():  # first, or the settings of a later snapshots_for
-                    opened = self._remote.ask({"op": "open", "root": self.root, **self._limits()}, OPERATION_TIMEOUT)
+                    opened = self._remote.ask(self._open_request(), OPERATION_TIMEOUT)
                     if "error" in opened:
                         self._drop()
                         raise SnapshotError(str(opened["error"]))
@@ -147,10 +147,7 @@ class Snapshots:
                 if attempt or isinstance(exc, NoEngine):
                     raise SnapshotError(str(exc)) from None
                 continue
-            if "error" in answer:
-                raise _error(str(answer["error"]), str(answer.get("kind") or ""))
-            reply: dict[str, Any] = answer["ok"]
-            return reply
+            return _ok(answer)
         raise AssertionError("unreachable")
 
     def _restore_there(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -159,16 +156,17 @@ class Snapshots:
         except BackendError as exc:
             raise SnapshotError(str(exc)) from None
         try:
-            opened = writer.ask({"op": "open", "root": self.root, **self._limits()}, OPERATION_TIMEOUT)
+            opened = writer.ask(self._open_request(), OPERATION_TIMEOUT)
             answer = opened if "error" in opened else writer.ask({"op": "restore", **args}, OPERATION_TIMEOUT)
         except BackendError as exc:
             raise SnapshotError(str(exc)) from None
         finally:
             writer.close()
-        if "error" in answer:
-            raise _error(str(answer["error"]), str(answer.get("kind") or ""))
-        reply: dict[str, Any] = answer["ok"]
-        return reply
+        return _ok(answer)
+
+    def _open_request(self) -> dict[str, Any]:
+        """What an engine process is told first: the workspace and the limits now in force."""
+        return {"op": "open", "root": self.root, **self._limits()}
 
     def _drop(self) -> None:
         self._opened = {}
@@ -242,3 +240,11 @@ def snapshots_for(backend: Backend, root: str, settings: Settings) -> Snapshots:
             found = per_root[root] = Snapshots(backend, root, settings)
         found.use_settings(settings)
         return found
+
+
+def _ok(answer: dict[str, Any]) -> dict[str, Any]:
+    """An engine process's answer: what it found, or its error raised as a SnapshotError."""
+    if "error" in answer:
+        raise _error(str(answer["error"]), str(answer.get("kind") or ""))
+    reply: dict[str, Any] = answer["ok"]
+    return reply

@@ -11,7 +11,7 @@ import time
 from ..backends.base import Backend, BackendError
 from ..checkpoints.session import SessionCheckpoints
 from ..config import Settings
-from .sandbox.result import ExecutionResult
+from .sandbox.result import ExecutionResult, noted_error
 
 log = logging.getLogger(__name__)
 
@@ -40,5 +40,4 @@ class RunCheckpoints:
     def noted(result: ExecutionResult, notes: list[str]) -> ExecutionResult:
         if not notes:
             return result
-        error = (result.error.rstrip("\n") + "\n" if result.error.strip() else "") + "\n".join(notes)
-        return dataclasses.replace(result, notes=[*result.notes, *notes], error=error)
+        return dataclasses.replace(result, notes=[*result.notes, *notes], error=noted_error(result.error, notes))

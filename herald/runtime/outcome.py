@@ -13,7 +13,7 @@ from ..backends.base import BackendError
 from ..capture import CappedCapture
 from ..config import Settings
 from .sandbox.contract import Collected
-from .sandbox.result import ExecutionResult, Status
+from .sandbox.result import ExecutionResult, Status, noted_error
 from .scope import CallScope
 
 # on_output(stream, data): "stdout" or "stderr", and the bytes as the script produced them.
@@ -114,7 +114,7 @@ def build_result(
         )
     error = stderr.text("stderr")
     if notes:
-        error = (error.rstrip("\n") + "\n" if error.strip() else "") + "\n".join(notes)
+        error = noted_error(error, notes)
     return ExecutionResult(
         status=status,
         output=stdout.text("output"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -40,3 +41,8 @@ class ExecutionResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def noted_error(error: str, notes: Sequence[str]) -> str:
+    """A result's `error` with Herald's notes after what the script wrote there, one a line."""
+    return (error.rstrip("\n") + "\n" if error.strip() else "") + "\n".join(notes)
