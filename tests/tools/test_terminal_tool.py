@@ -110,7 +110,7 @@ def test_background_starts_and_returns_with_pid_and_log(call: CallTool, workspac
     assert started["exit_code"] == 0 and started["pid"] > 0
     log = started["log"]
     assert log in started["output"] and f"kill {started['pid']}" in started["output"]
-    wait_then_show = f"for i in $(seq 100); do grep -q second {log} && break; sleep 0.1; done; cat {log}"
+    wait_then_show = f"for i in $(seq 100); do grep -qs second {log} && break; sleep 0.1; done; cat {log}"
     tail = call("terminal", command=wait_then_show)
     assert tail["output"] == "first\nsecond"
     assert _alive(call, started["pid"])  # still running after later calls of the session
